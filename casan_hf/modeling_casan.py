@@ -1,0 +1,502 @@
+"""Context-aware self-attention BERT models (Yang et al., AAAI 2019), in the layout of `transformers`' BERT.
+
+Every submodule keeps BERT's name (`bert.embeddings`, `bert.encoder.layer.N.attention.self.query`, ...),
+so any BERT checkpoint loads unchanged and only the context parameters
+(`...attention.self.context_mixer.*`) are new. The BERT building blocks that CASAN leaves alone are
+imported from `transformers` rather than copied.
+"""
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from transformers import initialization as init
+from transformers.configuration_utils import PreTrainedConfig
+from transformers.masking_utils import create_bidirectional_mask
+from transformers.modeling_layers import GradientCheckpointingLayer
+from transformers.modeling_outputs import (
+    BaseModelOutputWithPoolingAndCrossAttentions,
+    MaskedLMOutput,
+    MultipleChoiceModelOutput,
+    QuestionAnsweringModelOutput,
+    SequenceClassifierOutput,
+    TokenClassifierOutput,
+)
+from transformers.modeling_utils import PreTrainedModel
+from transformers.models.bert.modeling_bert import (
+    BertEmbeddings,
+    BertIntermediate,
+    BertLMPredictionHead,
+    BertOnlyMLMHead,
+    BertOutput,
+    BertPooler,
+    BertSelfOutput,
+)
+from transformers.pytorch_utils import apply_chunking_to_forward
+from transformers.utils.generic import can_return_tuple, merge_with_config_defaults
+from transformers.utils.output_capturing import OutputRecorder, capture_outputs
+
+from .configuration_casan import CasanConfig
+from .context_attention import CasanContextMixer, CasanSelfAttention
+
+
+# The config fields that decide which context parameters exist and what they mean: a CASAN checkpoint
+# can only be loaded with the values it was saved with.
+STRUCTURAL_FIELDS = ("context_type", "context_targets", "context_layers", "context_rank", "gate")
+LOADABLE_MODEL_TYPES = ("bert", "casan_bert")
+
+
+@dataclass
+class CasanModelOutput(BaseModelOutputWithPoolingAndCrossAttentions):
+    r"""
+    context_gates (`tuple(torch.FloatTensor)`, returned with `output_context_gates=True`):
+        One tensor per layer of shape `(batch_size, 2, sequence_length)`: the query gate lambda_Q
+        (channel 0) and the key gate lambda_K (channel 1) of every token; 0 where that layer or target
+        takes no context.
+    """
+
+    context_gates: tuple[torch.FloatTensor, ...] | None = None
+
+
+@dataclass
+class CasanSequenceClassifierOutput(SequenceClassifierOutput):
+    context_gates: tuple[torch.FloatTensor, ...] | None = None
+
+
+@dataclass
+class CasanTokenClassifierOutput(TokenClassifierOutput):
+    context_gates: tuple[torch.FloatTensor, ...] | None = None
+
+
+@dataclass
+class CasanQuestionAnsweringOutput(QuestionAnsweringModelOutput):
+    context_gates: tuple[torch.FloatTensor, ...] | None = None
+
+
+@dataclass
+class CasanMultipleChoiceOutput(MultipleChoiceModelOutput):
+    context_gates: tuple[torch.FloatTensor, ...] | None = None
+
+
+@dataclass
+class CasanMaskedLMOutput(MaskedLMOutput):
+    context_gates: tuple[torch.FloatTensor, ...] | None = None
+
+
+def masked_mean(hidden_states, token_mask):
+    """Mean over the real tokens, `(batch, n, d) -> (batch, d)`; `token_mask` is `(batch, n)` of 0/1 or None."""
+    if token_mask is None:
+        return hidden_states.mean(dim=1)
+    weights = token_mask.to(hidden_states.dtype)
+    summed = torch.bmm(weights.unsqueeze(1), hidden_states).squeeze(1)
+    return summed / weights.sum(dim=1, keepdim=True).clamp(min=1)
+
+
+class CasanAttention(nn.Module):
+    def __init__(self, config, layer_idx):
+        super().__init__()
+        self.self = CasanSelfAttention(config, layer_idx)
+        self.output = BertSelfOutput(config)
+
+    def forward(self, hidden_states, attention_mask=None, context=None, **kwargs):
+        attention_output, _, _ = self.self(hidden_states, attention_mask, context, **kwargs)
+        return self.output(attention_output, hidden_states)
+
+
+class CasanLayer(GradientCheckpointingLayer):
+    def __init__(self, config, layer_idx):
+        super().__init__()
+        self.chunk_size_feed_forward = config.chunk_size_feed_forward
+        self.seq_len_dim = 1
+        self.attention = CasanAttention(config, layer_idx)
+        self.intermediate = BertIntermediate(config)
+        self.output = BertOutput(config)
+
+    def forward(self, hidden_states, attention_mask=None, context=None, **kwargs):
+        attention_output = self.attention(hidden_states, attention_mask, context, **kwargs)
+        return apply_chunking_to_forward(
+            self.feed_forward_chunk, self.chunk_size_feed_forward, self.seq_len_dim, attention_output
+        )
+
+    def feed_forward_chunk(self, attention_output):
+        return self.output(self.intermediate(attention_output), attention_output)
+
+
+class CasanEncoder(nn.Module):
+    """BERT's encoder that also carries each layer's context: the layer inputs so far (deep) or their
+    masked means (global, deep_global)."""
+
+    def __init__(self, config):
+        super().__init__()
+        self.config = config
+        self.layer = nn.ModuleList([CasanLayer(config, layer_idx=i) for i in range(config.num_hidden_layers)])
+
+    def forward(self, hidden_states, attention_mask=None, token_mask=None, **kwargs):
+        context_type = self.config.context_type
+        history = []
+        for layer_idx, layer_module in enumerate(self.layer):
+            context = None
+            if context_type == "global":
+                context = masked_mean(hidden_states, token_mask) if self.config.layer_has_context(layer_idx) else None
+            elif context_type == "deep_global":
+                history.append(masked_mean(hidden_states, token_mask))
+                context = torch.cat(history, dim=-1) if self.config.layer_has_context(layer_idx) else None
+            elif context_type == "deep":
+                context = tuple(history) if self.config.layer_has_context(layer_idx) else None
+                history.append(hidden_states)
+            hidden_states = layer_module(hidden_states, attention_mask, context, **kwargs)
+        return hidden_states
+
+
+class CasanPreTrainedModel(PreTrainedModel):
+    config_class = CasanConfig
+    config: CasanConfig
+    base_model_prefix = "bert"
+    supports_gradient_checkpointing = True
+    _supports_flash_attn = True
+    _supports_sdpa = True
+    _supports_attention_backend = True
+    _no_split_modules = ["BertEmbeddings", "CasanLayer"]
+    _can_record_outputs = {
+        "hidden_states": CasanLayer,
+        "attentions": OutputRecorder(CasanSelfAttention, index=1),
+        "context_gates": OutputRecorder(CasanSelfAttention, index=2),
+    }
+
+    def __init__(self, config, *inputs, **kwargs):
+        if config.is_decoder or config.add_cross_attention:
+            raise ValueError(
+                "CASAN models are bidirectional encoders: `is_decoder` and `add_cross_attention` must be False "
+                f"(got is_decoder={config.is_decoder}, add_cross_attention={config.add_cross_attention})."
+            )
+        config.check_context_options()
+        super().__init__(config, *inputs, **kwargs)
+
+    @torch.no_grad()
+    def _init_weights(self, module):
+        """BERT's initialisation, plus the context parameters: U ~ N(0, context_init_range), the gate
+        vectors too, and the gate bias at `gate_bias_init` so that a converted checkpoint starts near BERT."""
+        super()._init_weights(module)
+        if isinstance(module, BertLMPredictionHead):
+            init.zeros_(module.bias)
+        elif isinstance(module, BertEmbeddings):
+            init.copy_(module.position_ids, torch.arange(module.position_ids.shape[-1]).expand((1, -1)))
+            init.zeros_(module.token_type_ids)
+        elif isinstance(module, CasanContextMixer):
+            std = self.config.context_init_range
+            std = self.config.initializer_range if std is None else std
+            init.normal_(module.context_weight, mean=0.0, std=std)
+            if module.rank is not None:
+                init.normal_(module.context_up, mean=0.0, std=std)
+            if module.dynamic:
+                init.normal_(module.gate_hidden, mean=0.0, std=std)
+                init.normal_(module.gate_context, mean=0.0, std=std)
+                init.constant_(module.gate_bias, self.config.gate_bias_init)
+
+    @classmethod
+    def from_pretrained(cls, pretrained_model_name_or_path, *model_args, **kwargs):
+        """Loads a BERT checkpoint (converted: the context parameters are new) or a CASAN checkpoint
+        (continued: its context options must not be changed, or its trained context would be dropped or
+        replaced by random weights)."""
+        if kwargs.get("config") is None and pretrained_model_name_or_path is not None:
+            hub_kwargs = {
+                key: kwargs[key]
+                for key in ("cache_dir", "force_download", "local_files_only", "token", "revision", "subfolder")
+                if key in kwargs
+            }
+            saved, _ = PreTrainedConfig.get_config_dict(pretrained_model_name_or_path, **hub_kwargs)
+            check_checkpoint_fits(saved, kwargs)
+        return super().from_pretrained(pretrained_model_name_or_path, *model_args, **kwargs)
+
+
+def check_checkpoint_fits(saved_config, requested):
+    """Raises a ValueError when a checkpoint cannot become the requested CASAN model without losing weights."""
+    model_type = saved_config.get("model_type")
+    if model_type not in LOADABLE_MODEL_TYPES:
+        raise ValueError(
+            f"Checkpoint has model_type {model_type!r}; CASAN models load {' or '.join(map(repr, LOADABLE_MODEL_TYPES))} "
+            "checkpoints."
+        )
+    if model_type != "casan_bert":
+        return
+    defaults = CasanConfig()
+    for name in STRUCTURAL_FIELDS:
+        if name not in requested:
+            continue
+        wanted = CasanConfig(**{name: requested[name]}).__getattribute__(name)
+        have = saved_config.get(name, getattr(defaults, name))
+        if wanted != have:
+            raise ValueError(
+                f"This CASAN checkpoint was trained with {name}={have!r}; it cannot be loaded with {name}={wanted!r} "
+                f"(its context parameters would be dropped or re-initialised). Load it without `{name}`, or convert "
+                "the original BERT checkpoint instead."
+            )
+
+
+def encoder_extras(outputs):
+    """The per-layer outputs every CASAN head passes through from the base model."""
+    return {
+        "hidden_states": outputs.hidden_states,
+        "attentions": outputs.attentions,
+        "context_gates": outputs.context_gates,
+    }
+
+
+class CasanModel(CasanPreTrainedModel):
+    def __init__(self, config, add_pooling_layer=True):
+        super().__init__(config)
+        self.embeddings = BertEmbeddings(config)
+        self.encoder = CasanEncoder(config)
+        self.pooler = BertPooler(config) if add_pooling_layer else None
+        self.post_init()
+
+    def get_input_embeddings(self):
+        return self.embeddings.word_embeddings
+
+    def set_input_embeddings(self, value):
+        self.embeddings.word_embeddings = value
+
+    @merge_with_config_defaults
+    @capture_outputs
+    def forward(
+        self,
+        input_ids=None,
+        attention_mask=None,
+        token_type_ids=None,
+        position_ids=None,
+        inputs_embeds=None,
+        **kwargs,
+    ) -> CasanModelOutput:
+        if (input_ids is None) ^ (inputs_embeds is not None):
+            raise ValueError("You must specify exactly one of input_ids or inputs_embeds")
+        if attention_mask is not None and attention_mask.dim() != 2:
+            raise ValueError(
+                f"CASAN needs a 2D attention_mask (batch, seq) to average the real tokens; got {attention_mask.dim()}D."
+            )
+        embedding_output = self.embeddings(
+            input_ids=input_ids,
+            position_ids=position_ids,
+            token_type_ids=token_type_ids,
+            inputs_embeds=inputs_embeds,
+        )
+        extended_mask = create_bidirectional_mask(
+            config=self.config, inputs_embeds=embedding_output, attention_mask=attention_mask
+        )
+        sequence_output = self.encoder(
+            embedding_output,
+            attention_mask=extended_mask,
+            token_mask=attention_mask,
+            position_ids=position_ids,
+            **kwargs,
+        )
+        pooled_output = self.pooler(sequence_output) if self.pooler is not None else None
+        return CasanModelOutput(last_hidden_state=sequence_output, pooler_output=pooled_output)
+
+
+class CasanForSequenceClassification(CasanPreTrainedModel):
+    """Single-label, multi-label or regression classifier on the pooled [CLS] vector, as BERT's."""
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        self.bert = CasanModel(config)
+        dropout = config.classifier_dropout if config.classifier_dropout is not None else config.hidden_dropout_prob
+        self.dropout = nn.Dropout(dropout)
+        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
+        self.post_init()
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids=None,
+        attention_mask=None,
+        token_type_ids=None,
+        position_ids=None,
+        inputs_embeds=None,
+        labels=None,
+        **kwargs,
+    ) -> CasanSequenceClassifierOutput:
+        outputs = self.bert(
+            input_ids,
+            attention_mask=attention_mask,
+            token_type_ids=token_type_ids,
+            position_ids=position_ids,
+            inputs_embeds=inputs_embeds,
+            return_dict=True,
+            **kwargs,
+        )
+        logits = self.classifier(self.dropout(outputs.pooler_output))
+        loss = self.loss_function(labels, logits, self.config) if labels is not None else None
+        return CasanSequenceClassifierOutput(loss=loss, logits=logits, **encoder_extras(outputs))
+
+
+class CasanForMultipleChoice(CasanPreTrainedModel):
+    def __init__(self, config):
+        super().__init__(config)
+        self.bert = CasanModel(config)
+        dropout = config.classifier_dropout if config.classifier_dropout is not None else config.hidden_dropout_prob
+        self.dropout = nn.Dropout(dropout)
+        self.classifier = nn.Linear(config.hidden_size, 1)
+        self.post_init()
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids=None,
+        attention_mask=None,
+        token_type_ids=None,
+        position_ids=None,
+        inputs_embeds=None,
+        labels=None,
+        **kwargs,
+    ) -> CasanMultipleChoiceOutput:
+        """Inputs are `(batch, num_choices, seq)`; each choice is encoded as its own sentence."""
+        num_choices = input_ids.shape[1] if input_ids is not None else inputs_embeds.shape[1]
+
+        def flat(tensor):
+            return None if tensor is None else tensor.flatten(0, 1)
+
+        outputs = self.bert(
+            flat(input_ids),
+            attention_mask=flat(attention_mask),
+            token_type_ids=flat(token_type_ids),
+            position_ids=flat(position_ids),
+            inputs_embeds=flat(inputs_embeds),
+            return_dict=True,
+            **kwargs,
+        )
+        logits = self.classifier(self.dropout(outputs.pooler_output)).view(-1, num_choices)
+        loss = nn.functional.cross_entropy(logits, labels) if labels is not None else None
+        return CasanMultipleChoiceOutput(loss=loss, logits=logits, **encoder_extras(outputs))
+
+
+class CasanForTokenClassification(CasanPreTrainedModel):
+    def __init__(self, config):
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        self.bert = CasanModel(config, add_pooling_layer=False)
+        dropout = config.classifier_dropout if config.classifier_dropout is not None else config.hidden_dropout_prob
+        self.dropout = nn.Dropout(dropout)
+        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
+        self.post_init()
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids=None,
+        attention_mask=None,
+        token_type_ids=None,
+        position_ids=None,
+        inputs_embeds=None,
+        labels=None,
+        **kwargs,
+    ) -> CasanTokenClassifierOutput:
+        outputs = self.bert(
+            input_ids,
+            attention_mask=attention_mask,
+            token_type_ids=token_type_ids,
+            position_ids=position_ids,
+            inputs_embeds=inputs_embeds,
+            return_dict=True,
+            **kwargs,
+        )
+        logits = self.classifier(self.dropout(outputs.last_hidden_state))
+        loss = self.loss_function(logits, labels, self.config) if labels is not None else None
+        return CasanTokenClassifierOutput(loss=loss, logits=logits, **encoder_extras(outputs))
+
+
+class CasanForQuestionAnswering(CasanPreTrainedModel):
+    def __init__(self, config):
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        self.bert = CasanModel(config, add_pooling_layer=False)
+        self.qa_outputs = nn.Linear(config.hidden_size, config.num_labels)
+        self.post_init()
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids=None,
+        attention_mask=None,
+        token_type_ids=None,
+        position_ids=None,
+        inputs_embeds=None,
+        start_positions=None,
+        end_positions=None,
+        **kwargs,
+    ) -> CasanQuestionAnsweringOutput:
+        outputs = self.bert(
+            input_ids,
+            attention_mask=attention_mask,
+            token_type_ids=token_type_ids,
+            position_ids=position_ids,
+            inputs_embeds=inputs_embeds,
+            return_dict=True,
+            **kwargs,
+        )
+        start_logits, end_logits = self.qa_outputs(outputs.last_hidden_state).split(1, dim=-1)
+        start_logits = start_logits.squeeze(-1).contiguous()
+        end_logits = end_logits.squeeze(-1).contiguous()
+        loss = None
+        if start_positions is not None and end_positions is not None:
+            loss = self.loss_function(start_logits, end_logits, start_positions, end_positions)
+        return CasanQuestionAnsweringOutput(
+            loss=loss, start_logits=start_logits, end_logits=end_logits, **encoder_extras(outputs)
+        )
+
+
+class CasanForMaskedLM(CasanPreTrainedModel):
+    _tied_weights_keys = {
+        "cls.predictions.decoder.weight": "bert.embeddings.word_embeddings.weight",
+        "cls.predictions.decoder.bias": "cls.predictions.bias",
+    }
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.bert = CasanModel(config, add_pooling_layer=False)
+        self.cls = BertOnlyMLMHead(config)
+        self.post_init()
+
+    def get_output_embeddings(self):
+        return self.cls.predictions.decoder
+
+    def set_output_embeddings(self, new_embeddings):
+        self.cls.predictions.decoder = new_embeddings
+        self.cls.predictions.bias = new_embeddings.bias
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids=None,
+        attention_mask=None,
+        token_type_ids=None,
+        position_ids=None,
+        inputs_embeds=None,
+        labels=None,
+        **kwargs,
+    ) -> CasanMaskedLMOutput:
+        outputs = self.bert(
+            input_ids,
+            attention_mask=attention_mask,
+            token_type_ids=token_type_ids,
+            position_ids=position_ids,
+            inputs_embeds=inputs_embeds,
+            return_dict=True,
+            **kwargs,
+        )
+        logits = self.cls(outputs.last_hidden_state)
+        loss = None
+        if labels is not None:
+            loss = self.loss_function(logits, labels, vocab_size=self.config.vocab_size)
+        return CasanMaskedLMOutput(loss=loss, logits=logits, **encoder_extras(outputs))
+
+
+__all__ = [
+    "CasanForMaskedLM",
+    "CasanForMultipleChoice",
+    "CasanForQuestionAnswering",
+    "CasanForSequenceClassification",
+    "CasanForTokenClassification",
+    "CasanModel",
+    "CasanPreTrainedModel",
+]
