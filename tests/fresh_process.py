@@ -1,0 +1,41 @@
+"""Run Python code in a new process in which `import casan_hf` fails, as on a machine that only has
+`transformers`: what users of a shared checkpoint get with `trust_remote_code=True`."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+BLOCK_CASAN_HF = """
+import sys
+
+class _BlockCasanHf:
+    def find_spec(self, name, path=None, target=None):
+        if name == "casan_hf" or name.startswith("casan_hf."):
+            raise ImportError("casan_hf is not installed in this process")
+
+sys.meta_path.insert(0, _BlockCasanHf())
+try:
+    import casan_hf  # noqa: F401
+except ImportError:
+    pass
+else:
+    raise SystemExit("casan_hf is importable: the fresh process proves nothing")
+"""
+
+
+def run_without_casan_hf(code, workdir, timeout=600):
+    """Runs `code` with casan_hf blocked, in `workdir`, with its own remote-code module cache; returns stdout."""
+    env = dict(os.environ, HF_HUB_OFFLINE="1", HF_MODULES_CACHE=str(os.path.join(workdir, "hf_modules")))
+    env.pop("PYTHONPATH", None)
+    result = subprocess.run(
+        [sys.executable, "-c", BLOCK_CASAN_HF + textwrap.dedent(code)],
+        cwd=workdir,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    if result.returncode != 0:
+        raise AssertionError(f"fresh process failed ({result.returncode}):\n{result.stdout}\n{result.stderr}")
+    return result.stdout
