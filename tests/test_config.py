@@ -1,0 +1,133 @@
+"""Every context option is checked wherever it can enter: constructor, attribute, from_pretrained kwargs,
+a loaded config.json; and a saved config carries the auto_map for all seven auto classes."""
+
+import json
+
+import pytest
+from transformers import AutoConfig, BertConfig, BertModel
+
+from casan_hf import CasanConfig, CasanForSequenceClassification, CasanModel
+from casan_hf.configuration_casan import AUTO_MAP
+
+
+TINY = dict(vocab_size=99, hidden_size=32, num_hidden_layers=3, num_attention_heads=4, intermediate_size=37)
+
+INVALID = [
+    ("context_type", "local", "context_type"),
+    ("context_type", None, "context_type"),
+    ("context_targets", [], "context_targets"),
+    ("context_targets", ["query", "value"], "'value'"),
+    ("context_targets", "query", "context_targets"),
+    ("context_targets", ["key", "key"], "context_targets"),
+    ("context_layers", [], "context_layers"),
+    ("context_layers", [0, -1], "context_layers"),
+    ("context_layers", [1, 1], "context_layers"),
+    ("context_layers", "0", "context_layers"),
+    ("gate", "sigmoid", "gate"),
+    ("fixed_gate", 1.5, "fixed_gate"),
+    ("fixed_gate", -0.1, "fixed_gate"),
+    ("fixed_gate", "0.5", "fixed_gate"),
+    ("gate_bias_init", float("nan"), "gate_bias_init"),
+    ("gate_bias_init", "low", "gate_bias_init"),
+    ("context_rank", 0, "context_rank"),
+    ("context_rank", 2.5, "context_rank"),
+    ("context_init_range", -1.0, "context_init_range"),
+]
+
+
+def test_defaults_follow_the_paper():
+    config = CasanConfig()
+    assert config.model_type == "casan_bert"
+    assert config.context_type == "deep_global"
+    assert config.context_targets == ["query", "key"]
+    assert config.context_layers is None
+    assert config.gate == "dynamic"
+    assert config.context_rank is None
+    assert config.auto_map == AUTO_MAP
+
+
+@pytest.mark.parametrize("name,value,named", INVALID)
+def test_constructor_rejects_invalid_values(name, value, named):
+    with pytest.raises(ValueError, match=named) as error:
+        CasanConfig(**{name: value})
+    assert repr(value) in str(error.value) or name in str(error.value)
+
+
+@pytest.mark.parametrize("name,value,named", INVALID)
+def test_assignment_rejects_invalid_values(name, value, named):
+    config = CasanConfig()
+    with pytest.raises(ValueError, match=named):
+        setattr(config, name, value)
+
+
+def test_error_lists_allowed_values():
+    with pytest.raises(ValueError) as error:
+        CasanConfig(context_type="local")
+    for allowed in ("'global'", "'deep'", "'deep_global'", "'none'", "'local'"):
+        assert allowed in str(error.value)
+
+
+def test_context_targets_are_canonicalised():
+    assert CasanConfig(context_targets=("key", "query")).context_targets == ["query", "key"]
+    assert CasanConfig(context_targets=["key"]).context_targets == ["key"]
+
+
+def test_layer_index_out_of_range_is_named():
+    with pytest.raises(ValueError, match=r"\[5\].*3 layers"):
+        CasanConfig(**TINY, context_layers=[0, 5])
+
+
+def test_from_pretrained_kwargs_are_validated(tmp_path):
+    CasanConfig(**TINY).save_pretrained(tmp_path)
+    with pytest.raises(ValueError, match="context_type"):
+        CasanConfig.from_pretrained(tmp_path, context_type="local")
+    with pytest.raises(ValueError, match="gate"):
+        CasanModel.from_pretrained(tmp_path, gate="always")
+
+
+def test_layer_range_is_checked_when_kwargs_are_set_after_init(tmp_path):
+    BertModel(BertConfig(**TINY)).save_pretrained(tmp_path)
+    # from_pretrained sets kwargs after __init__, so the cross-field check runs when the model is built.
+    with pytest.raises(ValueError, match="out of range"):
+        CasanModel.from_pretrained(tmp_path, context_layers=[7])
+
+
+@pytest.mark.parametrize("name,value,named", INVALID[:6] + INVALID[10:12])
+def test_bad_config_json_is_rejected(tmp_path, name, value, named):
+    CasanConfig(**TINY).save_pretrained(tmp_path)
+    path = tmp_path / "config.json"
+    data = json.loads(path.read_text())
+    data[name] = value
+    path.write_text(json.dumps(data))
+    with pytest.raises(ValueError, match=named):
+        AutoConfig.from_pretrained(tmp_path)
+    with pytest.raises(ValueError, match=named):
+        CasanForSequenceClassification.from_pretrained(tmp_path)
+
+
+def test_decoder_configs_are_refused():
+    with pytest.raises(ValueError, match="is_decoder"):
+        CasanModel(CasanConfig(**TINY, is_decoder=True))
+
+
+def test_config_round_trip_keeps_every_field(tmp_path):
+    config = CasanConfig(
+        **TINY,
+        context_type="deep",
+        context_targets=["key"],
+        context_layers=[2, 1],
+        gate="fixed",
+        fixed_gate=0.25,
+        gate_bias_init=-2,
+        context_rank=4,
+        context_init_range=0.01,
+    )
+    config.save_pretrained(tmp_path)
+    saved = json.loads((tmp_path / "config.json").read_text())
+    assert saved["auto_map"] == AUTO_MAP
+    loaded = AutoConfig.from_pretrained(tmp_path)
+    assert isinstance(loaded, CasanConfig)
+    for name in ("context_type", "context_targets", "context_layers", "gate", "fixed_gate", "gate_bias_init",
+                 "context_rank", "context_init_range"):
+        assert getattr(loaded, name) == getattr(config, name), name
+    assert loaded.context_layers == [1, 2]
