@@ -14,6 +14,7 @@ from transformers import BertConfig
 CONTEXT_TYPES = ("global", "deep", "deep_global", "none")
 CONTEXT_TARGETS = ("query", "key")
 GATE_KINDS = ("dynamic", "fixed")
+CLASSIFIER_POOLINGS = ("cls", "mean", "structured")
 
 # Every class a saved folder can be loaded as with `trust_remote_code=True`.
 AUTO_MAP = {
@@ -96,6 +97,27 @@ def _check_context_init_range(value):
     return None if value is None else float(value)
 
 
+def _check_classifier_pooling(value):
+    if value not in CLASSIFIER_POOLINGS:
+        raise _allowed("classifier_pooling", value, CLASSIFIER_POOLINGS)
+    return value
+
+
+def _check_positive_int(name):
+    def check(value):
+        if not (_is_int(value) and value > 0):
+            raise ValueError(f"`{name}` must be a positive int; got {value!r}.")
+        return value
+
+    return check
+
+
+def _check_pooling_penalty(value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value < float("inf"):
+        raise ValueError(f"`pooling_penalty` must be a finite number >= 0 (0 turns the penalty off); got {value!r}.")
+    return float(value)
+
+
 _CHECKS = {
     "context_type": _check_context_type,
     "context_targets": _check_context_targets,
@@ -105,6 +127,10 @@ _CHECKS = {
     "gate_bias_init": _check_gate_bias_init,
     "context_rank": _check_context_rank,
     "context_init_range": _check_context_init_range,
+    "classifier_pooling": _check_classifier_pooling,
+    "pooling_hops": _check_positive_int("pooling_hops"),
+    "pooling_hidden": _check_positive_int("pooling_hidden"),
+    "pooling_penalty": _check_pooling_penalty,
 }
 
 
@@ -136,6 +162,21 @@ class CasanConfig(BertConfig):
         context_init_range (`float`, *optional*):
             Standard deviation of the normal initialisation of U (or A and B) and of the gate vectors;
             defaults to `initializer_range`.
+        classifier_pooling (`str`, defaults to `"cls"`):
+            The sentence vector read by the sequence-classification and multiple-choice heads. `"cls"`: BERT's
+            pooler on [CLS] (`bert.pooler.*`, so BERT classifiers load unchanged); `"mean"`: the masked mean of
+            the last layer over the real tokens; `"structured"`: the structured self-attentive embedding of
+            Lin et al. (2017), `pooling_hops` attention distributions over the real tokens, concatenated. The
+            last two read no pooler, so those heads build none (a BERT checkpoint's pooler weights are skipped).
+        pooling_hops (`int`, defaults to 4):
+            r, the number of attention hops of `"structured"` pooling; the classifier reads r * hidden_size
+            features. A few hops suffice for sentence-pair tasks and keep the classifier small.
+        pooling_hidden (`int`, defaults to 128):
+            d_a, the hidden width of the hop scorer W_s2 tanh(W_s1 H^T) of `"structured"` pooling.
+        pooling_penalty (`float`, defaults to 1.0):
+            Weight of Lin et al.'s penalty ||A A^T - I||_F^2 (averaged over the batch), added to the loss when
+            labels are given; it keeps the hops from all attending to the same tokens. 1.0 as in the paper;
+            0 turns it off.
     """
 
     model_type = "casan_bert"
@@ -148,6 +189,10 @@ class CasanConfig(BertConfig):
     gate_bias_init: float = -4.0
     context_rank: int | None = None
     context_init_range: float | None = None
+    classifier_pooling: str = "cls"
+    pooling_hops: int = 4
+    pooling_hidden: int = 128
+    pooling_penalty: float = 1.0
 
     def __post_init__(self, **kwargs):
         super().__post_init__(**kwargs)
