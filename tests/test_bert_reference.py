@@ -1,0 +1,104 @@
+"""transformers' BERT with the same weights is the reference for everything CASAN leaves unchanged:
+context_type="none" is BERT, and a converted checkpoint starts close to the BERT it came from."""
+
+import pytest
+import torch
+from transformers import AutoTokenizer, BertConfig, BertModel
+
+from casan_hf import CasanForSequenceClassification, CasanModel
+from tiny_models import CONTEXT_TYPES, HEADS, TINY, comparable_outputs, head_inputs, padded_batch
+
+SENTENCES = [
+    "A man is playing a guitar on the stage tonight.",
+    "The new movie is awful.",
+    "Context-aware self-attention lets the whole sentence shape every query and key.",
+]
+
+
+def assert_outputs_match(casan_outputs, bert_outputs, atol):
+    expected = comparable_outputs(bert_outputs)
+    actual = comparable_outputs(casan_outputs)
+    assert expected.keys() == actual.keys()
+    for name, reference in expected.items():
+        diff = (actual[name] - reference).abs().max().item()
+        assert diff <= atol, f"{name} differs from BERT by {diff}"
+
+
+@pytest.mark.parametrize("attn_implementation", ["eager", "sdpa"])
+@pytest.mark.parametrize("casan_class,bert_class", HEADS.items(), ids=[c.__name__ for c in HEADS])
+def test_none_is_bert_on_tiny_random_checkpoints(tmp_path, casan_class, bert_class, attn_implementation):
+    torch.manual_seed(0)
+    bert = bert_class(BertConfig(**TINY, num_labels=2)).eval()
+    bert.save_pretrained(tmp_path)
+    casan, info = casan_class.from_pretrained(
+        tmp_path, context_type="none", attn_implementation=attn_implementation, output_loading_info=True
+    )
+    assert not info["missing_keys"] and not info["unexpected_keys"] and not info["mismatched_keys"]
+    bert.set_attn_implementation(attn_implementation)
+    input_ids, attention_mask = padded_batch([9, 5, 7])
+    inputs = head_inputs(casan_class, input_ids, attention_mask)
+    with torch.no_grad():
+        assert_outputs_match(casan.eval()(**inputs), bert(**inputs), atol=1e-5)
+
+
+@pytest.mark.parametrize("casan_class,bert_class", HEADS.items(), ids=[c.__name__ for c in HEADS])
+def test_none_is_bert_on_real_minilm(minilm_path, casan_class, bert_class):
+    tokenizer = AutoTokenizer.from_pretrained(minilm_path)
+    encoded = tokenizer(SENTENCES, padding=True, return_tensors="pt")
+    torch.manual_seed(0)
+    bert = bert_class.from_pretrained(minilm_path, num_labels=2).eval()
+    casan = casan_class.from_pretrained(minilm_path, context_type="none", num_labels=2).eval()
+    # The heads BERT adds to MiniLM are random; give CASAN the same ones (every key must match).
+    casan.load_state_dict(bert.state_dict(), strict=True)
+    inputs = head_inputs(casan_class, encoded["input_ids"], encoded["attention_mask"])
+    with torch.no_grad():
+        assert_outputs_match(casan(**inputs), bert(**inputs), atol=1e-5)
+
+
+def test_only_context_parameters_are_new(minilm_path):
+    model, info = CasanForSequenceClassification.from_pretrained(
+        minilm_path, context_type="deep_global", num_labels=2, output_loading_info=True
+    )
+    new = set(info["missing_keys"])
+    context = {name for name in new if ".attention.self.context_mixer." in name}
+    assert context and new - context == {"classifier.weight", "classifier.bias"}
+    assert not info["unexpected_keys"] and not info["mismatched_keys"]
+    expected_context = {n for n, _ in model.named_parameters() if "context_mixer" in n}
+    assert context == expected_context
+
+
+# What a converted MiniLM guarantees at the default gate_bias_init=-4 (gate ~ 0.018): the final hidden states
+# of the real tokens stay within 0.15 (absolute) and 5% (relative Frobenius norm) of the BERT it came from.
+# Measured: 0.07 / 3.5% (global), 0.05 / 2.3% (deep, deep_global).
+CLOSE_ABS, CLOSE_REL = 0.15, 0.05
+
+
+@pytest.mark.parametrize("context_type", CONTEXT_TYPES)
+def test_converted_minilm_starts_close_to_bert(minilm_path, context_type):
+    tokenizer = AutoTokenizer.from_pretrained(minilm_path)
+    encoded = tokenizer(SENTENCES, padding=True, return_tensors="pt")
+    real = encoded["attention_mask"].bool()
+    bert = BertModel.from_pretrained(minilm_path).eval()
+    torch.manual_seed(0)
+    casan = CasanModel.from_pretrained(minilm_path, context_type=context_type).eval()
+    with torch.no_grad():
+        reference = bert(**encoded).last_hidden_state[real]
+        diff = casan(**encoded).last_hidden_state[real] - reference
+    assert diff.abs().max().item() <= CLOSE_ABS
+    assert (diff.norm() / reference.norm()).item() <= CLOSE_REL
+    assert diff.abs().max().item() > 0, "the context must change something"
+
+
+def test_context_layers_left_out_attend_as_bert(tmp_path):
+    """With context only in the last layer, everything before it is BERT's."""
+    torch.manual_seed(0)
+    BertModel(BertConfig(**TINY)).save_pretrained(tmp_path)
+    bert = BertModel.from_pretrained(tmp_path).eval()
+    casan = CasanModel.from_pretrained(tmp_path, context_type="global", context_layers=[2]).eval()
+    input_ids, attention_mask = padded_batch([6, 4])
+    with torch.no_grad():
+        expected = bert(input_ids, attention_mask=attention_mask, output_hidden_states=True).hidden_states
+        actual = casan(input_ids, attention_mask=attention_mask, output_hidden_states=True).hidden_states
+    for layer in range(3):
+        torch.testing.assert_close(actual[layer], expected[layer], atol=1e-6, rtol=0)
+    assert not torch.allclose(actual[3], expected[3], atol=1e-6)

@@ -1,0 +1,88 @@
+"""Tiny random configurations and inputs shared by the model tests."""
+
+import torch
+
+from casan_hf import (
+    CasanConfig,
+    CasanForMaskedLM,
+    CasanForMultipleChoice,
+    CasanForQuestionAnswering,
+    CasanForSequenceClassification,
+    CasanForTokenClassification,
+    CasanModel,
+)
+from transformers import (
+    BertForMaskedLM,
+    BertForMultipleChoice,
+    BertForQuestionAnswering,
+    BertForSequenceClassification,
+    BertForTokenClassification,
+    BertModel,
+)
+
+TINY = dict(
+    vocab_size=99,
+    hidden_size=32,
+    num_hidden_layers=3,
+    num_attention_heads=4,
+    intermediate_size=37,
+    max_position_embeddings=64,
+    hidden_dropout_prob=0.0,
+    attention_probs_dropout_prob=0.0,
+)
+CONTEXT_TYPES = ("global", "deep", "deep_global")
+
+# CASAN class -> the transformers BERT class with the same weights and outputs when context_type="none".
+HEADS = {
+    CasanModel: BertModel,
+    CasanForSequenceClassification: BertForSequenceClassification,
+    CasanForTokenClassification: BertForTokenClassification,
+    CasanForQuestionAnswering: BertForQuestionAnswering,
+    CasanForMultipleChoice: BertForMultipleChoice,
+    CasanForMaskedLM: BertForMaskedLM,
+}
+
+
+def tiny_config(**overrides):
+    return CasanConfig(**{**TINY, **overrides})
+
+
+def padded_batch(lengths, vocab_size=99, seed=0, pad_token_id=0):
+    """Random sentences of the given lengths, right-padded: (input_ids, attention_mask)."""
+    generator = torch.Generator().manual_seed(seed)
+    width = max(lengths)
+    input_ids = torch.full((len(lengths), width), pad_token_id, dtype=torch.long)
+    attention_mask = torch.zeros(len(lengths), width, dtype=torch.long)
+    for row, length in enumerate(lengths):
+        input_ids[row, :length] = torch.randint(1, vocab_size, (length,), generator=generator)
+        attention_mask[row, :length] = 1
+    return input_ids, attention_mask
+
+
+def head_inputs(casan_class, input_ids, attention_mask, num_labels=2):
+    """Inputs (with labels, so the loss is compared too) for one head."""
+    batch = input_ids.shape[0]
+    if casan_class is CasanForMultipleChoice:
+        # Choice 2 of each example is the next example's sentence.
+        return {
+            "input_ids": torch.stack([input_ids, input_ids.roll(1, dims=0)], dim=1),
+            "attention_mask": torch.stack([attention_mask, attention_mask.roll(1, dims=0)], dim=1),
+            "labels": torch.arange(batch) % 2,
+        }
+    inputs = {"input_ids": input_ids, "attention_mask": attention_mask}
+    if casan_class is CasanForSequenceClassification:
+        inputs["labels"] = torch.arange(batch) % num_labels
+    elif casan_class is CasanForTokenClassification:
+        inputs["labels"] = (input_ids % num_labels).masked_fill(attention_mask == 0, -100)
+    elif casan_class is CasanForQuestionAnswering:
+        inputs["start_positions"] = torch.zeros(batch, dtype=torch.long)
+        inputs["end_positions"] = torch.ones(batch, dtype=torch.long)
+    elif casan_class is CasanForMaskedLM:
+        inputs["labels"] = input_ids.masked_fill(attention_mask == 0, -100)
+    return inputs
+
+
+def comparable_outputs(outputs):
+    """The tensors of a model output that must agree between two implementations."""
+    names = ("loss", "logits", "start_logits", "end_logits", "last_hidden_state", "pooler_output")
+    return {name: outputs[name] for name in names if name in outputs and outputs[name] is not None}
