@@ -1,0 +1,169 @@
+"""The context itself: the paper's formulas, padding invariance, backends, gates and parameter counts."""
+
+import pytest
+import torch
+from torch.nn import functional as F
+
+from casan_hf import CasanConfig, CasanModel
+from casan_hf.context_attention import CasanContextMixer
+from tiny_models import CONTEXT_TYPES, padded_batch, tiny_config
+
+LENGTHS = [11, 4, 7, 1]
+
+
+def run(model, input_ids, attention_mask, **kwargs):
+    with torch.no_grad():
+        return model(input_ids, attention_mask=attention_mask, output_context_gates=True, **kwargs)
+
+
+@pytest.mark.parametrize("rank", [None, 4])
+@pytest.mark.parametrize("context_type", CONTEXT_TYPES)
+def test_mixer_follows_the_paper(context_type, rank):
+    """Q^ = (1 - lam) Q + lam C U, lam = sigmoid(Q v^H + C U v^C + b), with C the explicit concatenation."""
+    torch.manual_seed(0)
+    config = tiny_config(context_type=context_type, context_rank=rank)
+    layer, d = 2, config.hidden_size
+    mixer = CasanContextMixer(config, config.context_size(layer))
+    for parameter in mixer.parameters():
+        torch.nn.init.normal_(parameter, std=0.3)
+    batch, n = 2, 5
+    if context_type == "deep":
+        context = tuple(torch.randn(batch, n, d) for _ in range(layer))
+        concatenated = torch.cat(context, dim=-1)
+    else:
+        context = torch.randn(batch, config.context_size(layer))
+        concatenated = context[:, None, :].expand(batch, n, -1)
+    states = {"query": torch.randn(batch, n, d), "key": torch.randn(batch, n, d)}
+    original = dict(states)
+    gates = mixer(states, context)
+    for index, target in enumerate(("query", "key")):
+        width = d if rank is None else rank
+        u = mixer.context_weight[index * width : (index + 1) * width].T
+        if rank is not None:
+            u = u @ mixer.context_up[index]
+        cu = concatenated @ u
+        x = original[target]
+        lam = torch.sigmoid(x @ mixer.gate_hidden[index] + cu @ mixer.gate_context[index] + mixer.gate_bias[index])
+        torch.testing.assert_close(gates[target], lam)
+        torch.testing.assert_close(states[target], (1 - lam[..., None]) * x + lam[..., None] * cu)
+
+
+def test_fixed_gate_mixes_with_a_constant():
+    config = tiny_config(context_type="global", gate="fixed", fixed_gate=0.3, context_targets=["key"])
+    mixer = CasanContextMixer(config, config.hidden_size)
+    torch.nn.init.normal_(mixer.context_weight)
+    assert not hasattr(mixer, "gate_bias")
+    context, key = torch.randn(2, 32), torch.randn(2, 5, 32)
+    states = {"query": torch.randn(2, 5, 32), "key": key}
+    gates = mixer(states, context)
+    assert set(gates) == {"key"}
+    torch.testing.assert_close(states["key"], 0.7 * key + 0.3 * F.linear(context, mixer.context_weight)[:, None])
+
+
+@pytest.mark.parametrize("attn_implementation", ["eager", "sdpa"])
+@pytest.mark.parametrize("context_type", CONTEXT_TYPES)
+def test_padding_does_not_change_real_tokens(context_type, attn_implementation):
+    torch.manual_seed(0)
+    model = CasanModel(tiny_config(context_type=context_type, gate_bias_init=0.0)).eval()
+    model.set_attn_implementation(attn_implementation)
+    input_ids, attention_mask = padded_batch(LENGTHS)
+    batched = run(model, input_ids, attention_mask)
+    # Different padding content must not matter either: the global means ignore padding.
+    noisy_ids = input_ids.masked_fill(attention_mask == 0, 42)
+    noisy = run(model, noisy_ids, attention_mask)
+    for row, length in enumerate(LENGTHS):
+        alone = run(model, input_ids[row : row + 1, :length], attention_mask[row : row + 1, :length])
+        for outputs in (batched, noisy):
+            diff = (outputs.last_hidden_state[row, :length] - alone.last_hidden_state[0]).abs().max()
+            assert diff <= 1e-5, f"row {row}: {diff}"
+            for layer_gates, alone_gates in zip(outputs.context_gates, alone.context_gates):
+                assert (layer_gates[row, :, :length] - alone_gates[0]).abs().max() <= 1e-5
+
+
+@pytest.mark.parametrize("context_type", CONTEXT_TYPES)
+def test_eager_and_sdpa_agree(context_type):
+    torch.manual_seed(0)
+    model = CasanModel(tiny_config(context_type=context_type, gate_bias_init=0.0)).eval()
+    input_ids, attention_mask = padded_batch(LENGTHS)
+    outputs = {}
+    for backend in ("eager", "sdpa"):
+        model.set_attn_implementation(backend)
+        outputs[backend] = run(model, input_ids, attention_mask)
+    real = attention_mask.bool()
+    diff = (outputs["eager"].last_hidden_state - outputs["sdpa"].last_hidden_state)[real].abs().max()
+    assert diff <= 1e-5
+
+
+def test_attentions_are_returned_with_eager():
+    model = CasanModel(tiny_config(context_type="deep_global", attn_implementation="eager")).eval()
+    input_ids, attention_mask = padded_batch([5, 3])
+    outputs = run(model, input_ids, attention_mask, output_attentions=True, output_hidden_states=True)
+    assert len(outputs.attentions) == 3 and outputs.attentions[0].shape == (2, 4, 5, 5)
+    assert len(outputs.hidden_states) == 4
+    torch.testing.assert_close(outputs.attentions[1].sum(-1), torch.ones(2, 4, 5))
+
+
+@pytest.mark.parametrize("context_type", CONTEXT_TYPES)
+def test_gate_shapes_and_ranges(context_type):
+    model = CasanModel(tiny_config(context_type=context_type, gate_bias_init=0.0)).eval()
+    input_ids, attention_mask = padded_batch([6, 2])
+    gates = run(model, input_ids, attention_mask).context_gates
+    assert len(gates) == 3
+    for layer, layer_gates in enumerate(gates):
+        assert layer_gates.shape == (2, 2, 6)
+        if context_type == "deep" and layer == 0:
+            assert torch.all(layer_gates == 0), "deep context: the first layer attends as BERT"
+        else:
+            assert torch.all((layer_gates > 0) & (layer_gates < 1))
+
+
+def test_gates_are_zero_where_there_is_no_context():
+    config = tiny_config(context_type="global", context_targets=["key"], context_layers=[1])
+    gates = run(CasanModel(config).eval(), *padded_batch([4])).context_gates
+    assert torch.all(gates[0] == 0) and torch.all(gates[2] == 0)
+    assert torch.all(gates[1][:, 0] == 0) and torch.all(gates[1][:, 1] > 0)
+
+
+def test_fixed_gate_is_reported():
+    config = tiny_config(context_type="deep_global", gate="fixed", fixed_gate=0.25)
+    gates = run(CasanModel(config).eval(), *padded_batch([4])).context_gates
+    assert all(torch.all(layer_gates == 0.25) for layer_gates in gates)
+
+
+def test_gates_start_small():
+    """gate_bias_init=-4 and small gate vectors: a converted model starts with lambda near sigmoid(-4)."""
+    torch.manual_seed(0)
+    gates = run(CasanModel(tiny_config(context_type="deep_global")).eval(), *padded_batch([8])).context_gates
+    assert all(layer_gates.max() < 0.05 for layer_gates in gates)
+
+
+def context_parameters(context_type, rank=None, **size):
+    config = CasanConfig(context_type=context_type, context_rank=rank, **size)
+    with torch.device("meta"):
+        model = CasanModel(config, add_pooling_layer=False)
+    return sum(p.numel() for n, p in model.named_parameters() if "context_mixer" in n)
+
+
+def test_parameter_counts_match_the_design_note():
+    """BERT-base: global about 14M, deep about 78M, deep_global about 92M extra (full-rank U_Q and U_K)."""
+    d, layers = 768, 12
+    gates = layers * (4 * d + 2)
+    assert context_parameters("global") == layers * 2 * d * d + gates
+    assert context_parameters("deep") == sum(2 * d * l * d for l in range(layers)) + (layers - 1) * (4 * d + 2)
+    assert context_parameters("deep_global") == sum(2 * d * (l + 1) * d for l in range(layers)) + gates
+    assert round(context_parameters("deep_global") / 1e6) == 92
+    assert round(context_parameters("deep") / 1e6) == 78
+
+
+def test_low_rank_keeps_bert_base_overhead_small():
+    bert_base = 109_482_240  # BertModel(BertConfig()) parameters, pooler included
+    for context_type in ("deep", "deep_global"):
+        assert context_parameters(context_type, rank=64) < 0.15 * bert_base
+
+
+@pytest.mark.parametrize("rank", [None, 3])
+def test_low_rank_runs_for_every_context(rank):
+    for context_type in CONTEXT_TYPES:
+        model = CasanModel(tiny_config(context_type=context_type, context_rank=rank)).eval()
+        outputs = run(model, *padded_batch([5, 3]))
+        assert torch.isfinite(outputs.last_hidden_state).all()
