@@ -38,6 +38,7 @@ from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 
 from .configuration_casan import CasanConfig
 from .context_attention import CasanContextMixer, CasanSelfAttention
+from .pooling import StructuredSelfAttentivePooling, hop_penalty
 
 
 # The config fields that decide which context parameters exist and what they mean: a CASAN checkpoint
@@ -60,7 +61,14 @@ class CasanModelOutput(BaseModelOutputWithPoolingAndCrossAttentions):
 
 @dataclass
 class CasanSequenceClassifierOutput(SequenceClassifierOutput):
+    r"""
+    pooling_attentions (`torch.FloatTensor` of shape `(batch_size, pooling_hops, sequence_length)`):
+        The hops A of `classifier_pooling="structured"`, returned with `output_pooling_attentions=True`: each
+        row sums to 1 over the real tokens and is 0 on padding.
+    """
+
     context_gates: tuple[torch.FloatTensor, ...] | None = None
+    pooling_attentions: torch.FloatTensor | None = None
 
 
 @dataclass
@@ -75,7 +83,13 @@ class CasanQuestionAnsweringOutput(QuestionAnsweringModelOutput):
 
 @dataclass
 class CasanMultipleChoiceOutput(MultipleChoiceModelOutput):
+    r"""
+    pooling_attentions (`torch.FloatTensor` of shape `(batch_size, num_choices, pooling_hops, sequence_length)`):
+        As for sequence classification, per choice.
+    """
+
     context_gates: tuple[torch.FloatTensor, ...] | None = None
+    pooling_attentions: torch.FloatTensor | None = None
 
 
 @dataclass
@@ -196,16 +210,18 @@ class CasanPreTrainedModel(PreTrainedModel):
     @classmethod
     def from_pretrained(cls, pretrained_model_name_or_path, *model_args, **kwargs):
         """Loads a BERT checkpoint (converted: the context parameters are new) or a CASAN checkpoint
-        (continued: its context options must not be changed, or its trained context would be dropped or
-        replaced by random weights)."""
-        if kwargs.get("config") is None and pretrained_model_name_or_path is not None:
+        (continued: its context options must not change, or its trained context would be dropped or
+        replaced by random weights). The auto classes pass a ready `config`, so that is checked too."""
+        if pretrained_model_name_or_path is not None:
             hub_kwargs = {
                 key: kwargs[key]
                 for key in ("cache_dir", "force_download", "local_files_only", "token", "revision", "subfolder")
                 if key in kwargs
             }
             saved, _ = PreTrainedConfig.get_config_dict(pretrained_model_name_or_path, **hub_kwargs)
-            check_checkpoint_fits(saved, kwargs)
+            config = kwargs.get("config")
+            requested = kwargs if not isinstance(config, PreTrainedConfig) else config.to_dict()
+            check_checkpoint_fits(saved, requested)
         return super().from_pretrained(pretrained_model_name_or_path, *model_args, **kwargs)
 
 
@@ -223,7 +239,7 @@ def check_checkpoint_fits(saved_config, requested):
     for name in STRUCTURAL_FIELDS:
         if name not in requested:
             continue
-        wanted = CasanConfig(**{name: requested[name]}).__getattribute__(name)
+        wanted = getattr(CasanConfig(**{name: requested[name]}), name)
         have = saved_config.get(name, getattr(defaults, name))
         if wanted != have:
             raise ValueError(
@@ -240,6 +256,30 @@ def encoder_extras(outputs):
         "attentions": outputs.attentions,
         "context_gates": outputs.context_gates,
     }
+
+
+def sentence_pooling(config):
+    """The heads' pooling module and the width of the vector it hands the classifier. Only `"cls"` reads
+    BERT's pooler, so the base model is built with one only then."""
+    if config.classifier_pooling == "structured":
+        return StructuredSelfAttentivePooling(config), config.pooling_hops * config.hidden_size
+    return None, config.hidden_size
+
+
+def pool_sentences(config, outputs, token_mask, structured_pooling):
+    """The vectors the classifier reads, `(batch, width)`, and the structured pooling's hops (else None)."""
+    if config.classifier_pooling == "cls":
+        return outputs.pooler_output, None
+    if config.classifier_pooling == "mean":
+        return masked_mean(outputs.last_hidden_state, token_mask), None
+    return structured_pooling(outputs.last_hidden_state, token_mask)
+
+
+def add_hop_penalty(config, loss, hops):
+    """Lin et al.'s penalty joins the loss only when there is a loss to train."""
+    if loss is None or hops is None or config.pooling_penalty == 0:
+        return loss
+    return loss + config.pooling_penalty * hop_penalty(hops)
 
 
 class CasanModel(CasanPreTrainedModel):
@@ -294,15 +334,17 @@ class CasanModel(CasanPreTrainedModel):
 
 
 class CasanForSequenceClassification(CasanPreTrainedModel):
-    """Single-label, multi-label or regression classifier on the pooled [CLS] vector, as BERT's."""
+    """Single-label, multi-label or regression classifier on the sentence vector of `classifier_pooling`
+    (BERT's pooled [CLS] vector by default)."""
 
     def __init__(self, config):
         super().__init__(config)
         self.num_labels = config.num_labels
-        self.bert = CasanModel(config)
+        self.bert = CasanModel(config, add_pooling_layer=config.classifier_pooling == "cls")
+        self.pooling, pooled_size = sentence_pooling(config)
         dropout = config.classifier_dropout if config.classifier_dropout is not None else config.hidden_dropout_prob
         self.dropout = nn.Dropout(dropout)
-        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
+        self.classifier = nn.Linear(pooled_size, config.num_labels)
         self.post_init()
 
     @can_return_tuple
@@ -314,6 +356,7 @@ class CasanForSequenceClassification(CasanPreTrainedModel):
         position_ids=None,
         inputs_embeds=None,
         labels=None,
+        output_pooling_attentions=False,
         **kwargs,
     ) -> CasanSequenceClassifierOutput:
         outputs = self.bert(
@@ -325,18 +368,25 @@ class CasanForSequenceClassification(CasanPreTrainedModel):
             return_dict=True,
             **kwargs,
         )
-        logits = self.classifier(self.dropout(outputs.pooler_output))
+        pooled, hops = pool_sentences(self.config, outputs, attention_mask, self.pooling)
+        logits = self.classifier(self.dropout(pooled))
         loss = self.loss_function(labels, logits, self.config) if labels is not None else None
-        return CasanSequenceClassifierOutput(loss=loss, logits=logits, **encoder_extras(outputs))
+        return CasanSequenceClassifierOutput(
+            loss=add_hop_penalty(self.config, loss, hops),
+            logits=logits,
+            pooling_attentions=hops if output_pooling_attentions else None,
+            **encoder_extras(outputs),
+        )
 
 
 class CasanForMultipleChoice(CasanPreTrainedModel):
     def __init__(self, config):
         super().__init__(config)
-        self.bert = CasanModel(config)
+        self.bert = CasanModel(config, add_pooling_layer=config.classifier_pooling == "cls")
+        self.pooling, pooled_size = sentence_pooling(config)
         dropout = config.classifier_dropout if config.classifier_dropout is not None else config.hidden_dropout_prob
         self.dropout = nn.Dropout(dropout)
-        self.classifier = nn.Linear(config.hidden_size, 1)
+        self.classifier = nn.Linear(pooled_size, 1)
         self.post_init()
 
     @can_return_tuple
@@ -348,6 +398,7 @@ class CasanForMultipleChoice(CasanPreTrainedModel):
         position_ids=None,
         inputs_embeds=None,
         labels=None,
+        output_pooling_attentions=False,
         **kwargs,
     ) -> CasanMultipleChoiceOutput:
         """Inputs are `(batch, num_choices, seq)`; each choice is encoded as its own sentence."""
@@ -365,9 +416,16 @@ class CasanForMultipleChoice(CasanPreTrainedModel):
             return_dict=True,
             **kwargs,
         )
-        logits = self.classifier(self.dropout(outputs.pooler_output)).view(-1, num_choices)
+        pooled, hops = pool_sentences(self.config, outputs, flat(attention_mask), self.pooling)
+        logits = self.classifier(self.dropout(pooled)).view(-1, num_choices)
         loss = nn.functional.cross_entropy(logits, labels) if labels is not None else None
-        return CasanMultipleChoiceOutput(loss=loss, logits=logits, **encoder_extras(outputs))
+        returned_hops = hops.unflatten(0, (-1, num_choices)) if output_pooling_attentions and hops is not None else None
+        return CasanMultipleChoiceOutput(
+            loss=add_hop_penalty(self.config, loss, hops),
+            logits=logits,
+            pooling_attentions=returned_hops,
+            **encoder_extras(outputs),
+        )
 
 
 class CasanForTokenClassification(CasanPreTrainedModel):

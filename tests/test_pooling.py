@@ -1,0 +1,204 @@
+"""classifier_pooling: the structured self-attentive pooling (Lin et al. 2017) and the masked mean, on the
+sequence-classification and multiple-choice heads."""
+
+import json
+
+import pytest
+import torch
+from transformers import AutoModelForSequenceClassification, BertConfig, BertForSequenceClassification
+
+from casan_hf import CasanConfig, CasanForMultipleChoice, CasanForSequenceClassification
+from casan_hf.pooling import StructuredSelfAttentivePooling, hop_penalty
+
+from fresh_process import run_without_casan_hf
+from tiny_models import TINY, padded_batch, tiny_config
+
+LENGTHS = (7, 3, 5)
+POOLINGS = ("cls", "mean", "structured")
+INVALID = [
+    ("classifier_pooling", "max"),
+    ("classifier_pooling", None),
+    ("pooling_hops", 0),
+    ("pooling_hops", 2.0),
+    ("pooling_hidden", -3),
+    ("pooling_hidden", True),
+    ("pooling_penalty", -0.5),
+    ("pooling_penalty", float("inf")),
+    ("pooling_penalty", "1"),
+]
+
+
+def seeded(model_class, **overrides):
+    torch.manual_seed(0)
+    return model_class(tiny_config(**overrides)).eval()
+
+
+def test_hops_are_distributions_over_real_tokens_only():
+    pooling = StructuredSelfAttentivePooling(tiny_config(pooling_hops=3, pooling_hidden=8))
+    input_ids, attention_mask = padded_batch(LENGTHS)
+    pooled, hops = pooling(torch.randn(*input_ids.shape, TINY["hidden_size"]), attention_mask)
+    assert pooled.shape == (len(LENGTHS), 3 * TINY["hidden_size"])
+    assert hops.shape == (len(LENGTHS), 3, max(LENGTHS))
+    real = attention_mask[:, None, :].expand_as(hops).bool()
+    assert torch.all(hops[~real] == 0)
+    assert torch.all(hops[real] > 0)
+    torch.testing.assert_close(hops.sum(-1), torch.ones(len(LENGTHS), 3))
+
+
+def test_penalty_is_zero_for_orthogonal_one_hot_hops_and_positive_otherwise():
+    one_hot = torch.eye(5)[[0, 3, 1]].unsqueeze(0).repeat(2, 1, 1)
+    assert hop_penalty(one_hot).item() == 0
+    repeated = torch.eye(5)[[0, 0, 1]].unsqueeze(0)
+    assert hop_penalty(repeated).item() == pytest.approx(2.0)  # two off-diagonal ones
+    uniform = torch.full((1, 3, 5), 0.2)
+    # A A^T is 0.2 everywhere: 3 diagonal (0.2 - 1)^2 plus 6 off-diagonal 0.2^2.
+    assert hop_penalty(uniform).item() == pytest.approx(3 * 0.64 + 6 * 0.04)
+
+
+def test_penalty_joins_the_loss_only_with_labels_and_a_positive_weight():
+    input_ids, attention_mask = padded_batch(LENGTHS)
+    labels = torch.tensor([0, 1, 1])
+    model = seeded(CasanForSequenceClassification, classifier_pooling="structured", pooling_penalty=0.5)
+    with torch.no_grad():
+        outputs = model(input_ids, attention_mask=attention_mask, labels=labels, output_pooling_attentions=True)
+        no_labels = model(input_ids, attention_mask=attention_mask)
+    cross_entropy = torch.nn.functional.cross_entropy(outputs.logits, labels)
+    torch.testing.assert_close(outputs.loss, cross_entropy + 0.5 * hop_penalty(outputs.pooling_attentions))
+    assert no_labels.loss is None and no_labels.pooling_attentions is None
+    model.config.pooling_penalty = 0
+    with torch.no_grad():
+        torch.testing.assert_close(model(input_ids, attention_mask=attention_mask, labels=labels).loss, cross_entropy)
+
+
+def test_mean_pooling_is_the_masked_mean_of_the_last_layer():
+    input_ids, attention_mask = padded_batch(LENGTHS)
+    model = seeded(CasanForSequenceClassification, classifier_pooling="mean")
+    with torch.no_grad():
+        logits = model(input_ids, attention_mask=attention_mask).logits
+        hidden = model.bert(input_ids, attention_mask=attention_mask).last_hidden_state
+    mask = attention_mask[..., None].float()
+    expected = model.classifier((hidden * mask).sum(1) / mask.sum(1))
+    torch.testing.assert_close(logits, expected)
+
+
+@pytest.mark.parametrize("pooling", POOLINGS)
+def test_only_cls_pooling_builds_bert_s_pooler(pooling):
+    names = set(seeded(CasanForSequenceClassification, classifier_pooling=pooling).state_dict())
+    assert any(name.startswith("bert.pooler.") for name in names) == (pooling == "cls")
+    assert any(name.startswith("pooling.") for name in names) == (pooling == "structured")
+    width = TINY["hidden_size"] * (4 if pooling == "structured" else 1)
+    assert seeded(CasanForMultipleChoice, classifier_pooling=pooling).classifier.in_features == width
+
+
+def test_bert_classifier_checkpoint_loads_unchanged_with_cls_pooling(tmp_path):
+    torch.manual_seed(0)
+    bert = BertForSequenceClassification(BertConfig(**TINY, num_labels=3)).eval()
+    bert.save_pretrained(tmp_path)
+    casan = CasanForSequenceClassification.from_pretrained(tmp_path, context_type="none").eval()
+    input_ids, attention_mask = padded_batch(LENGTHS)
+    with torch.no_grad():
+        torch.testing.assert_close(
+            casan(input_ids, attention_mask=attention_mask).logits, bert(input_ids, attention_mask=attention_mask).logits
+        )
+
+
+@pytest.mark.parametrize("attn_implementation", ("eager", "sdpa"))
+@pytest.mark.parametrize("pooling", POOLINGS)
+def test_padding_does_not_change_logits_or_hops(pooling, attn_implementation):
+    input_ids, attention_mask = padded_batch(LENGTHS)
+    model = seeded(CasanForSequenceClassification, classifier_pooling=pooling, context_type="deep_global")
+    model.set_attn_implementation(attn_implementation)
+    with torch.no_grad():
+        batch = model(input_ids, attention_mask=attention_mask, output_pooling_attentions=True)
+        for row, length in enumerate(LENGTHS):
+            alone = model(input_ids[row : row + 1, :length], output_pooling_attentions=True)
+            torch.testing.assert_close(batch.logits[row], alone.logits[0], atol=1e-5, rtol=0)
+            if pooling == "structured":
+                torch.testing.assert_close(batch.pooling_attentions[row, :, :length], alone.pooling_attentions[0])
+
+
+@pytest.mark.parametrize("attn_implementation", ("eager", "sdpa"))
+def test_multiple_choice_structured_pooling_ignores_padding(attn_implementation):
+    input_ids, attention_mask = padded_batch(LENGTHS)
+    model = seeded(CasanForMultipleChoice, classifier_pooling="structured", context_type="global")
+    model.set_attn_implementation(attn_implementation)
+    choices = dict(input_ids=input_ids[None], attention_mask=attention_mask[None])
+    with torch.no_grad():
+        batch = model(**choices, output_pooling_attentions=True)
+        assert batch.pooling_attentions.shape == (1, len(LENGTHS), 4, max(LENGTHS))
+        for choice, length in enumerate(LENGTHS):
+            alone = model(input_ids[None, choice : choice + 1, :length])
+            torch.testing.assert_close(batch.logits[0, choice], alone.logits[0, 0], atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("pooling", ("mean", "structured"))
+def test_save_and_load_round_trip_is_exact(tmp_path, pooling):
+    input_ids, attention_mask = padded_batch(LENGTHS)
+    model = seeded(CasanForSequenceClassification, classifier_pooling=pooling, pooling_hops=3, pooling_hidden=16)
+    model.save_pretrained(tmp_path)
+    loaded = AutoModelForSequenceClassification.from_pretrained(tmp_path).eval()
+    assert type(loaded) is CasanForSequenceClassification
+    assert (loaded.config.classifier_pooling, loaded.config.pooling_hops, loaded.config.pooling_hidden) == (pooling, 3, 16)
+    with torch.no_grad():
+        assert torch.equal(
+            model(input_ids, attention_mask=attention_mask).logits, loaded(input_ids, attention_mask=attention_mask).logits
+        )
+
+
+def test_structured_pooling_loads_with_trust_remote_code_without_casan_hf(tmp_path):
+    input_ids, attention_mask = padded_batch(LENGTHS)
+    model = seeded(CasanForSequenceClassification, classifier_pooling="structured")
+    model.save_pretrained(tmp_path / "model")
+    assert (tmp_path / "model" / "pooling.py").is_file()
+    with torch.no_grad():
+        expected = model(input_ids, attention_mask=attention_mask, output_pooling_attentions=True)
+    torch.save({"input_ids": input_ids, "attention_mask": attention_mask}, tmp_path / "inputs.pt")
+    run_without_casan_hf(
+        """
+        import torch
+        from transformers import AutoModelForSequenceClassification
+
+        model = AutoModelForSequenceClassification.from_pretrained("model", trust_remote_code=True).eval()
+        assert type(model).__module__.startswith("transformers_modules."), type(model).__module__
+        with torch.no_grad():
+            outputs = model(**torch.load("inputs.pt"), output_pooling_attentions=True)
+        torch.save({"logits": outputs.logits, "hops": outputs.pooling_attentions}, "outputs.pt")
+        """,
+        tmp_path,
+    )
+    remote = torch.load(tmp_path / "outputs.pt")
+    assert torch.equal(remote["logits"], expected.logits)
+    assert torch.equal(remote["hops"], expected.pooling_attentions)
+
+
+@pytest.mark.parametrize("name,value", INVALID)
+def test_invalid_pooling_options_are_refused_by_the_constructor(name, value):
+    with pytest.raises(ValueError, match=f"`{name}`") as error:
+        CasanConfig(**{name: value})
+    assert repr(value) in str(error.value)
+
+
+def test_allowed_poolings_are_listed():
+    with pytest.raises(ValueError, match="'cls', 'mean', 'structured'; got 'max'"):
+        CasanConfig(classifier_pooling="max")
+
+
+@pytest.fixture(scope="module")
+def saved_tiny(tmp_path_factory):
+    path = tmp_path_factory.mktemp("tiny")
+    seeded(CasanForSequenceClassification).save_pretrained(path)
+    return path
+
+
+@pytest.mark.parametrize("name,value", INVALID)
+def test_invalid_pooling_options_are_refused_by_from_pretrained(saved_tiny, name, value):
+    with pytest.raises(ValueError, match=f"`{name}`"):
+        CasanForSequenceClassification.from_pretrained(saved_tiny, **{name: value})
+
+
+@pytest.mark.parametrize("name,value", [item for item in INVALID if item[1] != float("inf")])
+def test_invalid_pooling_options_are_refused_from_config_json(tmp_path, saved_tiny, name, value):
+    saved = json.loads((saved_tiny / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps({**saved, name: value}))
+    with pytest.raises(ValueError, match=f"`{name}`"):
+        CasanConfig.from_pretrained(tmp_path)
