@@ -1,0 +1,147 @@
+"""Saving, loading and training features: exact round trips, checkpoints that do not fit, gradient
+checkpointing, bf16 and torch.compile."""
+
+import json
+
+import pytest
+import torch
+from transformers import AutoModel, AutoModelForSequenceClassification, BertConfig, BertModel
+
+from casan_hf import CasanForSequenceClassification, CasanModel
+from tiny_models import CONTEXT_TYPES, TINY, padded_batch, tiny_config
+
+VARIANTS = [
+    dict(context_type="global"),
+    dict(context_type="deep"),
+    dict(context_type="deep_global"),
+    dict(context_type="deep_global", context_rank=4, context_targets=["query"]),
+    dict(context_type="deep", context_rank=4, context_layers=[2]),
+    dict(context_type="global", gate="fixed", fixed_gate=0.4),
+    dict(context_type="none"),
+]
+
+
+@pytest.mark.parametrize("options", VARIANTS, ids=lambda o: "-".join(str(v) for v in o.values()))
+def test_save_load_round_trip_is_exact(tmp_path, options):
+    torch.manual_seed(0)
+    model = CasanForSequenceClassification(tiny_config(**options, num_labels=3, gate_bias_init=0.0)).eval()
+    model.save_pretrained(tmp_path)
+    assert (tmp_path / "model.safetensors").is_file()
+    loaded = AutoModelForSequenceClassification.from_pretrained(tmp_path).eval()
+    assert type(loaded) is CasanForSequenceClassification
+    input_ids, attention_mask = padded_batch([6, 3])
+    with torch.no_grad():
+        expected = model(input_ids, attention_mask=attention_mask, output_context_gates=True)
+        actual = loaded(input_ids, attention_mask=attention_mask, output_context_gates=True)
+    assert torch.equal(expected.logits, actual.logits)
+    for a, b in zip(expected.context_gates, actual.context_gates):
+        assert torch.equal(a, b)
+
+
+def test_saved_folder_holds_the_code_and_auto_map(tmp_path):
+    CasanModel(tiny_config()).save_pretrained(tmp_path)
+    files = {path.name for path in tmp_path.iterdir()}
+    assert {"configuration_casan.py", "modeling_casan.py", "context_attention.py"} <= files
+    auto_map = json.loads((tmp_path / "config.json").read_text())["auto_map"]
+    assert len(auto_map) == 7 and auto_map["AutoModelForMaskedLM"] == "modeling_casan.CasanForMaskedLM"
+
+
+def test_saved_code_imports_only_torch_transformers_and_itself(tmp_path):
+    CasanModel(tiny_config()).save_pretrained(tmp_path)
+    for code in tmp_path.glob("*.py"):
+        for line in code.read_text().splitlines():
+            if line.startswith(("import ", "from ")):
+                module = line.split()[1]
+                assert module.split(".")[0] in {"torch", "transformers", "dataclasses", "collections"} or module.startswith(
+                    "."
+                ), f"{code.name}: {line}"
+
+
+@pytest.fixture
+def trained_casan(tmp_path):
+    folder = tmp_path / "casan"
+    CasanModel(tiny_config(context_type="deep_global")).save_pretrained(folder)
+    return folder
+
+
+@pytest.mark.parametrize("requested", [dict(context_type="global"), dict(context_type="none"),
+                                       dict(context_targets=["key"]), dict(context_rank=8),
+                                       dict(context_layers=[0])])
+def test_checkpoint_that_does_not_fit_is_refused(trained_casan, requested):
+    name, value = next(iter(requested.items()))
+    with pytest.raises(ValueError, match=f"trained with {name}=.*cannot be loaded with {name}="):
+        CasanModel.from_pretrained(trained_casan, **requested)
+    with pytest.raises(ValueError, match=name):
+        AutoModel.from_pretrained(trained_casan, **requested)
+
+
+def test_matching_options_and_free_options_load(trained_casan):
+    model = CasanModel.from_pretrained(trained_casan, context_type="deep_global", gate_bias_init=1.0)
+    assert model.config.gate_bias_init == 1.0
+
+
+def test_other_model_types_are_refused(tmp_path):
+    config = BertConfig(**TINY).to_dict()
+    config["model_type"] = "roberta"
+    tmp_path.joinpath("config.json").write_text(json.dumps(config))
+    with pytest.raises(ValueError, match="'roberta'.*'bert' or 'casan_bert'"):
+        CasanModel.from_pretrained(tmp_path, context_type="global")
+
+
+@pytest.mark.parametrize("context_type", CONTEXT_TYPES)
+def test_gradient_checkpointing_gives_the_same_gradients(context_type):
+    torch.manual_seed(0)
+    model = CasanForSequenceClassification(tiny_config(context_type=context_type, num_labels=2, gate_bias_init=0.0))
+    model.train()
+    input_ids, attention_mask = padded_batch([6, 4, 2])
+    labels = torch.tensor([0, 1, 1])
+
+    def gradients():
+        model.zero_grad()
+        model(input_ids, attention_mask=attention_mask, labels=labels).loss.backward()
+        return {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
+
+    plain = gradients()
+    model.activation_checkpointing_enable()
+    checkpointed = gradients()
+    assert plain.keys() == checkpointed.keys()
+    assert any("context_mixer" in name for name in plain)
+    for name in plain:
+        torch.testing.assert_close(checkpointed[name], plain[name], atol=1e-6, rtol=1e-5, msg=name)
+
+
+@pytest.mark.parametrize("context_type", CONTEXT_TYPES)
+def test_bf16_matches_fp32(context_type):
+    torch.manual_seed(0)
+    model = CasanModel(tiny_config(context_type=context_type, gate_bias_init=0.0)).eval()
+    input_ids, attention_mask = padded_batch([6, 3])
+    with torch.no_grad():
+        expected = model(input_ids, attention_mask=attention_mask).last_hidden_state
+        actual = model.to(torch.bfloat16)(input_ids, attention_mask=attention_mask).last_hidden_state
+    assert actual.dtype == torch.bfloat16
+    real = attention_mask.bool()
+    assert (actual.float() - expected)[real].abs().max() < 0.1
+
+
+def test_torch_compile_matches_eager():
+    torch.manual_seed(0)
+    model = CasanModel(tiny_config(context_type="deep_global", gate_bias_init=0.0)).eval()
+    input_ids, attention_mask = padded_batch([6, 3])
+    compiled = torch.compile(model)
+    with torch.no_grad():
+        expected = model(input_ids, attention_mask=attention_mask, output_context_gates=True)
+        actual = compiled(input_ids, attention_mask=attention_mask, output_context_gates=True)
+    torch.testing.assert_close(actual.last_hidden_state, expected.last_hidden_state, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(actual.context_gates[2], expected.context_gates[2], atol=1e-6, rtol=1e-5)
+
+
+def test_bert_checkpoint_loads_through_auto_classes_by_config(tmp_path):
+    """A BERT checkpoint converted with from_pretrained keeps BERT's weights exactly."""
+    torch.manual_seed(0)
+    bert = BertModel(BertConfig(**TINY))
+    bert.save_pretrained(tmp_path)
+    casan = CasanModel.from_pretrained(tmp_path, context_type="deep")
+    bert_weights = bert.state_dict()
+    for name, tensor in casan.state_dict().items():
+        if "context_mixer" not in name:
+            assert torch.equal(tensor, bert_weights[name]), name
