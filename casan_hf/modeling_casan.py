@@ -177,6 +177,12 @@ class CasanPreTrainedModel(PreTrainedModel):
         "context_gates": OutputRecorder(CasanSelfAttention, index=2),
     }
 
+    @classmethod
+    def _can_set_attn_implementation(cls):
+        """`set_attn_implementation` works: the attention dispatches through `ALL_ATTENTION_FUNCTIONS` at every
+        call. transformers' own check only searches this file's source, which holds no attention function."""
+        return True
+
     def __init__(self, config, *inputs, **kwargs):
         if config.is_decoder or config.add_cross_attention:
             raise ValueError(

@@ -108,6 +108,7 @@ def test_padding_does_not_change_logits_or_hops(pooling, attn_implementation):
     input_ids, attention_mask = padded_batch(LENGTHS)
     model = seeded(CasanForSequenceClassification, classifier_pooling=pooling, context_type="deep_global")
     model.set_attn_implementation(attn_implementation)
+    assert model.config._attn_implementation == attn_implementation
     with torch.no_grad():
         batch = model(input_ids, attention_mask=attention_mask, output_pooling_attentions=True)
         for row, length in enumerate(LENGTHS):
@@ -122,6 +123,7 @@ def test_multiple_choice_structured_pooling_ignores_padding(attn_implementation)
     input_ids, attention_mask = padded_batch(LENGTHS)
     model = seeded(CasanForMultipleChoice, classifier_pooling="structured", context_type="global")
     model.set_attn_implementation(attn_implementation)
+    assert model.config._attn_implementation == attn_implementation
     choices = dict(input_ids=input_ids[None], attention_mask=attention_mask[None])
     with torch.no_grad():
         batch = model(**choices, output_pooling_attentions=True)
