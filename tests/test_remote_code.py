@@ -1,0 +1,84 @@
+"""A saved folder works for people who only have transformers: every head loads with
+trust_remote_code=True in a fresh process where casan_hf cannot be imported, with identical outputs."""
+
+import json
+
+import torch
+from transformers import AutoTokenizer
+
+from casan_hf import CasanForSequenceClassification
+from fresh_process import run_without_casan_hf
+from tiny_models import HEADS, comparable_outputs, head_inputs, padded_batch, tiny_config
+
+AUTO_CLASS = {
+    "CasanModel": "AutoModel",
+    "CasanForSequenceClassification": "AutoModelForSequenceClassification",
+    "CasanForTokenClassification": "AutoModelForTokenClassification",
+    "CasanForQuestionAnswering": "AutoModelForQuestionAnswering",
+    "CasanForMultipleChoice": "AutoModelForMultipleChoice",
+    "CasanForMaskedLM": "AutoModelForMaskedLM",
+}
+
+LOAD_EVERY_HEAD = """
+import json, sys, torch, transformers
+cases = json.load(open("cases.json"))
+for case in cases:
+    auto_class = getattr(transformers, case["auto_class"])
+    model = auto_class.from_pretrained(case["folder"], trust_remote_code=True).eval()
+    assert type(model).__name__ == case["class_name"], type(model)
+    assert type(model).__module__.startswith("transformers_modules"), type(model).__module__
+    inputs = torch.load(case["inputs"])
+    expected = torch.load(case["expected"])
+    with torch.no_grad():
+        outputs = model(**inputs, output_context_gates=True)
+    for name, tensor in expected.items():
+        actual = outputs[name] if name != "context_gates" else torch.stack(outputs.context_gates)
+        assert torch.equal(actual, tensor), (case["class_name"], name)
+print("loaded", len(cases))
+"""
+
+
+def test_every_head_loads_in_a_fresh_process_without_casan_hf(tmp_path):
+    cases = []
+    for casan_class in HEADS:
+        torch.manual_seed(0)
+        model = casan_class(tiny_config(context_type="deep_global", num_labels=2, gate_bias_init=0.0)).eval()
+        folder = tmp_path / casan_class.__name__
+        model.save_pretrained(folder)
+        inputs = head_inputs(casan_class, *padded_batch([6, 3]))
+        with torch.no_grad():
+            outputs = model(**inputs, output_context_gates=True)
+        expected = comparable_outputs(outputs)
+        expected["context_gates"] = torch.stack(outputs.context_gates)
+        torch.save(inputs, folder / "inputs.pt")
+        torch.save(expected, folder / "expected.pt")
+        cases.append(
+            {
+                "folder": str(folder),
+                "auto_class": AUTO_CLASS[casan_class.__name__],
+                "class_name": casan_class.__name__,
+                "inputs": str(folder / "inputs.pt"),
+                "expected": str(folder / "expected.pt"),
+            }
+        )
+    (tmp_path / "cases.json").write_text(json.dumps(cases))
+    assert run_without_casan_hf(LOAD_EVERY_HEAD, tmp_path).strip() == f"loaded {len(HEADS)}"
+
+
+PIPELINE = """
+from transformers import pipeline
+classify = pipeline("text-classification", model="converted", trust_remote_code=True)
+results = classify(["What a wonderful film.", "Dull and far too long."])
+assert [r["label"] for r in results] and all(r["label"] in ("negative", "positive") for r in results), results
+assert all(0.0 <= r["score"] <= 1.0 for r in results)
+print(type(classify.model).__module__.split(".")[0], len(results))
+"""
+
+
+def test_pipeline_classifies_text_from_a_converted_minilm(tmp_path, minilm_path):
+    model = CasanForSequenceClassification.from_pretrained(
+        minilm_path, context_type="deep", num_labels=2, id2label={0: "negative", 1: "positive"}
+    )
+    model.save_pretrained(tmp_path / "converted")
+    AutoTokenizer.from_pretrained(minilm_path).save_pretrained(tmp_path / "converted")
+    assert run_without_casan_hf(PIPELINE, tmp_path).split() == ["transformers_modules", "2"]
