@@ -1,0 +1,245 @@
+"""GLUE data from three places, one schema after loading.
+
+- the Hub's `nyu-mll/glue` (needs a connection),
+- `glue_dir`: the original GLUE TSV files, each task in its own format (see `glue_tasks.TsvLayout`),
+- `train_file` / `validation_file`: the user's own csv or json files.
+
+All three are read with `datasets` and brought to the Hub's columns: the task's text columns plus `label`
+(a `ClassLabel`, or a float for regression). Every problem with the input (unknown task, missing folder or
+file, missing columns, labels outside the label set) is a ValueError raised here, before any model is
+built, naming the file and the bad value.
+"""
+
+import csv
+import os
+from dataclasses import dataclass
+
+from datasets import ClassLabel, DatasetDict, Features, Value, load_dataset
+
+from .glue_tasks import GLUE_HUB_ID, STSB_RANGE, get_task
+
+
+# How many offending values an error message shows.
+_SHOWN = 5
+
+
+@dataclass
+class GlueData:
+    """Loaded, checked data and what the rest of a run needs to know about it."""
+
+    datasets: DatasetDict  # "train" and the evaluation splits, in the Hub's schema
+    text_columns: tuple
+    label_names: list | None  # None: regression
+    eval_splits: tuple
+    dataset_id: str  # for the model card: a Hub id, or the local files' names
+    dataset_config: str | None  # the GLUE task on the Hub, when there is one
+
+    @property
+    def is_regression(self):
+        return self.label_names is None
+
+
+def load_glue_data(task_name=None, glue_dir=None, train_file=None, validation_file=None, need_train=True, need_eval=True, cache_dir=None):
+    """Loads the splits a run needs (`train` when `need_train`, the evaluation splits when `need_eval`)."""
+    if not (need_train or need_eval):
+        raise ValueError("Nothing to load: ask for the training split, the evaluation split(s), or both.")
+    task = get_task(task_name) if task_name is not None else None
+    user_files = train_file is not None or validation_file is not None
+    if glue_dir is not None and user_files:
+        raise ValueError("Give either `glue_dir` (original GLUE TSVs) or `train_file`/`validation_file`, not both.")
+    if user_files:
+        return _load_files(task, train_file, validation_file, need_train, need_eval, cache_dir)
+    if task is None:
+        raise ValueError("Name a GLUE task (`task_name`), or give your own `train_file`/`validation_file`.")
+    if glue_dir is not None:
+        return _load_glue_dir(task, glue_dir, need_train, need_eval, cache_dir)
+    return _load_hub(task, need_train, need_eval, cache_dir)
+
+
+def _wanted_splits(task, need_train, need_eval):
+    return (("train",) if need_train else ()) + (task.eval_splits if need_eval else ())
+
+
+def _load_hub(task, need_train, need_eval, cache_dir):
+    raw = load_dataset(GLUE_HUB_ID, task.name, cache_dir=cache_dir)
+    splits = DatasetDict({split: raw[split] for split in _wanted_splits(task, need_train, need_eval)})
+    keep = [*task.text_columns, "label"]
+    splits = splits.remove_columns([column for column in splits["train" if need_train else task.eval_splits[0]].column_names if column not in keep])
+    return GlueData(splits, task.text_columns, None if task.is_regression else list(task.label_names), task.eval_splits if need_eval else (), GLUE_HUB_ID, task.name)
+
+
+def _load_glue_dir(task, glue_dir, need_train, need_eval, cache_dir):
+    folder = os.path.join(glue_dir, task.tsv.folder)
+    if not os.path.isdir(glue_dir):
+        raise ValueError(f"GLUE data folder {glue_dir!r} does not exist.")
+    if not os.path.isdir(folder):
+        raise ValueError(f"GLUE data folder {glue_dir!r} has no {task.tsv.folder!r} folder for task {task.name!r}.")
+    files = {split: os.path.join(folder, task.tsv.eval_files.get(split, "train.tsv")) for split in _wanted_splits(task, need_train, need_eval)}
+    splits = DatasetDict({split: _read_tsv(task, path, cache_dir) for split, path in files.items()})
+    splits = _normalise(task, splits, files)
+    return GlueData(splits, task.text_columns, None if task.is_regression else list(task.label_names), task.eval_splits if need_eval else (), GLUE_HUB_ID, task.name)
+
+
+def _read_tsv(task, path, cache_dir):
+    """One original GLUE TSV: no quoting (sentences hold stray quotes), no NA guessing, all text."""
+    if not os.path.isfile(path):
+        raise ValueError(f"GLUE file {path!r} for task {task.name!r} does not exist.")
+    layout = task.tsv
+    wanted = list(layout.columns.values())
+    header_names = layout.header_names
+    if layout.has_header:
+        # utf-8-sig drops the byte-order mark that starts MRPC's header.
+        with open(path, encoding="utf-8-sig") as handle:
+            header_names = handle.readline().rstrip("\n").split("\t")
+    missing = [name for name in wanted if name not in header_names]
+    if missing:
+        raise ValueError(f"{path!r} is not a GLUE {task.name!r} file: its header {header_names} lacks {missing}.")
+    dataset = load_dataset(
+        "csv",
+        data_files={"data": path},
+        sep="\t",
+        quoting=csv.QUOTE_NONE,
+        encoding="utf-8-sig",
+        header=0 if layout.has_header else None,
+        column_names=None if layout.has_header else list(header_names),
+        usecols=wanted,
+        keep_default_na=False,
+        features=Features({name: Value("string") for name in wanted}),
+        cache_dir=cache_dir,
+    )["data"]
+    return dataset.rename_columns({file_name: hub_name for hub_name, file_name in layout.columns.items() if file_name != hub_name})
+
+
+def _load_files(task, train_file, validation_file, need_train, need_eval, cache_dir):
+    files = {}
+    for split, path, needed in (("train", train_file, need_train), ("validation", validation_file, need_eval)):
+        if not needed:
+            continue
+        if path is None:
+            raise ValueError(f"No {split} file: give `{split}_file` (csv or json) or skip the {'training' if split == 'train' else 'evaluation'}.")
+        if not os.path.isfile(path):
+            raise ValueError(f"{split} file {path!r} does not exist.")
+        files[split] = path
+    extensions = {os.path.splitext(path)[1].lstrip(".").lower() for path in files.values()}
+    if not extensions <= {"csv", "json", "jsonl"} or len({"json" if e == "jsonl" else e for e in extensions}) != 1:
+        raise ValueError(f"Data files must all be csv or all be json (.json/.jsonl); got {sorted(files.values())}.")
+    builder = "csv" if extensions == {"csv"} else "json"
+    splits = DatasetDict({split: load_dataset(builder, data_files={split: path}, cache_dir=cache_dir)[split] for split, path in files.items()})
+    if task is not None:
+        eval_splits = ("validation",) if need_eval else ()
+        return GlueData(_normalise(task, splits, files), task.text_columns, None if task.is_regression else list(task.label_names), eval_splits, _files_id(files), task.name)
+    return _normalise_untasked(splits, files, need_eval)
+
+
+def _files_id(files):
+    return ", ".join(os.path.basename(path) for path in files.values())
+
+
+def _normalise(task, splits, files):
+    """Keeps the task's columns and turns every label into the task's label id (or a float for STS-B)."""
+    wanted = [*task.text_columns, "label"]
+    for split, dataset in splits.items():
+        missing = [column for column in wanted if column not in dataset.column_names]
+        if missing:
+            raise ValueError(f"{files[split]!r} lacks the column(s) {missing} that task {task.name!r} needs; it has {dataset.column_names}.")
+        _check_text(dataset, task.text_columns, files[split])
+    splits = splits.select_columns(wanted)
+    if task.is_regression:
+        return DatasetDict({split: _to_scores(dataset, files[split], STSB_RANGE) for split, dataset in splits.items()})
+    return DatasetDict({split: _to_label_ids(dataset, task.label_names, files[split], task.text_columns) for split, dataset in splits.items()})
+
+
+def _check_text(dataset, text_columns, path):
+    for column in text_columns:
+        if dataset.features[column] != Value("string") and dataset.features[column] != Value("large_string"):
+            raise ValueError(f"Column {column!r} of {path!r} must hold text; it holds {dataset.features[column]}.")
+
+
+def _label_lookup(label_names, accept_ids):
+    """A GLUE label may be given as its name, its id, or its id written as text (the TSVs write '0'/'1');
+    the user's own labels only by name, since their names may themselves be numbers."""
+    lookup = {name: index for index, name in enumerate(label_names)}
+    if accept_ids:
+        lookup.update({str(index): index for index in range(len(label_names))})
+    return lookup
+
+
+def _to_label_ids(dataset, label_names, path, text_columns, accept_ids=True):
+    lookup = _label_lookup(label_names, accept_ids)
+    seen = set(dataset.unique("label"))
+    bad = sorted((value for value in seen if _key(value) not in lookup), key=repr)
+    if bad:
+        raise ValueError(
+            f"{path!r} has labels outside the label set: {bad[:_SHOWN]}{' ...' if len(bad) > _SHOWN else ''}; "
+            f"allowed: {list(label_names)}{f' (or their ids 0..{len(label_names) - 1})' if accept_ids else ''}."
+        )
+    features = Features({**{column: Value("string") for column in text_columns}, "label": ClassLabel(names=list(label_names))})
+    return dataset.map(
+        lambda batch: {"label": [lookup[_key(value)] for value in batch["label"]]},
+        batched=True,
+        features=features,
+        desc="Mapping labels",
+    )
+
+
+def _key(value):
+    """A label value as the lookup knows it: ints (not bools, not floats) by their text."""
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        return None
+    return str(value)
+
+
+def _to_scores(dataset, path, bounds=None):
+    values = dataset.unique("label")
+    bad = []
+    for value in values:
+        try:
+            score = float(value)
+        except (TypeError, ValueError):
+            bad.append(value)
+            continue
+        if score != score or (bounds is not None and not bounds[0] <= score <= bounds[1]):
+            bad.append(value)
+    if bad:
+        allowed = f"numbers in [{bounds[0]}, {bounds[1]}]" if bounds is not None else "numbers"
+        raise ValueError(f"{path!r} has labels outside the label set: {sorted(bad, key=repr)[:_SHOWN]}; allowed: {allowed}.")
+    return dataset.cast_column("label", Value("float32"))
+
+
+def _normalise_untasked(splits, files, need_eval):
+    """The user's own task: text columns and label set read off the data, as transformers' run_glue does."""
+    reference = "train" if "train" in splits else "validation"
+    columns = splits[reference].column_names
+    if "label" not in columns:
+        raise ValueError(f"{files[reference]!r} needs a 'label' column; it has {columns}.")
+    others = [column for column in columns if column != "label"]
+    if "sentence1" in others and "sentence2" in others:
+        text_columns = ("sentence1", "sentence2")
+    elif others:
+        text_columns = tuple(others[:2])
+    else:
+        raise ValueError(f"{files[reference]!r} has no text column besides 'label'.")
+    for split, dataset in splits.items():
+        missing = [column for column in (*text_columns, "label") if column not in dataset.column_names]
+        if missing:
+            raise ValueError(f"{files[split]!r} lacks the column(s) {missing} that {files[reference]!r} has.")
+        _check_text(dataset, text_columns, files[split])
+    splits = splits.select_columns([*text_columns, "label"])
+    dtype = splits[reference].features["label"].dtype
+    eval_splits = ("validation",) if need_eval else ()
+    if dtype in ("float32", "float64"):
+        scored = DatasetDict({split: _to_scores(dataset, files[split]) for split, dataset in splits.items()})
+        return GlueData(scored, text_columns, None, eval_splits, _files_id(files), None)
+    values = splits[reference].unique("label")
+    numeric = all(isinstance(value, int) for value in values)
+    label_names = [str(value) for value in sorted(values, key=int if numeric else str)]
+    labelled = DatasetDict(
+        {
+            split: _to_label_ids(dataset.cast_column("label", Value("string")), label_names, files[split], text_columns, accept_ids=False)
+            for split, dataset in splits.items()
+        }
+    )
+    return GlueData(labelled, text_columns, label_names, eval_splits, _files_id(files), None)
+
+
+__all__ = ["GlueData", "load_glue_data"]

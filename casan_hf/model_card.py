@@ -1,0 +1,178 @@
+"""Hub model cards: YAML metadata (with a `model-index` of measured scores) and a README body from a template.
+
+The metadata is built with `huggingface_hub.ModelCardData` and `EvalResult`, so the `model-index` block is
+the structure the Hub reads; the body is `model_cards/README_TEMPLATE.md` filled with `string.Template`.
+"""
+
+import os
+from string import Template
+
+import transformers
+from huggingface_hub import EvalResult, ModelCard, ModelCardData
+
+from . import __version__
+from .glue_tasks import GLUE_HUB_ID, GLUE_TASKS
+
+
+METRIC_NAMES = {
+    "accuracy": "Accuracy",
+    "f1": "F1",
+    "matthews_correlation": "Matthews correlation",
+    "pearson": "Pearson correlation",
+    "spearmanr": "Spearman correlation",
+}
+
+PIPELINE_TAGS = {
+    "base": "feature-extraction",
+    "sequence-classification": "text-classification",
+    "token-classification": "token-classification",
+    "question-answering": "question-answering",
+    "multiple-choice": "multiple-choice",
+    "masked-lm": "fill-mask",
+}
+
+AUTO_CLASS_NAMES = {
+    "base": "AutoModel",
+    "sequence-classification": "AutoModelForSequenceClassification",
+    "token-classification": "AutoModelForTokenClassification",
+    "question-answering": "AutoModelForQuestionAnswering",
+    "multiple-choice": "AutoModelForMultipleChoice",
+    "masked-lm": "AutoModelForMaskedLM",
+}
+
+_CONTEXT_FIELDS = ("context_type", "context_targets", "context_layers", "gate", "fixed_gate", "gate_bias_init", "context_rank")
+
+
+def is_hub_id(name):
+    """Whether `name` can stand in `base_model`: a Hub id, not a local folder."""
+    return name is not None and not os.path.isdir(name) and not os.path.isabs(name) and name.count("/") <= 1
+
+
+def eval_results_for(task_name, dataset_id, eval_metrics):
+    """`EvalResult`s from `{split: {metric: value}}`; metrics without a known name (loss, runtime) are left out."""
+    dataset_name = f"GLUE {task_name.upper()}" if task_name is not None else dataset_id
+    results = []
+    for split, metrics in eval_metrics.items():
+        for metric, value in metrics.items():
+            if metric not in METRIC_NAMES:
+                continue
+            results.append(
+                EvalResult(
+                    task_type="text-classification",
+                    task_name="Text Classification",
+                    dataset_type=dataset_id,
+                    dataset_name=dataset_name,
+                    dataset_config=task_name,
+                    dataset_split=split,
+                    metric_type=metric,
+                    metric_value=round(float(value), 4),
+                    metric_name=METRIC_NAMES[metric],
+                )
+            )
+    return results
+
+
+def render_model_card(
+    template_path,
+    model,
+    model_name,
+    head="sequence-classification",
+    base_model=None,
+    task_name=None,
+    dataset_id=None,
+    eval_metrics=None,
+    training=None,
+    license="apache-2.0",
+):
+    """The README.md text of a saved folder.
+
+    `model` is the saved model (a CASAN model, or a BERT one for a `--baseline` run; its config is read by
+    class, since a config converted from BERT still says `model_type="bert"` until it is saved);
+    `eval_metrics` maps dev splits to their metrics; `training` maps hyper-parameter names to values.
+    """
+    if head not in PIPELINE_TAGS:
+        raise ValueError(f"Unknown head {head!r}; choose one of {', '.join(PIPELINE_TAGS)}.")
+    config = model.config
+    casan = type(config).model_type == "casan_bert"
+    tags = ["casan", f"casan-{config.context_type}", "context-aware-self-attention", "bert"] if casan else ["bert", "casan-baseline"]
+    if task_name is not None:
+        tags += ["glue", task_name]
+    on_hub = dataset_id == GLUE_HUB_ID
+    eval_results = eval_results_for(task_name, dataset_id, eval_metrics or {}) or None
+    card_data = ModelCardData(
+        model_name=model_name,
+        base_model=base_model if is_hub_id(base_model) else None,
+        datasets=[GLUE_HUB_ID] if on_hub else None,
+        eval_results=eval_results,
+        library_name="transformers",
+        license=license,
+        pipeline_tag=PIPELINE_TAGS[head],
+        tags=tags,
+    )
+    with open(template_path, encoding="utf-8") as handle:
+        template = Template(handle.read())
+    text = template.substitute(
+        metadata=card_data.to_yaml(),
+        model_name=model_name,
+        summary=_summary(config, base_model, task_name, casan),
+        architecture=type(model).__name__,
+        base_model=f"`{base_model}`" if base_model else "a BERT checkpoint",
+        context_rows="\n".join(f"| {name} | `{getattr(config, name)}` |" for name in _CONTEXT_FIELDS) if casan else "| context | none: plain BERT, the baseline of the CASAN runs |",
+        results=_results_table(task_name, eval_metrics),
+        load_instructions=_load_instructions(model_name, head, casan),
+        training=_training_table(training),
+        casan_version=__version__,
+        transformers_version=transformers.__version__,
+    )
+    ModelCard(text)  # raises if the metadata block does not parse
+    return text
+
+
+def _summary(config, base_model, task_name, casan):
+    source = f"`{base_model}`" if base_model else "a BERT checkpoint"
+    task = f" fine-tuned on {GLUE_TASKS[task_name].description}" if task_name in GLUE_TASKS else ""
+    if casan:
+        return f"A context-aware self-attention ({config.context_type!r} context) version of {source}{task}."
+    return f"Plain BERT ({source}){task}, trained with the same script and settings as its CASAN twins."
+
+
+def _results_table(task_name, eval_metrics):
+    if not eval_metrics:
+        return "Not evaluated yet: the context parameters are untrained; fine-tune before use."
+    rows = ["| split | metric | value |", "| --- | --- | --- |"]
+    for split, metrics in eval_metrics.items():
+        rows += [f"| {split} | {METRIC_NAMES[name]} | {value:.4f} |" for name, value in metrics.items() if name in METRIC_NAMES]
+    where = f"the GLUE {task_name.upper()} dev set" if task_name is not None else "the validation file"
+    return f"Measured on {where} at the end of training:\n\n" + "\n".join(rows)
+
+
+def _load_instructions(model_name, head, casan):
+    auto_class = AUTO_CLASS_NAMES[head]
+    remote = ", trust_remote_code=True" if casan else ""
+    code = [
+        "```python",
+        f"from transformers import AutoTokenizer, {auto_class}",
+        "",
+        f'tokenizer = AutoTokenizer.from_pretrained("{model_name}")',
+        f'model = {auto_class}.from_pretrained("{model_name}"{remote})',
+        "```",
+    ]
+    if not casan:
+        return "A plain BERT checkpoint: no remote code is needed.\n\n" + "\n".join(code)
+    return (
+        "The model code (`configuration_casan.py`, `modeling_casan.py` and their helpers) is saved next to the\n"
+        "weights and named in the config's `auto_map`, so `trust_remote_code=True` loads it without installing\n"
+        "anything beyond `transformers` and `torch`. Read those files before trusting them. With `casan-hf`\n"
+        "installed, `import casan_hf` registers the model and `trust_remote_code` is not needed.\n\n" + "\n".join(code)
+    )
+
+
+def _training_table(training):
+    if not training:
+        return "Converted from BERT, not fine-tuned: the context parameters are freshly initialised (gate near 0)."
+    rows = ["| hyper-parameter | value |", "| --- | --- |"]
+    rows += [f"| {name} | `{value}` |" for name, value in training.items()]
+    return "\n".join(rows)
+
+
+__all__ = ["PIPELINE_TAGS", "eval_results_for", "is_hub_id", "render_model_card"]

@@ -1,0 +1,306 @@
+#!/usr/bin/env python
+"""Fine-tunes a context-aware self-attention (CASAN) model, or its plain-BERT twin, on a GLUE task.
+
+In the conventions of transformers' `examples/pytorch/text-classification/run_glue.py`: `HfArgumentParser`,
+`TrainingArguments` and `Trainer`, the same flags where they exist. What is added:
+
+- `--model_name_or_path` may be a BERT checkpoint (converted to CASAN with the `--context_*` options) or a
+  CASAN checkpoint (continued as it was trained); `--baseline` fine-tunes the unmodified BERT instead;
+- data from the Hub (`nyu-mll/glue`), from `--glue_dir` (the original GLUE TSVs) or from your own
+  `--train_file`/`--validation_file`, checked before anything is trained;
+- the GLUE metrics ship with casan_hf, so evaluation runs offline;
+- `--output_dir` ends up as the Hub folder: weights, config with `auto_map`, code files, tokenizer,
+  `training_args.bin`, results and a model card whose `model-index` holds the measured dev scores.
+
+    python scripts/run_glue.py --model_name_or_path <bert> --context_type deep_global --task_name rte \
+        --glue_dir ../shared/glue --do_train --do_eval --max_seq_length 128 \
+        --per_device_train_batch_size 32 --learning_rate 2e-5 --num_train_epochs 3 --output_dir out/rte
+"""
+
+import logging
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import datasets
+import numpy as np
+import transformers
+from transformers import (
+    PreTrainedConfig,
+    AutoTokenizer,
+    BertForSequenceClassification,
+    DataCollatorWithPadding,
+    HfArgumentParser,
+    Trainer,
+    TrainingArguments,
+    default_data_collator,
+    set_seed,
+)
+from transformers.trainer_utils import get_last_checkpoint
+
+import casan_hf
+from casan_hf.configuration_casan import CONTEXT_TARGETS, CONTEXT_TYPES, GATE_KINDS
+from casan_hf.glue_data import load_glue_data
+from casan_hf.glue_tasks import GLUE_TASKS
+from casan_hf.hub_export import check_output_dir, write_model_card
+from casan_hf.metrics import load_glue_metric
+from casan_hf.model_card import render_model_card
+
+
+logger = logging.getLogger(__name__)
+
+TEMPLATE_PATH = Path(__file__).resolve().parents[1] / "model_cards" / "README_TEMPLATE.md"
+CONTEXT_OPTIONS = ("context_type", "context_targets", "context_layers", "gate", "fixed_gate", "gate_bias_init", "context_rank", "context_init_range")
+
+
+@dataclass
+class ModelArguments:
+    """Which checkpoint to start from and, for a BERT checkpoint, how to make it context-aware."""
+
+    model_name_or_path: str = field(metadata={"help": "A BERT checkpoint (converted) or a CASAN checkpoint (continued): folder or Hub id."})
+    baseline: bool = field(default=False, metadata={"help": "Fine-tune the unmodified BERT (BertForSequenceClassification) with the same settings."})
+    context_type: str | None = field(default=None, metadata={"help": "Context of a converted BERT (default: deep_global).", "choices": CONTEXT_TYPES})
+    context_targets: list[str] | None = field(default=None, metadata={"help": "query and/or key (default: both).", "choices": CONTEXT_TARGETS})
+    context_layers: list[int] | None = field(default=None, metadata={"help": "0-based layers that get context (default: all)."})
+    gate: str | None = field(default=None, metadata={"help": "dynamic (the paper's) or fixed.", "choices": GATE_KINDS})
+    fixed_gate: float | None = field(default=None, metadata={"help": "The constant gate of --gate fixed, in [0, 1]."})
+    gate_bias_init: float | None = field(default=None, metadata={"help": "Initial gate bias, a logit (default: -4)."})
+    context_rank: int | None = field(default=None, metadata={"help": "Rank of a low-rank U (default: full rank)."})
+    context_init_range: float | None = field(default=None, metadata={"help": "Std of the context parameters' initialisation."})
+    tokenizer_name: str | None = field(default=None, metadata={"help": "Tokenizer, if not the checkpoint's own."})
+    cache_dir: str | None = field(default=None, metadata={"help": "Where downloaded models and data are stored."})
+    ignore_mismatched_sizes: bool = field(default=False, metadata={"help": "Re-initialise a classifier whose label count differs."})
+    base_model: str | None = field(default=None, metadata={"help": "Hub id of the starting checkpoint, for the model card (default: --model_name_or_path if it is a Hub id)."})
+    license: str = field(default="apache-2.0", metadata={"help": "License written on the model card."})
+
+    def context_kwargs(self):
+        """The context options set on the command line; the others keep their defaults."""
+        return {name: getattr(self, name) for name in CONTEXT_OPTIONS if getattr(self, name) is not None}
+
+
+@dataclass
+class DataTrainingArguments:
+    """What data to train and evaluate on."""
+
+    task_name: str | None = field(default=None, metadata={"help": "The GLUE task.", "choices": list(GLUE_TASKS)})
+    glue_dir: str | None = field(default=None, metadata={"help": "Folder of the original GLUE TSVs (<dir>/RTE/train.tsv, ...); default: the Hub."})
+    train_file: str | None = field(default=None, metadata={"help": "Your own training data (csv or json)."})
+    validation_file: str | None = field(default=None, metadata={"help": "Your own validation data (csv or json)."})
+    max_seq_length: int = field(default=128, metadata={"help": "Longer inputs are truncated."})
+    pad_to_max_length: bool = field(default=True, metadata={"help": "Pad every input to max_seq_length (else pad each batch)."})
+    max_train_samples: int | None = field(default=None, metadata={"help": "Keep the first N training examples."})
+    max_eval_samples: int | None = field(default=None, metadata={"help": "Keep the first N examples of each dev split."})
+    overwrite_cache: bool = field(default=False, metadata={"help": "Recompute the tokenised data."})
+    preprocessing_num_workers: int | None = field(default=None, metadata={"help": "Processes for tokenisation."})
+    overwrite_output_dir: bool = field(default=False, metadata={"help": "Write into a non-empty --output_dir (without it, the run stops)."})
+
+
+class GlueTrainer(Trainer):
+    """A Trainer whose model card is casan_hf's (Hub metadata, measured dev scores, remote-code loading)."""
+
+    def __init__(self, *args, card_kwargs, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.card_kwargs = card_kwargs
+        self.card_eval_metrics = {}
+
+    def create_model_card(self, **kwargs):
+        if not self.is_world_process_zero():
+            return
+        model_name = self.args.hub_model_id or Path(self.args.output_dir).name
+        card = render_model_card(TEMPLATE_PATH, self.model, model_name, eval_metrics=self.card_eval_metrics, **self.card_kwargs)
+        write_model_card(self.args.output_dir, card)
+
+
+def parse_args():
+    parser = HfArgumentParser((ModelArguments, DataTrainingArguments, TrainingArguments))
+    if len(sys.argv) == 2 and sys.argv[1].endswith(".json"):
+        return parser.parse_json_file(json_file=os.path.abspath(sys.argv[1]))
+    return parser.parse_args_into_dataclasses()
+
+
+def setup_logging(training_args):
+    logging.basicConfig(format="%(asctime)s - %(levelname)s - %(name)s - %(message)s", datefmt="%m/%d/%Y %H:%M:%S", handlers=[logging.StreamHandler(sys.stdout)])
+    if training_args.should_log:
+        transformers.utils.logging.set_verbosity_info()
+    log_level = training_args.get_process_log_level()
+    logger.setLevel(log_level)
+    datasets.utils.logging.set_verbosity(log_level)
+    transformers.utils.logging.set_verbosity(log_level)
+    transformers.utils.logging.enable_default_handler()
+    transformers.utils.logging.enable_explicit_format()
+
+
+def find_checkpoint(training_args, data_args):
+    """transformers' run_glue rule: resume from the last checkpoint in --output_dir, refuse other leftovers."""
+    if training_args.resume_from_checkpoint is not None:
+        if not os.path.isdir(training_args.resume_from_checkpoint):
+            raise ValueError(f"--resume_from_checkpoint {training_args.resume_from_checkpoint!r} is not a folder.")
+        return training_args.resume_from_checkpoint
+    output_dir = training_args.output_dir
+    last_checkpoint = None
+    if os.path.isdir(output_dir) and training_args.do_train and not data_args.overwrite_output_dir:
+        last_checkpoint = get_last_checkpoint(output_dir)
+    if last_checkpoint is None:
+        check_output_dir(output_dir, data_args.overwrite_output_dir, flag="--overwrite_output_dir")
+    else:
+        logger.info(f"Checkpoint detected, resuming training at {last_checkpoint}. Pass --overwrite_output_dir to train from scratch.")
+    return last_checkpoint
+
+
+def load_model(model_args, glue_data):
+    """BERT for --baseline; otherwise CASAN, converted from BERT or continued from a CASAN checkpoint."""
+    saved = PreTrainedConfig.get_config_dict(model_args.model_name_or_path, cache_dir=model_args.cache_dir)[0]
+    model_type = saved.get("model_type")
+    label_kwargs = {"num_labels": 1} if glue_data.is_regression else {
+        "num_labels": len(glue_data.label_names),
+        "id2label": dict(enumerate(glue_data.label_names)),
+        "label2id": {name: index for index, name in enumerate(glue_data.label_names)},
+    }
+    common = {"cache_dir": model_args.cache_dir, "ignore_mismatched_sizes": model_args.ignore_mismatched_sizes, **label_kwargs}
+    if model_args.baseline:
+        if model_args.context_kwargs():
+            raise ValueError(f"--baseline fine-tunes plain BERT; drop the context options {sorted(model_args.context_kwargs())}.")
+        if model_type != "bert":
+            raise ValueError(f"--baseline needs a BERT checkpoint (model_type 'bert'); {model_args.model_name_or_path!r} has model_type {model_type!r}.")
+        return BertForSequenceClassification.from_pretrained(model_args.model_name_or_path, **common)
+    return casan_hf.CasanForSequenceClassification.from_pretrained(model_args.model_name_or_path, **common, **model_args.context_kwargs())
+
+
+def tokenize(glue_data, tokenizer, data_args, training_args):
+    if data_args.max_seq_length > tokenizer.model_max_length:
+        logger.warning(f"--max_seq_length {data_args.max_seq_length} is longer than the model's maximum ({tokenizer.model_max_length}); using {tokenizer.model_max_length}.")
+    max_seq_length = min(data_args.max_seq_length, tokenizer.model_max_length)
+    padding = "max_length" if data_args.pad_to_max_length else False
+
+    def preprocess(batch):
+        texts = [batch[column] for column in glue_data.text_columns]
+        return tokenizer(*texts, padding=padding, max_length=max_seq_length, truncation=True)
+
+    with training_args.main_process_first(desc="dataset map pre-processing"):
+        return glue_data.datasets.map(
+            preprocess,
+            batched=True,
+            num_proc=data_args.preprocessing_num_workers,
+            remove_columns=list(glue_data.text_columns),
+            load_from_cache_file=not data_args.overwrite_cache,
+            desc="Running tokenizer on dataset",
+        )
+
+
+def take(dataset, limit):
+    return dataset if limit is None else dataset.select(range(min(limit, len(dataset))))
+
+
+def metrics_function(glue_data, task_name):
+    metric = load_glue_metric(task_name or ("regression" if glue_data.is_regression else "accuracy"))
+
+    def compute_metrics(prediction):
+        logits = prediction.predictions[0] if isinstance(prediction.predictions, tuple) else prediction.predictions
+        predictions = np.squeeze(logits) if glue_data.is_regression else np.argmax(logits, axis=1)
+        return metric.compute(predictions=predictions, references=prediction.label_ids)
+
+    return compute_metrics
+
+
+def prepare(model_args, data_args, training_args):
+    """Everything that can fail on bad input, before any training: output folder, data, model, tokenizer."""
+    if not (training_args.do_train or training_args.do_eval):
+        raise ValueError("Nothing to do: pass --do_train and/or --do_eval.")
+    for name in ("max_train_samples", "max_eval_samples"):
+        if getattr(data_args, name) is not None and getattr(data_args, name) <= 0:
+            raise ValueError(f"--{name} must be a positive number of examples; got {getattr(data_args, name)}.")
+    checkpoint = find_checkpoint(training_args, data_args)
+    with training_args.main_process_first(desc="loading the data"):
+        glue_data = load_glue_data(
+            data_args.task_name,
+            glue_dir=data_args.glue_dir,
+            train_file=data_args.train_file,
+            validation_file=data_args.validation_file,
+            need_train=training_args.do_train,
+            need_eval=training_args.do_eval,
+            cache_dir=model_args.cache_dir,
+        )
+    set_seed(training_args.seed)
+    model = load_model(model_args, glue_data)
+    tokenizer = AutoTokenizer.from_pretrained(model_args.tokenizer_name or model_args.model_name_or_path, cache_dir=model_args.cache_dir)
+    return checkpoint, glue_data, model, tokenizer
+
+
+def main():
+    model_args, data_args, training_args = parse_args()
+    setup_logging(training_args)
+    logger.warning(
+        f"Process rank: {training_args.process_index}, device: {training_args.device}, n_gpu: {training_args.n_gpu}, "
+        f"distributed training: {training_args.parallel_mode.value == 'distributed'}, 16-bits training: {training_args.fp16 or training_args.bf16}"
+    )
+    logger.info(f"Training/evaluation parameters {training_args}")
+    try:
+        checkpoint, glue_data, model, tokenizer = prepare(model_args, data_args, training_args)
+    except ValueError as error:
+        logger.error(str(error))
+        sys.exit(f"run_glue.py: error: {error}")
+
+    tokenized = tokenize(glue_data, tokenizer, data_args, training_args)
+    train_dataset = take(tokenized["train"], data_args.max_train_samples) if training_args.do_train else None
+    eval_datasets = {split: take(tokenized[split], data_args.max_eval_samples) for split in glue_data.eval_splits}
+    collator = default_data_collator if data_args.pad_to_max_length else DataCollatorWithPadding(tokenizer, pad_to_multiple_of=8 if training_args.fp16 or training_args.bf16 else None)
+
+    card_kwargs = {
+        "head": "sequence-classification",
+        "base_model": model_args.base_model or model_args.model_name_or_path,
+        "task_name": data_args.task_name,
+        "dataset_id": glue_data.dataset_id,
+        "license": model_args.license,
+        "training": {
+            "learning_rate": training_args.learning_rate,
+            "per_device_train_batch_size": training_args.per_device_train_batch_size,
+            "world_size": training_args.world_size,
+            "num_train_epochs": training_args.num_train_epochs,
+            "max_steps": training_args.max_steps,
+            "max_seq_length": data_args.max_seq_length,
+            "max_train_samples": data_args.max_train_samples,
+            "seed": training_args.seed,
+        },
+    }
+    trainer = GlueTrainer(
+        model=model,
+        args=training_args,
+        train_dataset=train_dataset,
+        eval_dataset=next(iter(eval_datasets.values()), None),
+        processing_class=tokenizer,
+        data_collator=collator,
+        compute_metrics=metrics_function(glue_data, data_args.task_name),
+        card_kwargs=card_kwargs,
+    )
+
+    if training_args.do_train:
+        train_result = trainer.train(resume_from_checkpoint=checkpoint)
+        metrics = train_result.metrics
+        metrics["train_samples"] = len(train_dataset)
+        trainer.save_model()  # weights, config with auto_map, code files, tokenizer, training_args.bin
+        trainer.log_metrics("train", metrics)
+        trainer.save_metrics("train", metrics)
+        trainer.save_state()
+
+    if training_args.do_eval:
+        combined = {}
+        for split, eval_dataset in eval_datasets.items():
+            logger.info(f"*** Evaluate {split} ***")
+            metrics = trainer.evaluate(eval_dataset=eval_dataset)
+            metrics["eval_samples"] = len(eval_dataset)
+            trainer.card_eval_metrics[split] = {name.removeprefix("eval_"): value for name, value in metrics.items()}
+            if split == "validation_mismatched":
+                metrics = {f"{name}_mm": value for name, value in metrics.items()}
+            combined.update(metrics)
+            trainer.log_metrics("eval", metrics)
+        trainer.save_metrics("eval", combined)
+
+    if training_args.do_train:
+        trainer.create_model_card()
+    if training_args.push_to_hub:
+        trainer.push_to_hub(finetuned_from=model_args.model_name_or_path, tasks="text-classification")
+
+
+if __name__ == "__main__":
+    main()
