@@ -1,0 +1,128 @@
+"""scripts/plot_attention.py writes one valid PNG of the planned size for CASAN checkpoints of every kind
+and plain BERT, and refuses bad flags with usage errors that name the allowed range."""
+
+import importlib.util
+import re
+import struct
+import subprocess
+import sys
+
+import pytest
+import torch
+from transformers import BertConfig, BertModel
+
+from casan_hf import CasanForSequenceClassification, CasanModel
+
+from conftest import REPO_ROOT
+from tiny_models import TINY, tiny_config
+from tiny_tokenizer import tiny_tokenizer
+
+SCRIPT = REPO_ROOT / "scripts" / "plot_attention.py"
+TEXT, PAIR = "The film was gripping, funny and not at all dull!", "I liked it."
+
+
+def load_script():
+    spec = importlib.util.spec_from_file_location("plot_attention", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+plot_attention = load_script()
+
+
+PRINTED = re.compile(r"Wrote .*: (\d+) tokens, (\d+x\d+) pixels\.")
+
+
+def planned_pixels(width, height, dpi):
+    """matplotlib's PNG of a `width` x `height` inch figure: whole pixels, the fraction dropped."""
+    return int(width * dpi), int(height * dpi)
+
+
+def png_size(path):
+    """(width, height) from the PNG header, after checking the signature."""
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR"
+    return struct.unpack(">II", data[16:24])
+
+
+def saved(folder, model):
+    torch.manual_seed(0)
+    model.save_pretrained(folder)
+    tiny_tokenizer(folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def checkpoints(tmp_path_factory):
+    root = tmp_path_factory.mktemp("checkpoints")
+    return {
+        "structured": saved(
+            root / "structured", CasanForSequenceClassification(tiny_config(classifier_pooling="structured"))
+        ),
+        "deep": saved(root / "deep", CasanModel(tiny_config(context_type="deep"))),
+        "global": saved(root / "global", CasanModel(tiny_config(context_type="global", context_layers=[1]))),
+        "bert": saved(root / "bert", BertModel(BertConfig(**TINY))),
+    }
+
+
+@pytest.mark.parametrize(
+    "kind,flags,num_maps,num_hops,has_gates",
+    [
+        ("structured", ["--text-pair", PAIR], 4, 4, True),
+        ("deep", ["--layers", "0", "2", "--heads", "1"], 2, 0, True),
+        ("global", ["--layers", "1", "--heads", "0", "3", "--dpi", "60"], 2, 0, True),
+        ("bert", ["--text-pair", PAIR, "--heads", "2"], 1, 0, False),
+    ],
+)
+def test_writes_a_png_of_the_planned_size(tmp_path, capsys, checkpoints, kind, flags, num_maps, num_hops, has_gates):
+    out = tmp_path / "plot.png"
+    plot_attention.main(["--model", str(checkpoints[kind]), "--text", TEXT, "--out", str(out), *flags])
+    num_tokens, pixels = PRINTED.fullmatch(capsys.readouterr().out.strip()).groups()
+    dpi = int(flags[flags.index("--dpi") + 1]) if "--dpi" in flags else 100
+    width, height = plot_attention.figure_size(int(num_tokens), TINY["num_hidden_layers"], num_maps, num_hops, has_gates)
+    assert png_size(out) == planned_pixels(width, height, dpi)
+    assert pixels == "x".join(map(str, png_size(out)))
+
+
+def test_64_tokens_keep_a_readable_cell_per_token(tmp_path, capsys, checkpoints):
+    out = tmp_path / "long.png"
+    long_text = " ".join(["the film was funny and gripping ,"] * 20)
+    plot_attention.main(["--model", str(checkpoints["structured"]), "--text", long_text, "--out", str(out)])
+    assert " 64 tokens" in capsys.readouterr().out
+    width, height = plot_attention.figure_size(64, TINY["num_hidden_layers"], TINY["num_attention_heads"], 4)
+    assert png_size(out) == planned_pixels(width, height, 100)
+    assert plot_attention.token_inches(64) * 100 >= 16  # pixels per token row at the default dpi
+
+
+@pytest.mark.parametrize(
+    "flags,message",
+    [
+        (["--layers", "3"], "--layers 3 out of range: the model has 3 layers (allowed 0..2)"),
+        (["--layers", "0", "-1"], "--layers -1 out of range"),
+        (["--heads", "4", "7"], "--heads 4 7 out of range: the model has 4 heads (allowed 0..3)"),
+        (["--dpi", "0"], "--dpi must be positive"),
+        (["--heads", "two"], "argument --heads: invalid int value: 'two'"),
+        (["--max-tokens", "2"], "--max-tokens must be at least 3"),
+    ],
+)
+def test_bad_flags_are_usage_errors(tmp_path, capsys, checkpoints, flags, message):
+    out = tmp_path / "never.png"
+    with pytest.raises(SystemExit) as exit_info:
+        plot_attention.main(["--model", str(checkpoints["deep"]), "--text", TEXT, "--out", str(out), *flags])
+    assert exit_info.value.code == 2
+    assert message in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_runs_as_a_script_without_a_display(tmp_path, checkpoints):
+    out = tmp_path / "cli.png"
+    result = subprocess.run(
+        [sys.executable, str(SCRIPT), "--model", str(checkpoints["global"]), "--text", TEXT, "--out", str(out)],
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1", "MPLBACKEND": "TkAgg"},
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    assert png_size(out)[0] > 0
