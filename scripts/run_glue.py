@@ -40,7 +40,7 @@ from transformers import (
 from transformers.trainer_utils import get_last_checkpoint
 
 import casan_hf
-from casan_hf.configuration_casan import CONTEXT_TARGETS, CONTEXT_TYPES, GATE_KINDS
+from casan_hf.configuration_casan import CLASSIFIER_POOLINGS, CONTEXT_TARGETS, CONTEXT_TYPES, GATE_KINDS
 from casan_hf.glue_data import load_glue_data
 from casan_hf.glue_tasks import GLUE_TASKS
 from casan_hf.hub_export import check_output_dir, write_model_card
@@ -52,6 +52,7 @@ logger = logging.getLogger(__name__)
 
 TEMPLATE_PATH = Path(__file__).resolve().parents[1] / "model_cards" / "README_TEMPLATE.md"
 CONTEXT_OPTIONS = ("context_type", "context_targets", "context_layers", "gate", "fixed_gate", "gate_bias_init", "context_rank", "context_init_range")
+POOLING_OPTIONS = ("classifier_pooling", "pooling_hops", "pooling_hidden", "pooling_penalty")
 
 
 @dataclass
@@ -68,6 +69,10 @@ class ModelArguments:
     gate_bias_init: float | None = field(default=None, metadata={"help": "Initial gate bias, a logit (default: -4)."})
     context_rank: int | None = field(default=None, metadata={"help": "Rank of a low-rank U (default: full rank)."})
     context_init_range: float | None = field(default=None, metadata={"help": "Std of the context parameters' initialisation."})
+    classifier_pooling: str | None = field(default=None, metadata={"help": "Sentence vector of the classifier: cls (BERT's pooler, default), mean or structured (Lin et al. 2017).", "choices": CLASSIFIER_POOLINGS})
+    pooling_hops: int | None = field(default=None, metadata={"help": "Attention hops r of --classifier_pooling structured (default: 4)."})
+    pooling_hidden: int | None = field(default=None, metadata={"help": "Hidden width d_a of the structured pooling's scorer (default: 128)."})
+    pooling_penalty: float | None = field(default=None, metadata={"help": "Weight of the structured pooling's ||AA^T - I||^2 penalty (default: 1.0)."})
     tokenizer_name: str | None = field(default=None, metadata={"help": "Tokenizer, if not the checkpoint's own."})
     cache_dir: str | None = field(default=None, metadata={"help": "Where downloaded models and data are stored."})
     ignore_mismatched_sizes: bool = field(default=False, metadata={"help": "Re-initialise a classifier whose label count differs."})
@@ -75,8 +80,8 @@ class ModelArguments:
     license: str = field(default="apache-2.0", metadata={"help": "License written on the model card."})
 
     def context_kwargs(self):
-        """The context options set on the command line; the others keep their defaults."""
-        return {name: getattr(self, name) for name in CONTEXT_OPTIONS if getattr(self, name) is not None}
+        """The CASAN options (context and classifier pooling) set on the command line; the others keep their defaults."""
+        return {name: getattr(self, name) for name in CONTEXT_OPTIONS + POOLING_OPTIONS if getattr(self, name) is not None}
 
 
 @dataclass
