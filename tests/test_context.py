@@ -66,6 +66,7 @@ def test_padding_does_not_change_real_tokens(context_type, attn_implementation):
     torch.manual_seed(0)
     model = CasanModel(tiny_config(context_type=context_type, gate_bias_init=0.0)).eval()
     model.set_attn_implementation(attn_implementation)
+    assert model.config._attn_implementation == attn_implementation
     input_ids, attention_mask = padded_batch(LENGTHS)
     batched = run(model, input_ids, attention_mask)
     # Different padding content must not matter either: the global means ignore padding.
@@ -88,6 +89,7 @@ def test_eager_and_sdpa_agree(context_type):
     outputs = {}
     for backend in ("eager", "sdpa"):
         model.set_attn_implementation(backend)
+        assert model.config._attn_implementation == backend
         outputs[backend] = run(model, input_ids, attention_mask)
     real = attention_mask.bool()
     diff = (outputs["eager"].last_hidden_state - outputs["sdpa"].last_hidden_state)[real].abs().max()
