@@ -53,10 +53,13 @@ class CasanContextMixer(nn.Module):
         if isinstance(context, torch.Tensor):
             projected = F.linear(context, self.context_weight).unsqueeze(1)
         else:
+            rows = context[0].shape[:-1]
             weights = self.context_weight.split(self.hidden_size, dim=1)
-            projected = F.linear(context[0], weights[0])
+            projected = F.linear(context[0].flatten(0, -2), weights[0])
             for hidden_states, weight in zip(context[1:], weights[1:]):
-                projected = projected + F.linear(hidden_states, weight)
+                # addmm adds each source layer's product into the running sum: no temporary, no extra pass.
+                projected = torch.addmm(projected, hidden_states.flatten(0, -2), weight.t())
+            projected = projected.unflatten(0, rows)
         projected = projected.unflatten(-1, (len(self.targets), -1))
         if self.rank is not None:
             projected = torch.einsum("bntr,trd->bntd", projected, self.context_up)
