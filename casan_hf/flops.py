@@ -1,0 +1,77 @@
+"""The theoretical cost of a CASAN encoder next to the BERT it extends: the floor the benchmark aims at.
+
+Only matrix products are counted (2 FLOPs per multiply-add), on both sides: BERT's elementwise work
+(GELU, LayerNorm, softmax) is left out just as CASAN's gate and mix are. A sentence-level context
+(global, deep_global) is one row per sentence, so its C U product costs few FLOPs but still reads all of
+U: a matrix-vector product is bound by memory, not arithmetic. `cost_floor` charges those bytes at the
+machine's FLOP-per-byte balance, so that the floor counts both, as docs/BENCHMARKS.md explains.
+"""
+
+SENTENCE_LEVEL = ("global", "deep_global")
+
+
+def bert_forward_flops(config, seq_len):
+    """Matrix-product FLOPs of one sequence through BERT's encoder and pooler."""
+    n, d, d_ff = seq_len, config.hidden_size, config.intermediate_size
+    per_layer = 2 * n * d * d * 4 + 2 * n * d * d_ff * 2 + 2 * n * n * d * 2
+    return config.num_hidden_layers * per_layer + 2 * d * d
+
+
+def _context_layers(config):
+    return [index for index in range(config.num_hidden_layers) if config.layer_has_context(index)]
+
+
+def _projection_size(config, layer_index):
+    """Parameters of C U for one layer: U (d_c x T d), or A (d_c x T r) and B (T x r x d) at low rank."""
+    d_c, d, targets = config.context_size(layer_index), config.hidden_size, len(config.context_targets)
+    if config.context_rank is None:
+        return d_c * targets * d
+    return d_c * targets * config.context_rank + targets * config.context_rank * d
+
+
+def context_forward_flops(config, seq_len):
+    """The FLOPs CASAN adds to one sequence's forward: C U (once per sentence for sentence-level context,
+    once per token for deep) and the gate's dot products."""
+    if config.context_type == "none":
+        return 0
+    n, d, targets = seq_len, config.hidden_size, len(config.context_targets)
+    rows = 1 if config.context_type in SENTENCE_LEVEL else n
+    total = 0
+    for index in _context_layers(config):
+        total += 2 * rows * _projection_size(config, index)
+        if config.gate == "dynamic":
+            total += targets * (2 * n * d + 2 * rows * d)
+    return total
+
+
+def context_param_count(config):
+    """Parameters CASAN adds to BERT (U or A and B, and the gate's v^H, v^C and bias)."""
+    d, targets = config.hidden_size, len(config.context_targets)
+    gate = targets * (2 * d + 1) if config.gate == "dynamic" else 0
+    return sum(_projection_size(config, index) + gate for index in _context_layers(config))
+
+
+def memory_bound_bytes(config, mode, bytes_per_param):
+    """Bytes moved by the context products that are bound by memory: the sentence-level U is read once by
+    the forward and, in training, read again by the backward and its gradient written."""
+    if config.context_type not in SENTENCE_LEVEL:
+        return 0
+    passes = 3 if mode == "training" else 1
+    return passes * context_param_count(config) * bytes_per_param
+
+
+def cost_floor(config, seq_len, batch_size, mode, bytes_per_param=4, flops_per_byte=None):
+    """BERT's cost over CASAN's: the best tokens/s ratio a CASAN implementation can reach.
+
+    Returns `(flop_floor, floor)`: FLOPs alone, and FLOPs plus the memory-bound bytes charged at
+    `flops_per_byte` (the machine's balance; None leaves the bytes out). Training is forward plus backward,
+    three times the forward's FLOPs on both sides.
+    """
+    bert = bert_forward_flops(config, seq_len) * batch_size
+    extra = context_forward_flops(config, seq_len) * batch_size
+    flop_floor = bert / (bert + extra)
+    if flops_per_byte is None:
+        return flop_floor, flop_floor
+    passes = 3 if mode == "training" else 1
+    extra_bytes = memory_bound_bytes(config, mode, bytes_per_param) * flops_per_byte
+    return flop_floor, passes * bert / (passes * (bert + extra) + extra_bytes)

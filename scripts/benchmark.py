@@ -1,0 +1,125 @@
+"""Speed and memory of CasanModel next to transformers' BertModel, with the theoretical floor beside each.
+
+    python scripts/benchmark.py --json runs/benchmark.json            # the full table (docs/BENCHMARKS.md)
+    python scripts/benchmark.py --quick                               # a small subset, about a minute
+    python scripts/benchmark.py --device cuda --dtype bfloat16        # on a GPU
+
+For each size and sequence length the models are built once with the same weights; for each mode they
+run round-robin after warm-up. `ratio` is CASAN's median tokens/s over BERT's (`cpu ratio`: the same
+with process CPU time, steadier on a shared machine); `flop floor` is BERT's
+FLOPs over CASAN's, and `floor` also charges the memory-bound reads of a sentence-level U (see
+casan_hf/flops.py): the best ratio an implementation can reach.
+"""
+
+import argparse
+import json
+import logging
+import os
+from pathlib import Path
+
+import torch
+from tqdm.auto import tqdm
+
+from casan_hf import CONTEXT_TYPES
+from casan_hf.benchmarking import (
+    benchmark_group,
+    build_model,
+    default_variants,
+    machine_balance,
+    random_inputs,
+    records_for_group,
+    reference_bert,
+)
+
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+# Batch sizes that keep a BERT-base step near 512 tokens: a full CPU run fits in about 15 minutes.
+DEFAULT_BATCH = {128: 4, 512: 1}
+DEFAULT_RANK = 64
+
+logger = logging.getLogger("benchmark")
+
+
+def parse_args():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", nargs="+", default=["minilm", "bert-base"], choices=["minilm", "bert-base"])
+    parser.add_argument("--seq-lens", nargs="+", type=int, default=[128, 512])
+    parser.add_argument("--modes", nargs="+", default=["inference", "training"], choices=["inference", "training"])
+    parser.add_argument("--batch-size", type=int, help="default: 4 at sequence 128, 1 at 512, else 512 // seq")
+    parser.add_argument("--device", default="auto", help="auto (cuda when present, else cpu), cpu, cuda, cuda:N")
+    parser.add_argument("--dtype", default="float32", choices=list(DTYPES))
+    parser.add_argument("--attn", default="sdpa", choices=["sdpa", "eager"], help="attention backend of every model")
+    parser.add_argument("--context-types", nargs="+", default=["none", "global", "deep", "deep_global"], choices=CONTEXT_TYPES)
+    parser.add_argument("--rank", type=int, default=DEFAULT_RANK, help="context_rank of the low-rank rows (0: none)")
+    parser.add_argument("--warmup", type=int, default=1, help="untimed rounds before the memory round")
+    parser.add_argument("--repeats", type=int, default=3, help="timed round-robin rounds")
+    parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
+    parser.add_argument("--json", type=Path, help="write one record per measurement here")
+    parser.add_argument("--quick", action="store_true", help="minilm, sequence 128, batch 1, 2 rounds")
+    args = parser.parse_args()
+    if args.quick:
+        args.sizes, args.seq_lens, args.batch_size, args.repeats = ["minilm"], [128], 1, 2
+    return args
+
+
+def format_table(records):
+    header = (
+        f"{'model':<24} {'params':>8} {'+params':>8} {'tokens/s':>9} {'ms':>8} {'cpu ms':>8} "
+        f"{'peak MB':>8} {'ratio':>6} {'cpu ratio':>9} {'flop floor':>10} {'floor':>6}"
+    )
+    bert_params = records[0]["params"]
+    lines = [header]
+    for record in records:
+        peak = "n/a" if record["peak_mem_mb"] is None else f"{record['peak_mem_mb']:.0f}"
+        lines.append(
+            f"{record['model']:<24} {record['params'] / 1e6:>7.1f}M {record['params'] / bert_params - 1:>+8.1%} "
+            f"{record['tokens_per_s']:>9.0f} {record['ms_per_step']:>8.1f} {record['cpu_ms_per_step']:>8.1f} "
+            f"{peak:>8} {record['ratio_vs_bert']:>6.3f} {record['cpu_ratio_vs_bert']:>9.3f} "
+            f"{record['flop_floor']:>10.3f} {record['floor']:>6.3f}"
+        )
+    return "\n".join(lines)
+
+
+def main():
+    args = parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else torch.device(args.device)
+    dtype = DTYPES[args.dtype]
+    variants = default_variants(args.rank, args.context_types)
+    balance = machine_balance(device, dtype)
+    logger.info(f"device {device}, dtype {args.dtype}, attention {args.attn}, torch {torch.__version__}, "
+                f"{torch.get_num_threads()} threads, balance {balance:.1f} FLOP/byte")
+
+    groups = [(size, seq_len) for size in args.sizes for seq_len in args.seq_lens]
+    rounds = args.warmup + 1 + args.repeats
+    progress = tqdm(total=len(groups) * len(args.modes) * rounds * len(variants), unit="step")
+    records = []
+    for size, seq_len in groups:
+        progress.set_description(f"{size} seq {seq_len}: building")
+        reference, weights = reference_bert(size, args.attn, dtype)
+        models = {variant.label: build_model(variant, reference, args.attn, dtype).to(device) for variant in variants}
+        del reference
+        batch_size = args.batch_size or DEFAULT_BATCH.get(seq_len, max(1, 512 // seq_len))
+        inputs = random_inputs(models["bert"].config.vocab_size, batch_size, seq_len, device)
+        for mode in args.modes:
+            progress.set_description(f"{size} seq {seq_len} {mode}")
+            results = benchmark_group(models, variants, inputs, mode, device, args.warmup, args.repeats, progress)
+            group = records_for_group(
+                results, models, variants, size, seq_len, batch_size, mode, device, dtype, args.attn, balance, weights
+            )
+            records.extend(group)
+            progress.write(f"\n{size} ({weights} weights), seq {seq_len}, batch {batch_size}, {mode}, "
+                           f"{device} {args.dtype} {args.attn}:\n{format_table(group)}")
+        del models
+    progress.close()
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(records, indent=1))
+        logger.info(f"wrote {len(records)} records to {args.json}")
+
+
+if __name__ == "__main__":
+    main()

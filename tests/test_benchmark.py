@@ -1,0 +1,71 @@
+"""The benchmark's `--quick` run completes and writes the records the issue asks for (no timing asserts)."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+
+ROOT = Path(__file__).resolve().parents[1]
+REQUIRED = {
+    "size": str,
+    "context_type": (str, type(None)),
+    "seq_len": int,
+    "batch_size": int,
+    "mode": str,
+    "device": str,
+    "dtype": str,
+    "tokens_per_s": float,
+    "peak_mem_mb": (float, type(None)),
+    "params": int,
+    "ratio_vs_bert": float,
+    "flop_floor": float,
+}
+
+
+@pytest.fixture(scope="module")
+def quick_records(tmp_path_factory):
+    path = tmp_path_factory.mktemp("benchmark") / "quick.json"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    command = [sys.executable, str(ROOT / "scripts" / "benchmark.py"), "--quick", "--device", "cpu", "--json", str(path)]
+    completed = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    return json.loads(path.read_text()), completed.stdout + completed.stderr
+
+
+def test_quick_run_writes_one_record_per_model_and_mode(quick_records):
+    records, _ = quick_records
+    assert {record["mode"] for record in records} == {"inference", "training"}
+    labels = [record["model"] for record in records if record["mode"] == "inference"]
+    assert labels[0] == "bert" and "bert (control copy)" in labels and "casan none (control)" in labels
+    assert {record["context_type"] for record in records} >= {None, "none", "global", "deep", "deep_global"}
+    assert {record["context_rank"] for record in records if record["context_type"] in ("deep", "deep_global")} == {None, 64}
+
+
+def test_records_have_the_required_fields(quick_records):
+    records, _ = quick_records
+    for record in records:
+        for field, kind in REQUIRED.items():
+            assert isinstance(record[field], kind), (field, record[field])
+        assert record["size"] == "minilm" and record["device"] == "cpu" and record["dtype"] == "float32"
+        assert record["tokens_per_s"] > 0 and record["params"] > 0
+        assert 0 < record["flop_floor"] <= 1 and 0 < record["floor"] <= record["flop_floor"]
+
+
+def test_bert_is_the_reference_and_casan_adds_only_context_parameters(quick_records):
+    records, _ = quick_records
+    for record in records:
+        if record["context_type"] is None:
+            assert record["flop_floor"] == 1.0 and record["context_params"] == 0
+    bert = next(record for record in records if record["model"] == "bert")
+    assert bert["ratio_vs_bert"] == 1.0
+    for record in records:
+        assert record["params"] == bert["params"] + record["context_params"]
+
+
+def test_progress_and_tables_are_shown(quick_records):
+    _, output = quick_records
+    assert "flop floor" in output and "minilm" in output and "step" in output
