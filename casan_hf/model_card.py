@@ -153,7 +153,8 @@ def _load_instructions(model_name, head, casan):
         "```python",
         f"from transformers import AutoTokenizer, {auto_class}",
         "",
-        f'tokenizer = AutoTokenizer.from_pretrained("{model_name}")',
+        # The config's auto_map makes the tokenizer's config lookup ask for remote code too.
+        f'tokenizer = AutoTokenizer.from_pretrained("{model_name}"{remote})',
         f'model = {auto_class}.from_pretrained("{model_name}"{remote})',
         "```",
     ]

@@ -283,7 +283,10 @@ def main():
         train_result = trainer.train(resume_from_checkpoint=checkpoint)
         metrics = train_result.metrics
         metrics["train_samples"] = len(train_dataset)
-        trainer.save_model()  # weights, config with auto_map, code files, tokenizer, training_args.bin
+        if not training_args.push_to_hub:
+            # Weights, config with auto_map, code files, tokenizer, training_args.bin. With --push_to_hub,
+            # push_to_hub below saves them, once the model card holds the dev scores (save_model would push too).
+            trainer.save_model()
         trainer.log_metrics("train", metrics)
         trainer.save_metrics("train", metrics)
         trainer.save_state()

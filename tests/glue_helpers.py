@@ -1,0 +1,88 @@
+"""Helpers of the GLUE tests: a tiny random BERT with the real MiniLM tokenizer, synthetic GLUE TSVs in each
+task's original format, and running scripts/run_glue.py (in a subprocess or in this process)."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from transformers import AutoTokenizer, BertConfig, BertModel
+
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+RUN_GLUE = REPO_ROOT / "scripts" / "run_glue.py"
+CONVERT = REPO_ROOT / "scripts" / "convert_bert_to_casan.py"
+
+# Few steps on few short examples: enough to exercise every path, cheap on two shared cores.
+TINY_RUN = [
+    "--max_seq_length", "32", "--max_train_samples", "16", "--max_eval_samples", "16",
+    "--per_device_train_batch_size", "8", "--per_device_eval_batch_size", "16",
+    "--report_to", "none", "--logging_steps", "1", "--dataloader_pin_memory", "False",
+]  # fmt: skip
+
+
+def make_tiny_bert(folder, tokenizer_path):
+    """A 2-layer random BERT (hidden 32) saved with the real MiniLM tokenizer: real tokenisation, tiny compute."""
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_path)
+    config = BertConfig(
+        vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+        intermediate_size=37, max_position_embeddings=64,
+    )  # fmt: skip
+    BertModel(config).save_pretrained(folder)  # a pretrained encoder, no task head: as BERT checkpoints come
+    tokenizer.save_pretrained(folder)
+    return str(folder)
+
+
+def write_tsv(path, header, rows):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lines = ([header] if header is not None else []) + rows
+    path.write_text("".join("\t".join(map(str, row)) + "\n" for row in lines), encoding="utf-8")
+
+
+def write_synthetic_glue(root):
+    """Tiny CoLA, STS-B, MNLI, QQP, QNLI and WNLI folders in the original GLUE formats (no header for CoLA,
+    12 columns in MNLI's train.tsv and 16 in its dev files, STS-B scores on 0..5)."""
+    sentences = ["the film was great .", "it was dull", 'a "quoted" line', "NA", "what a film !", "not at all"]
+    write_tsv(root / "CoLA" / "train.tsv", None, [("gj04", i % 2, "*" if i % 2 == 0 else "", s) for i, s in enumerate(sentences)])
+    write_tsv(root / "CoLA" / "dev.tsv", None, [("gj04", i % 2, "", s) for i, s in enumerate(sentences[:4])])
+    stsb_header = ("index", "genre", "filename", "year", "old_index", "source1", "source2", "sentence1", "sentence2", "score")
+    stsb = [(i, "main-captions", "MSRvid", "2012test", i, "none", "none", s, s[::-1], f"{i * 0.8:.3f}") for i, s in enumerate(sentences)]
+    write_tsv(root / "STS-B" / "train.tsv", stsb_header, stsb)
+    write_tsv(root / "STS-B" / "dev.tsv", stsb_header, stsb[:4])
+    parse = ("( x )", "( y )", "(ROOT x)", "(ROOT y)")
+    nli = ("entailment", "neutral", "contradiction")
+    mnli_train = ("index", "promptID", "pairID", "genre", "sentence1_binary_parse", "sentence2_binary_parse", "sentence1_parse", "sentence2_parse", "sentence1", "sentence2", "label1", "gold_label")
+    write_tsv(root / "MNLI" / "train.tsv", mnli_train, [(i, i, f"{i}e", "fiction", *parse, s, s.upper(), nli[i % 3], nli[i % 3]) for i, s in enumerate(sentences)])
+    mnli_dev = mnli_train[:10] + ("label1", "label2", "label3", "label4", "label5", "gold_label")
+    for name in ("dev_matched.tsv", "dev_mismatched.tsv"):
+        rows = [(i, i, f"{i}e", "travel", *parse, s, s.lower(), *[nli[(i + 1) % 3]] * 5, nli[(i + 1) % 3]) for i, s in enumerate(sentences[:3 if "mis" in name else 4])]
+        write_tsv(root / "MNLI" / name, mnli_dev, rows)
+    qqp_header = ("id", "qid1", "qid2", "question1", "question2", "is_duplicate")
+    write_tsv(root / "QQP" / "train.tsv", qqp_header, [(i, 2 * i, 2 * i + 1, s + " ?", s, i % 2) for i, s in enumerate(sentences)])
+    write_tsv(root / "QQP" / "dev.tsv", qqp_header, [(i, 2 * i, 2 * i + 1, s + " ?", s, i % 2) for i, s in enumerate(sentences[:4])])
+    for folder, header, labels in (
+        ("QNLI", ("index", "question", "sentence", "label"), ("entailment", "not_entailment")),
+        ("WNLI", ("index", "sentence1", "sentence2", "label"), (0, 1)),
+    ):
+        for name, count in (("train.tsv", 6), ("dev.tsv", 4)):
+            write_tsv(root / folder / name, header, [(i, s, s[::-1], labels[i % 2]) for i, s in enumerate(sentences[:count])])
+    return root
+
+
+def run_glue(args, cwd, env=None, launcher=None, timeout=600):
+    """Runs scripts/run_glue.py in a fresh process; returns the CompletedProcess (never raises on failure)."""
+    command = (launcher or [sys.executable]) + [str(RUN_GLUE)] + [str(arg) for arg in args]
+    full_env = dict(os.environ, HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", OMP_NUM_THREADS="1", **(env or {}))
+    return subprocess.run(command, cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout)
+
+
+def read_json(path):
+    return json.loads(Path(path).read_text())
+
+
+def card_metadata(folder):
+    """The YAML metadata of a saved model card, as the Hub reads it."""
+    from huggingface_hub import ModelCard
+
+    return ModelCard.load(Path(folder) / "README.md").data.to_dict()

@@ -1,0 +1,172 @@
+"""GLUE data from the original TSVs (real SST-2, MRPC, RTE; synthetic files in the other tasks' formats), from
+the user's csv/json files and from the Hub (a stand-in for `load_dataset`, no network): one schema, and a
+clear ValueError for every bad input."""
+
+import json
+
+import pytest
+from datasets import ClassLabel, Dataset, DatasetDict
+
+from casan_hf import glue_data
+from casan_hf.glue_data import load_glue_data
+from casan_hf.glue_tasks import GLUE_TASKS, get_task
+from glue_helpers import write_synthetic_glue, write_tsv
+
+
+@pytest.fixture(scope="module")
+def synthetic_glue(tmp_path_factory):
+    return write_synthetic_glue(tmp_path_factory.mktemp("glue"))
+
+
+@pytest.mark.parametrize(
+    "task, rows, labels",
+    [("sst2", (67349, 872), ("negative", "positive")), ("mrpc", (3668, 408), ("not_equivalent", "equivalent")), ("rte", (2490, 277), ("entailment", "not_entailment"))],
+)
+def test_real_glue_tsvs_load_with_the_hub_schema(glue_dir, task, rows, labels):
+    data = load_glue_data(task, glue_dir=str(glue_dir))
+    assert (len(data.datasets["train"]), len(data.datasets["validation"])) == rows
+    assert data.datasets["train"].column_names == [*GLUE_TASKS[task].text_columns, "label"]
+    assert data.datasets["train"].features["label"] == ClassLabel(names=list(labels))
+    assert data.eval_splits == ("validation",) and data.label_names == list(labels)
+
+
+def test_mrpc_byte_order_mark_and_quotes_are_read_as_in_the_file(glue_dir):
+    first = load_glue_data("mrpc", glue_dir=str(glue_dir)).datasets["train"][0]
+    assert first["label"] == 1  # "equivalent": the BOM-prefixed "Quality" header was recognised
+    assert first["sentence1"].startswith('Amrozi accused his brother, whom he called "the witness"')
+
+
+def test_label_counts_match_the_published_ones(glue_dir):
+    # SOURCES.md: RTE dev 146 entailment / 131 not_entailment; MRPC dev 129 x 0 / 279 x 1.
+    rte = load_glue_data("rte", glue_dir=str(glue_dir), need_train=False).datasets["validation"]["label"]
+    mrpc = load_glue_data("mrpc", glue_dir=str(glue_dir), need_train=False).datasets["validation"]["label"]
+    assert (rte.count(0), rte.count(1)) == (146, 131)
+    assert (mrpc.count(0), mrpc.count(1)) == (129, 279)
+
+
+def test_cola_without_header_and_na_kept_as_text(synthetic_glue):
+    data = load_glue_data("cola", glue_dir=str(synthetic_glue))
+    assert data.datasets["train"]["sentence"][3] == "NA"
+    assert data.datasets["train"]["label"] == [0, 1, 0, 1, 0, 1]
+
+
+def test_stsb_is_regression(synthetic_glue):
+    data = load_glue_data("stsb", glue_dir=str(synthetic_glue))
+    assert data.is_regression and data.label_names is None
+    assert data.datasets["train"]["label"] == pytest.approx([0.0, 0.8, 1.6, 2.4, 3.2, 4.0])
+
+
+def test_mnli_has_matched_and_mismatched_dev_sets(synthetic_glue):
+    data = load_glue_data("mnli", glue_dir=str(synthetic_glue))
+    assert data.eval_splits == ("validation_matched", "validation_mismatched")
+    assert [len(data.datasets[split]) for split in ("train", *data.eval_splits)] == [6, 4, 3]
+    assert data.datasets["validation_matched"].column_names == ["premise", "hypothesis", "label"]
+    assert data.datasets["train"]["label"] == [0, 1, 2, 0, 1, 2]
+
+
+@pytest.mark.parametrize("task", ["qqp", "qnli", "wnli"])
+def test_other_tasks_load(synthetic_glue, task):
+    data = load_glue_data(task, glue_dir=str(synthetic_glue))
+    assert data.datasets["train"]["label"] == [0, 1, 0, 1, 0, 1]
+    assert data.datasets["validation"].column_names == [*GLUE_TASKS[task].text_columns, "label"]
+
+
+def test_user_files_for_a_task_accept_label_names_and_ids(tmp_path):
+    train = tmp_path / "train.csv"
+    train.write_text('sentence1,sentence2,label,extra\n"a, b",c,entailment,x\nd,e,1,y\n')
+    valid = tmp_path / "dev.json"
+    valid.write_text("\n".join(json.dumps({"sentence1": "f", "sentence2": "g", "label": label}) for label in (0, 1)))
+    with pytest.raises(ValueError, match="all be csv or all be json"):
+        load_glue_data("rte", train_file=str(train), validation_file=str(valid))
+    valid_csv = tmp_path / "dev.csv"
+    valid_csv.write_text("sentence1,sentence2,label\nf,g,not_entailment\n")
+    data = load_glue_data("rte", train_file=str(train), validation_file=str(valid_csv))
+    assert data.datasets["train"]["label"] == [0, 1] and data.datasets["validation"]["label"] == [1]
+    assert data.datasets["train"].column_names == ["sentence1", "sentence2", "label"]
+
+
+def test_user_files_without_a_task_read_the_label_set_off_the_data(tmp_path):
+    train = tmp_path / "train.json"
+    train.write_text("\n".join(json.dumps({"text": t, "label": l}) for t, l in (("a", "pos"), ("b", "neg"), ("c", "pos"))))
+    valid = tmp_path / "dev.json"
+    valid.write_text(json.dumps({"text": "d", "label": "neg"}))
+    data = load_glue_data(train_file=str(train), validation_file=str(valid))
+    assert data.label_names == ["neg", "pos"] and data.text_columns == ("text",)
+    assert data.datasets["train"]["label"] == [1, 0, 1]
+    valid.write_text(json.dumps({"text": "d", "label": "neutral"}))
+    with pytest.raises(ValueError, match=r"labels outside the label set: \['neutral'\]; allowed: \['neg', 'pos'\]"):
+        load_glue_data(train_file=str(train), validation_file=str(valid))
+
+
+def test_hub_glue_keeps_the_task_splits(monkeypatch):
+    """What `nyu-mll/glue` returns (an idx column, a test split with label -1) becomes the common schema."""
+    labels = ClassLabel(names=["entailment", "neutral", "contradiction"])
+
+    def split(n):
+        return Dataset.from_dict({"premise": ["p"] * n, "hypothesis": ["h"] * n, "label": [0] * n, "idx": list(range(n))}).cast_column("label", labels)
+
+    calls = []
+
+    def fake_load_dataset(path, name, cache_dir=None):
+        calls.append((path, name))
+        names = ["train", "validation_matched", "validation_mismatched", "test_matched", "test_mismatched"]
+        return DatasetDict({name: split(2 + index) for index, name in enumerate(names)})
+
+    monkeypatch.setattr(glue_data, "load_dataset", fake_load_dataset)
+    data = load_glue_data("mnli")
+    assert calls == [("nyu-mll/glue", "mnli")]
+    assert list(data.datasets) == ["train", "validation_matched", "validation_mismatched"]
+    assert data.datasets["train"].column_names == ["premise", "hypothesis", "label"]
+    assert data.dataset_id == "nyu-mll/glue" and data.dataset_config == "mnli"
+
+
+def test_unknown_task():
+    with pytest.raises(ValueError, match=r"Unknown GLUE task 'sst5'; choose one of cola, sst2, mrpc"):
+        get_task("sst5")
+    with pytest.raises(ValueError, match="Unknown GLUE task 'sst5'"):
+        load_glue_data("sst5", glue_dir="anywhere")
+
+
+def test_missing_folder_and_files(tmp_path, synthetic_glue):
+    with pytest.raises(ValueError, match=f"GLUE data folder '{tmp_path / 'nope'}' does not exist"):
+        load_glue_data("rte", glue_dir=str(tmp_path / "nope"))
+    with pytest.raises(ValueError, match="has no 'RTE' folder for task 'rte'"):
+        load_glue_data("rte", glue_dir=str(synthetic_glue))
+    (synthetic_glue / "QQP" / "dev.tsv").rename(synthetic_glue / "QQP" / "dev.bak")
+    try:
+        with pytest.raises(ValueError, match=r"QQP/dev.tsv' for task 'qqp' does not exist"):
+            load_glue_data("qqp", glue_dir=str(synthetic_glue))
+        assert len(load_glue_data("qqp", glue_dir=str(synthetic_glue), need_eval=False).datasets["train"]) == 6
+    finally:
+        (synthetic_glue / "QQP" / "dev.bak").rename(synthetic_glue / "QQP" / "dev.tsv")
+    with pytest.raises(ValueError, match="validation file .* does not exist"):
+        load_glue_data("rte", validation_file=str(tmp_path / "missing.csv"), need_train=False)
+    with pytest.raises(ValueError, match="No train file"):
+        load_glue_data("rte", validation_file=str(tmp_path / "missing.csv"))
+    with pytest.raises(ValueError, match="either `glue_dir`"):
+        load_glue_data("rte", glue_dir=str(synthetic_glue), train_file="x.csv")
+    with pytest.raises(ValueError, match="Name a GLUE task"):
+        load_glue_data()
+
+
+def test_file_without_the_task_columns(tmp_path):
+    train = tmp_path / "train.csv"
+    train.write_text("text,label\nhello,0\n")
+    with pytest.raises(ValueError, match=r"lacks the column\(s\) \['sentence1', 'sentence2'\] that task 'rte' needs"):
+        load_glue_data("rte", train_file=str(train), need_eval=False)
+    write_tsv(tmp_path / "RTE" / "train.tsv", ("index", "premise", "hypothesis", "label"), [(0, "a", "b", "entailment")])
+    with pytest.raises(ValueError, match=r"is not a GLUE 'rte' file: its header .* lacks \['sentence1', 'sentence2'\]"):
+        load_glue_data("rte", glue_dir=str(tmp_path), need_eval=False)
+
+
+def test_labels_outside_the_label_set(tmp_path, synthetic_glue):
+    write_tsv(tmp_path / "RTE" / "train.tsv", ("index", "sentence1", "sentence2", "label"), [(0, "a", "b", "entailment"), (1, "c", "d", "maybe")])
+    with pytest.raises(ValueError, match=r"train.tsv' has labels outside the label set: \['maybe'\]; allowed: \['entailment', 'not_entailment'\]"):
+        load_glue_data("rte", glue_dir=str(tmp_path), need_eval=False)
+    write_tsv(tmp_path / "STS-B" / "train.tsv", ("sentence1", "sentence2", "score"), [("a", "b", "2.5"), ("c", "d", "7")])
+    with pytest.raises(ValueError, match=r"labels outside the label set: \['7'\]; allowed: numbers in \[0.0, 5.0\]"):
+        load_glue_data("stsb", glue_dir=str(tmp_path), need_eval=False)
+    train = tmp_path / "train.csv"
+    train.write_text("sentence,label\nfine,2\n")
+    with pytest.raises(ValueError, match=r"labels outside the label set: \[2\]; allowed: \['negative', 'positive'\] \(or their ids 0..1\)"):
+        load_glue_data("sst2", train_file=str(train), need_eval=False)
