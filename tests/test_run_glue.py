@@ -254,3 +254,18 @@ def test_non_empty_output_folder_fails_from_the_command_line(mrpc_run, tiny_bert
     assert result.returncode == 1
     assert result.stderr.strip().splitlines()[-1] == f"run_glue.py: error: Output folder {str(output_dir)!r} already exists and is not empty; pass --overwrite_output_dir to write into it anyway."
     assert {path.name: path.stat().st_mtime_ns for path in output_dir.iterdir()} == snapshot
+
+
+def test_own_files_without_a_task(tiny_bert, run_in_process, tmp_path):
+    import json
+
+    rows = [("a fine film", "pos"), ("dull and slow", "neg"), ("i liked it", "pos"), ("not at all", "neg")]
+    for name in ("train.json", "dev.json"):
+        (tmp_path / name).write_text("\n".join(json.dumps({"text": text, "label": label}) for text, label in rows))
+    output_dir = tmp_path / "own"
+    run_in_process(["--model_name_or_path", tiny_bert, "--context_type", "global", "--train_file", tmp_path / "train.json", "--validation_file", tmp_path / "dev.json",
+                    "--do_train", "--do_eval", "--max_steps", "1", "--output_dir", output_dir, *TINY_RUN])  # fmt: skip
+    assert read_json(output_dir / "config.json")["id2label"] == {"0": "neg", "1": "pos"}
+    assert read_json(output_dir / "eval_results.json")["eval_samples"] == 4
+    (result,) = card_metadata(output_dir)["model-index"][0]["results"]
+    assert result["dataset"]["name"] == "train.json, dev.json" and [m["type"] for m in result["metrics"]] == ["accuracy"]
