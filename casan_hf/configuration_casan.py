@@ -196,6 +196,8 @@ class CasanConfig(BertConfig):
 
     def __post_init__(self, **kwargs):
         super().__post_init__(**kwargs)
+        # A converted BERT config.json says model_type "bert"; the class attribute must win.
+        self.__dict__.pop("model_type", None)
         self.auto_map = dict(AUTO_MAP)
         self.check_context_options()
 

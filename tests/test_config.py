@@ -131,3 +131,10 @@ def test_config_round_trip_keeps_every_field(tmp_path):
                  "context_rank", "context_init_range"):
         assert getattr(loaded, name) == getattr(config, name), name
     assert loaded.context_layers == [1, 2]
+
+
+def test_converted_bert_config_is_a_casan_config(tmp_path):
+    BertConfig(**TINY).save_pretrained(tmp_path)
+    config = CasanConfig.from_pretrained(tmp_path, context_type="global")
+    assert config.model_type == "casan_bert" and config.to_dict()["model_type"] == "casan_bert"
+    assert config.context_type == "global" and config.auto_map == AUTO_MAP
