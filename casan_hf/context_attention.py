@@ -68,16 +68,20 @@ class CasanContextMixer(nn.Module):
     def forward(self, states, context):
         """Mixes the context into `states` (a dict target -> `(batch, n, d)`), returns the gates per target."""
         projected = self.project(context)
+        if self.dynamic:
+            # The context side of every target's gate logit, (C U) v^C + b, in one product: (batch, 1 or n, T).
+            context_logits = torch.einsum("bntd,td->bnt", projected, self.gate_context) + self.gate_bias
         gates = {}
         for index, target in enumerate(self.targets):
             plain, contextual = states[target], projected[:, :, index]
             if self.dynamic:
-                logit = plain @ self.gate_hidden[index] + contextual @ self.gate_context[index] + self.gate_bias[index]
-                gate = torch.sigmoid(logit)
+                # Few, larger kernels matter on a GPU: baddbmm adds Q v^H to the context side in one.
+                gate_hidden = self.gate_hidden[index, :, None].expand(plain.shape[0], -1, -1)
+                gate = torch.sigmoid(torch.baddbmm(context_logits[..., index, None], plain, gate_hidden))
             else:
-                gate = plain.new_full(plain.shape[:-1], self.fixed_gate)
-            states[target] = torch.lerp(plain, contextual, gate.unsqueeze(-1))
-            gates[target] = gate
+                gate = plain.new_full((*plain.shape[:-1], 1), self.fixed_gate)
+            states[target] = torch.lerp(plain, contextual, gate)
+            gates[target] = gate.squeeze(-1)
         return gates
 
 
@@ -113,8 +117,13 @@ class CasanSelfAttention(nn.Module):
         gates = {}
         if self.context_mixer is not None and context is not None:
             gates = self.context_mixer(states, context)
-        no_gate = hidden_states.new_zeros(hidden_states.shape[:-1])
-        context_gates = torch.stack([gates.get(target, no_gate) for target in CONTEXT_TARGETS], dim=1)
+        if len(gates) == len(CONTEXT_TARGETS):
+            context_gates = torch.stack([gates[target] for target in CONTEXT_TARGETS], dim=1)
+        else:
+            context_gates = hidden_states.new_zeros((hidden_states.shape[0], len(CONTEXT_TARGETS), hidden_states.shape[1]))
+            for channel, target in enumerate(CONTEXT_TARGETS):
+                if target in gates:
+                    context_gates[:, channel] = gates[target]
 
         query = states["query"].view(hidden_shape).transpose(1, 2)
         key = states["key"].view(hidden_shape).transpose(1, 2)

@@ -97,13 +97,25 @@ class CasanMaskedLMOutput(MaskedLMOutput):
     context_gates: tuple[torch.FloatTensor, ...] | None = None
 
 
-def masked_mean(hidden_states, token_mask):
-    """Mean over the real tokens, `(batch, n, d) -> (batch, d)`; `token_mask` is `(batch, n)` of 0/1 or None."""
+def mean_weights(token_mask, dtype):
+    """`(batch, 1, n)` weights that average the real tokens (1 / their count), or None for a plain mean.
+
+    The encoder builds them once per forward, so each layer's masked mean is a single bmm.
+    """
     if token_mask is None:
+        return None
+    weights = token_mask.to(dtype)
+    return (weights / weights.sum(dim=1, keepdim=True).clamp(min=1)).unsqueeze(1)
+
+
+def masked_mean(hidden_states, token_mask=None, weights=None):
+    """Mean over the real tokens, `(batch, n, d) -> (batch, d)`; `token_mask` is `(batch, n)` of 0/1 or None,
+    `weights` the same mask already turned into `mean_weights`."""
+    if weights is None:
+        weights = mean_weights(token_mask, hidden_states.dtype)
+    if weights is None:
         return hidden_states.mean(dim=1)
-    weights = token_mask.to(hidden_states.dtype)
-    summed = torch.bmm(weights.unsqueeze(1), hidden_states).squeeze(1)
-    return summed / weights.sum(dim=1, keepdim=True).clamp(min=1)
+    return torch.bmm(weights, hidden_states).squeeze(1)
 
 
 class CasanAttention(nn.Module):
@@ -147,13 +159,15 @@ class CasanEncoder(nn.Module):
 
     def forward(self, hidden_states, attention_mask=None, token_mask=None, **kwargs):
         context_type = self.config.context_type
+        weights = mean_weights(token_mask, hidden_states.dtype) if context_type in ("global", "deep_global") else None
         history = []
         for layer_idx, layer_module in enumerate(self.layer):
             context = None
             if context_type == "global":
-                context = masked_mean(hidden_states, token_mask) if self.config.layer_has_context(layer_idx) else None
+                has_context = self.config.layer_has_context(layer_idx)
+                context = masked_mean(hidden_states, weights=weights) if has_context else None
             elif context_type == "deep_global":
-                history.append(masked_mean(hidden_states, token_mask))
+                history.append(masked_mean(hidden_states, weights=weights))
                 context = torch.cat(history, dim=-1) if self.config.layer_has_context(layer_idx) else None
             elif context_type == "deep":
                 context = tuple(history) if self.config.layer_has_context(layer_idx) else None
