@@ -20,7 +20,16 @@ from pathlib import Path
 
 
 RUN_GLUE = Path(__file__).resolve().parent / "run_glue.py"
-VARIANTS = ("baseline", "global", "deep", "deep_global")
+# What each variant adds to the run_glue.py command; the first four are the default grid.
+VARIANT_FLAGS = {
+    "baseline": ["--baseline"],
+    "global": ["--context_type", "global"],
+    "deep": ["--context_type", "deep"],
+    "deep_global": ["--context_type", "deep_global"],
+    "deep_r64": ["--context_type", "deep", "--context_rank", "64"],
+    "deep_global_r64": ["--context_type", "deep_global", "--context_rank", "64"],
+}
+DEFAULT_VARIANTS = ["baseline", "global", "deep", "deep_global"]
 # The metrics shown in the table, per task (the GLUE ones; the others are in results.json).
 TABLE_METRICS = {"mrpc": ("accuracy", "f1"), "qqp": ("accuracy", "f1"), "cola": ("matthews_correlation",), "stsb": ("pearson", "spearmanr")}
 TASKS = ("cola", "sst2", "mrpc", "qqp", "stsb", "mnli", "qnli", "rte", "wnli")
@@ -43,7 +52,7 @@ def parse_args(argv=None):
     parser.add_argument("--glue_dir", required=True)
     parser.add_argument("--output_dir", required=True)
     parser.add_argument("--tasks", nargs="+", choices=TASKS, default=["rte", "mrpc", "sst2"])
-    parser.add_argument("--variants", nargs="+", choices=VARIANTS, default=list(VARIANTS))
+    parser.add_argument("--variants", nargs="+", choices=list(VARIANT_FLAGS), default=DEFAULT_VARIANTS)
     parser.add_argument("--seeds", nargs="+", type=int, default=[42, 43, 44])
     parser.add_argument("--single_seed_tasks", nargs="*", choices=TASKS, default=[], help="Tasks run with the first seed only.")
     parser.add_argument("--max_train_samples", nargs="*", default=[], metavar="TASK=N", help="Train on the first N examples of TASK.")
@@ -73,7 +82,7 @@ def grid(args):
 def command(args, task, variant, seed, run_dir):
     cmd = [sys.executable, str(RUN_GLUE), "--model_name_or_path", args.model_name_or_path, "--task_name", task]
     cmd += ["--glue_dir", args.glue_dir, "--do_train", "--do_eval", "--seed", str(seed), "--output_dir", str(run_dir)]
-    cmd += ["--baseline"] if variant == "baseline" else ["--context_type", variant]
+    cmd += VARIANT_FLAGS[variant]
     if task in args.max_train_samples:
         cmd += ["--max_train_samples", str(args.max_train_samples[task])]
     cmd += ["--overwrite_output_dir", "--save_strategy", "no", "--report_to", "none", "--base_model", args.base_model]
