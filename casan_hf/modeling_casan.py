@@ -353,6 +353,12 @@ class CasanModel(CasanPreTrainedModel):
         return CasanModelOutput(last_hidden_state=sequence_output, pooler_output=pooled_output)
 
 
+def classifier_dropout(config):
+    """BERT's rule for the dropout before a classifier: `classifier_dropout` where set, else the hidden one."""
+    rate = config.classifier_dropout if config.classifier_dropout is not None else config.hidden_dropout_prob
+    return nn.Dropout(rate)
+
+
 class CasanForSequenceClassification(CasanPreTrainedModel):
     """Single-label, multi-label or regression classifier on the sentence vector of `classifier_pooling`
     (BERT's pooled [CLS] vector by default)."""
@@ -362,8 +368,7 @@ class CasanForSequenceClassification(CasanPreTrainedModel):
         self.num_labels = config.num_labels
         self.bert = CasanModel(config, add_pooling_layer=config.classifier_pooling == "cls")
         self.pooling, pooled_size = sentence_pooling(config)
-        dropout = config.classifier_dropout if config.classifier_dropout is not None else config.hidden_dropout_prob
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = classifier_dropout(config)
         self.classifier = nn.Linear(pooled_size, config.num_labels)
         self.post_init()
 
@@ -404,8 +409,7 @@ class CasanForMultipleChoice(CasanPreTrainedModel):
         super().__init__(config)
         self.bert = CasanModel(config, add_pooling_layer=config.classifier_pooling == "cls")
         self.pooling, pooled_size = sentence_pooling(config)
-        dropout = config.classifier_dropout if config.classifier_dropout is not None else config.hidden_dropout_prob
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = classifier_dropout(config)
         self.classifier = nn.Linear(pooled_size, 1)
         self.post_init()
 
@@ -453,8 +457,7 @@ class CasanForTokenClassification(CasanPreTrainedModel):
         super().__init__(config)
         self.num_labels = config.num_labels
         self.bert = CasanModel(config, add_pooling_layer=False)
-        dropout = config.classifier_dropout if config.classifier_dropout is not None else config.hidden_dropout_prob
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = classifier_dropout(config)
         self.classifier = nn.Linear(config.hidden_size, config.num_labels)
         self.post_init()
 
