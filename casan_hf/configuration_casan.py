@@ -16,6 +16,11 @@ CONTEXT_TARGETS = ("query", "key")
 GATE_KINDS = ("dynamic", "fixed")
 CLASSIFIER_POOLINGS = ("cls", "mean", "structured")
 
+# The options CASAN adds to BertConfig, in two groups: what makes the attention context-aware, and the
+# sentence vector of the classification heads. Scripts expose exactly these as flags.
+CONTEXT_OPTIONS = ("context_type", "context_targets", "context_layers", "gate", "fixed_gate", "gate_bias_init", "context_rank", "context_init_range")
+POOLING_OPTIONS = ("classifier_pooling", "pooling_hops", "pooling_hidden", "pooling_penalty")
+
 # Every class a saved folder can be loaded as with `trust_remote_code=True`.
 AUTO_MAP = {
     "AutoConfig": "configuration_casan.CasanConfig",

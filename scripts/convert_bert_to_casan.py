@@ -17,12 +17,22 @@ from pathlib import Path
 from transformers import AutoTokenizer
 
 import casan_hf
-from casan_hf.configuration_casan import CONTEXT_TARGETS, CONTEXT_TYPES, GATE_KINDS
+from casan_hf.configuration_casan import (
+    CLASSIFIER_POOLINGS,
+    CONTEXT_OPTIONS,
+    CONTEXT_TARGETS,
+    CONTEXT_TYPES,
+    GATE_KINDS,
+    POOLING_OPTIONS,
+)
 from casan_hf.hub_export import check_output_dir, save_hub_folder
 from casan_hf.model_card import PIPELINE_TAGS, render_model_card
 
 
 TEMPLATE_PATH = Path(__file__).resolve().parents[1] / "model_cards" / "README_TEMPLATE.md"
+
+# The heads that classify a sentence vector, and so take the pooling options.
+POOLING_HEADS = ("sequence-classification", "multiple-choice")
 
 HEAD_CLASSES = {
     "base": casan_hf.CasanModel,
@@ -56,12 +66,19 @@ def parse_args(argv=None):
     parser.add_argument("--gate_bias_init", type=float, help="Initial gate bias (a logit); default -4.")
     parser.add_argument("--context_rank", type=positive_int, help="Rank of a low-rank U (default: full rank).")
     parser.add_argument("--context_init_range", type=float, help="Std of the context parameters' initialisation.")
+    parser.add_argument("--classifier_pooling", choices=CLASSIFIER_POOLINGS, help="Sentence vector of a sequence-classification or multiple-choice head: cls (BERT's pooler, default), mean or structured.")
+    parser.add_argument("--pooling_hops", type=positive_int, help="Attention hops r of --classifier_pooling structured (default: 4).")
+    parser.add_argument("--pooling_hidden", type=positive_int, help="Hidden width d_a of the structured pooling's scorer (default: 128).")
+    parser.add_argument("--pooling_penalty", type=float, help="Weight of the structured pooling's ||AA^T - I||^2 penalty (default: 1.0).")
     parser.add_argument("--base_model", help="Hub id of the source checkpoint for the card (default: --model_name_or_path if it is a Hub id).")
     parser.add_argument("--model_name", help="Name on the card and in its code snippet (default: the output folder's name).")
     parser.add_argument("--license", default="apache-2.0", help="License on the card (default: apache-2.0).")
     args = parser.parse_args(argv)
     if args.num_labels is not None and args.head not in ("sequence-classification", "token-classification"):
         parser.error(f"--num_labels needs --head sequence-classification or token-classification, not {args.head!r}")
+    pooling_flags = [f"--{name}" for name in POOLING_OPTIONS if getattr(args, name) is not None]
+    if pooling_flags and args.head not in POOLING_HEADS:
+        parser.error(f"{' '.join(pooling_flags)} needs --head {' or '.join(POOLING_HEADS)}, not {args.head!r}")
     try:
         check_output_dir(args.output_dir, args.overwrite, flag="--overwrite")
     except ValueError as error:
@@ -69,15 +86,14 @@ def parse_args(argv=None):
     return parser, args
 
 
-def context_options(args):
-    """The options given on the command line; the rest keep CasanConfig's defaults."""
-    names = ("context_type", "context_targets", "context_layers", "gate", "fixed_gate", "gate_bias_init", "context_rank", "context_init_range")
-    return {name: getattr(args, name) for name in names if getattr(args, name) is not None}
+def casan_options(args):
+    """The CASAN options given on the command line; the rest keep CasanConfig's defaults."""
+    return {name: getattr(args, name) for name in CONTEXT_OPTIONS + POOLING_OPTIONS if getattr(args, name) is not None}
 
 
 def main(argv=None):
     parser, args = parse_args(argv)
-    kwargs = context_options(args)
+    kwargs = casan_options(args)
     if args.num_labels is not None:
         kwargs["num_labels"] = args.num_labels
     try:

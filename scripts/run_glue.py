@@ -40,7 +40,14 @@ from transformers import (
 from transformers.trainer_utils import get_last_checkpoint
 
 import casan_hf
-from casan_hf.configuration_casan import CLASSIFIER_POOLINGS, CONTEXT_TARGETS, CONTEXT_TYPES, GATE_KINDS
+from casan_hf.configuration_casan import (
+    CLASSIFIER_POOLINGS,
+    CONTEXT_OPTIONS,
+    CONTEXT_TARGETS,
+    CONTEXT_TYPES,
+    GATE_KINDS,
+    POOLING_OPTIONS,
+)
 from casan_hf.glue_data import load_glue_data
 from casan_hf.glue_tasks import GLUE_TASKS
 from casan_hf.hub_export import check_output_dir, write_model_card
@@ -51,8 +58,6 @@ from casan_hf.model_card import render_model_card
 logger = logging.getLogger(__name__)
 
 TEMPLATE_PATH = Path(__file__).resolve().parents[1] / "model_cards" / "README_TEMPLATE.md"
-CONTEXT_OPTIONS = ("context_type", "context_targets", "context_layers", "gate", "fixed_gate", "gate_bias_init", "context_rank", "context_init_range")
-POOLING_OPTIONS = ("classifier_pooling", "pooling_hops", "pooling_hidden", "pooling_penalty")
 
 
 @dataclass

@@ -7,7 +7,7 @@ import pytest
 from transformers import AutoConfig, BertConfig, BertModel
 
 from casan_hf import CasanConfig, CasanForSequenceClassification, CasanModel
-from casan_hf.configuration_casan import AUTO_MAP
+from casan_hf.configuration_casan import _CHECKS, AUTO_MAP, CONTEXT_OPTIONS, POOLING_OPTIONS
 
 
 TINY = dict(vocab_size=99, hidden_size=32, num_hidden_layers=3, num_attention_heads=4, intermediate_size=37)
@@ -138,3 +138,7 @@ def test_converted_bert_config_is_a_casan_config(tmp_path):
     config = CasanConfig.from_pretrained(tmp_path, context_type="global")
     assert config.model_type == "casan_bert" and config.to_dict()["model_type"] == "casan_bert"
     assert config.context_type == "global" and config.auto_map == AUTO_MAP
+
+
+def test_the_option_groups_the_scripts_expose_are_exactly_the_checked_options():
+    assert sorted(CONTEXT_OPTIONS + POOLING_OPTIONS) == sorted(_CHECKS)

@@ -8,7 +8,7 @@ import pytest
 import torch
 from transformers import AutoTokenizer, BertModel
 
-from casan_hf import CasanModel
+from casan_hf import CasanForSequenceClassification, CasanModel
 from glue_helpers import CONVERT, card_metadata, make_tiny_bert, read_json
 
 
@@ -65,6 +65,15 @@ def test_refuses_a_non_empty_folder_unless_told(convert_main, tiny_bert, tmp_pat
     assert card_metadata(output_dir)["pipeline_tag"] == "fill-mask" and (output_dir / "notes.txt").exists()
 
 
+def test_pooling_options_reach_the_classifier(convert_main, tiny_bert, tmp_path):
+    output_dir = tmp_path / "out"
+    convert_main(["--model_name_or_path", tiny_bert, "--output_dir", str(output_dir), "--head", "sequence-classification", "--classifier_pooling", "structured", "--pooling_hops", "3", "--pooling_hidden", "16"])
+    config = read_json(output_dir / "config.json")
+    assert (config["classifier_pooling"], config["pooling_hops"], config["pooling_hidden"]) == ("structured", 3, 16)
+    model = CasanForSequenceClassification.from_pretrained(output_dir)
+    assert model.pooling.hops.weight.shape == (3, 16) and model.bert.pooler is None
+
+
 @pytest.mark.parametrize(
     "flags, message",
     [
@@ -73,6 +82,10 @@ def test_refuses_a_non_empty_folder_unless_told(convert_main, tiny_bert, tmp_pat
         (["--context_rank", "0"], "argument --context_rank: must be a positive integer, got 0"),
         (["--num_labels", "3"], "--num_labels needs --head sequence-classification or token-classification, not 'base'"),
         (["--gate", "fixed", "--fixed_gate", "1.5"], "`fixed_gate` must be a number in [0, 1]; got 1.5"),
+        (["--classifier_pooling", "structured"], "--classifier_pooling needs --head sequence-classification or multiple-choice, not 'base'"),
+        (["--head", "sequence-classification", "--classifier_pooling", "attention"], "argument --classifier_pooling: invalid choice: 'attention'"),
+        (["--head", "multiple-choice", "--pooling_hops", "0"], "argument --pooling_hops: must be a positive integer, got 0"),
+        (["--head", "sequence-classification", "--pooling_penalty", "-1"], "`pooling_penalty` must be a finite number >= 0"),
     ],
 )
 def test_bad_flags_are_usage_errors(flags, message, convert_main, tiny_bert, tmp_path, capsys):

@@ -41,7 +41,7 @@ def test_save_load_round_trip_is_exact(tmp_path, options):
 def test_saved_folder_holds_the_code_and_auto_map(tmp_path):
     CasanModel(tiny_config()).save_pretrained(tmp_path)
     files = {path.name for path in tmp_path.iterdir()}
-    assert {"configuration_casan.py", "modeling_casan.py", "context_attention.py"} <= files
+    assert {"configuration_casan.py", "modeling_casan.py", "context_attention.py", "pooling.py"} <= files
     auto_map = json.loads((tmp_path / "config.json").read_text())["auto_map"]
     assert len(auto_map) == 7 and auto_map["AutoModelForMaskedLM"] == "modeling_casan.CasanForMaskedLM"
 
