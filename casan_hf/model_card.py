@@ -117,7 +117,7 @@ def render_model_card(
         summary=_summary(config, base_model, task_name, casan),
         architecture=type(model).__name__,
         base_model=f"`{base_model}`" if base_model else "a BERT checkpoint",
-        context_rows="\n".join(f"| {name} | `{getattr(config, name)}` |" for name in _CONTEXT_FIELDS) if casan else "| context | none: plain BERT, the baseline of the CASAN runs |",
+        context_rows=_option_rows(config, head) if casan else "| context | none: plain BERT, the baseline of the CASAN runs |",
         results=_results_table(task_name, eval_metrics),
         load_instructions=_load_instructions(model_name, head, casan),
         training=_training_table(training),
@@ -126,6 +126,16 @@ def render_model_card(
     )
     ModelCard(text)  # raises if the metadata block does not parse
     return text
+
+
+def _option_rows(config, head):
+    """The CASAN options that shape this model: the context, and the pooling of a sentence-vector head."""
+    names = list(_CONTEXT_FIELDS)
+    if head in ("sequence-classification", "multiple-choice"):
+        names.append("classifier_pooling")
+        if config.classifier_pooling == "structured":
+            names += ["pooling_hops", "pooling_hidden", "pooling_penalty"]
+    return "\n".join(f"| {name} | `{getattr(config, name)}` |" for name in names)
 
 
 def _summary(config, base_model, task_name, casan):

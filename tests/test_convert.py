@@ -72,6 +72,8 @@ def test_pooling_options_reach_the_classifier(convert_main, tiny_bert, tmp_path)
     assert (config["classifier_pooling"], config["pooling_hops"], config["pooling_hidden"]) == ("structured", 3, 16)
     model = CasanForSequenceClassification.from_pretrained(output_dir)
     assert model.pooling.hops.weight.shape == (3, 16) and model.bert.pooler is None
+    card = (output_dir / "README.md").read_text()
+    assert "| classifier_pooling | `structured` |" in card and "| pooling_hops | `3` |" in card
 
 
 @pytest.mark.parametrize(
