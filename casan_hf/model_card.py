@@ -40,6 +40,9 @@ AUTO_CLASS_NAMES = {
     "masked-lm": "AutoModelForMaskedLM",
 }
 
+# The heads that classify a sentence vector, and so have a `classifier_pooling`.
+POOLING_HEADS = ("sequence-classification", "multiple-choice")
+
 _CONTEXT_FIELDS = ("context_type", "context_targets", "context_layers", "gate", "fixed_gate", "gate_bias_init", "context_rank")
 
 
@@ -131,7 +134,7 @@ def render_model_card(
 def _option_rows(config, head):
     """The CASAN options that shape this model: the context, and the pooling of a sentence-vector head."""
     names = list(_CONTEXT_FIELDS)
-    if head in ("sequence-classification", "multiple-choice"):
+    if head in POOLING_HEADS:
         names.append("classifier_pooling")
         if config.classifier_pooling == "structured":
             names += ["pooling_hops", "pooling_hidden", "pooling_penalty"]
@@ -186,4 +189,4 @@ def _training_table(training):
     return "\n".join(rows)
 
 
-__all__ = ["PIPELINE_TAGS", "eval_results_for", "is_hub_id", "render_model_card"]
+__all__ = ["PIPELINE_TAGS", "POOLING_HEADS", "eval_results_for", "is_hub_id", "render_model_card"]

@@ -26,13 +26,10 @@ from casan_hf.configuration_casan import (
     POOLING_OPTIONS,
 )
 from casan_hf.hub_export import check_output_dir, save_hub_folder
-from casan_hf.model_card import PIPELINE_TAGS, render_model_card
+from casan_hf.model_card import PIPELINE_TAGS, POOLING_HEADS, render_model_card
 
 
 TEMPLATE_PATH = Path(__file__).resolve().parents[1] / "model_cards" / "README_TEMPLATE.md"
-
-# The heads that classify a sentence vector, and so take the pooling options.
-POOLING_HEADS = ("sequence-classification", "multiple-choice")
 
 HEAD_CLASSES = {
     "base": casan_hf.CasanModel,
