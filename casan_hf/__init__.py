@@ -1,21 +1,21 @@
 """casan-hf: context-aware self-attention (Yang et al., AAAI 2019) for Hugging Face BERT models.
 
-Importing the package registers `casan_bert` with `AutoConfig` and the `AutoModel...` classes, so an
-installed casan_hf needs no remote code; `save_pretrained` still writes the code files and an `auto_map`
-so that anyone can load a saved folder with `trust_remote_code=True`.
+The package's top folder holds the model files only: `configuration_casan.py`, `modeling_casan.py`,
+`context.py` and `pooling.py`, which `save_pretrained` copies next to the weights for
+`trust_remote_code=True` (they import only torch, transformers and each other). The tools around a model
+live in subpackages: `casan_hf.glue` (data and metrics), `casan_hf.hub` (the Hub folder and its card),
+`casan_hf.cli` (the scripts' options), `casan_hf.inspection` (gates and attention of one text) and
+`casan_hf.benchmark` (speed and memory against BERT).
+
+Importing the package registers `casan_bert` with `AutoConfig` and the `AutoModel...` classes of `HEADS`,
+so an installed casan_hf needs no remote code; `save_pretrained` still writes the code files and an
+`auto_map` so that anyone can load a saved folder with `trust_remote_code=True`.
 """
 
-from transformers import (
-    AutoConfig,
-    AutoModel,
-    AutoModelForMaskedLM,
-    AutoModelForMultipleChoice,
-    AutoModelForQuestionAnswering,
-    AutoModelForSequenceClassification,
-    AutoModelForTokenClassification,
-)
+import transformers
 
-from .configuration_casan import CONTEXT_TARGETS, CONTEXT_TYPES, GATE_KINDS, CasanConfig
+from . import modeling_casan
+from .configuration_casan import CONTEXT_TARGETS, CONTEXT_TYPES, GATE_KINDS, HEADS, CasanConfig, get_head
 from .modeling_casan import (
     CasanForMaskedLM,
     CasanForMultipleChoice,
@@ -29,25 +29,21 @@ from .modeling_casan import (
 
 __version__ = "0.1.0"
 
-AUTO_CLASSES = {
-    AutoModel: CasanModel,
-    AutoModelForSequenceClassification: CasanForSequenceClassification,
-    AutoModelForTokenClassification: CasanForTokenClassification,
-    AutoModelForQuestionAnswering: CasanForQuestionAnswering,
-    AutoModelForMultipleChoice: CasanForMultipleChoice,
-    AutoModelForMaskedLM: CasanForMaskedLM,
-}
+# Head name -> CASAN model class, for every row of `HEADS`.
+HEAD_CLASSES = {head.name: getattr(modeling_casan, head.class_name) for head in HEADS}
 
-AutoConfig.register(CasanConfig.model_type, CasanConfig, exist_ok=True)
+transformers.AutoConfig.register(CasanConfig.model_type, CasanConfig, exist_ok=True)
 CasanConfig.register_for_auto_class("AutoConfig")
-for auto_class, model_class in AUTO_CLASSES.items():
-    auto_class.register(CasanConfig, model_class, exist_ok=True)
-    model_class.register_for_auto_class(auto_class.__name__)
+for _head in HEADS:
+    getattr(transformers, _head.auto_class).register(CasanConfig, HEAD_CLASSES[_head.name], exist_ok=True)
+    HEAD_CLASSES[_head.name].register_for_auto_class(_head.auto_class)
 
 __all__ = [
     "CONTEXT_TARGETS",
     "CONTEXT_TYPES",
     "GATE_KINDS",
+    "HEADS",
+    "HEAD_CLASSES",
     "CasanConfig",
     "CasanForMaskedLM",
     "CasanForMultipleChoice",
@@ -56,4 +52,5 @@ __all__ = [
     "CasanForTokenClassification",
     "CasanModel",
     "CasanPreTrainedModel",
+    "get_head",
 ]

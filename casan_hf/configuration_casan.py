@@ -1,12 +1,15 @@
-"""Configuration of context-aware self-attention (CASAN) BERT models.
+"""Configuration of context-aware self-attention (CASAN) BERT models, and the two tables the rest of casan_hf
+is derived from: `OPTIONS`, the options CASAN adds to BERT's config, and `HEADS`, the model classes.
 
-`CasanConfig` is a `BertConfig` with the context options on top, so every BERT checkpoint's config loads
-into it unchanged. Each option is checked whenever it is set (at construction, by `from_pretrained`
-keyword arguments, which transformers sets after `__init__`, and from a loaded `config.json`), and the
-options that depend on each other are checked again when a model is built from the config.
+`CasanConfig` is a `BertConfig` with the options on top, so every BERT checkpoint's config loads into it
+unchanged. Each option is checked whenever it is set (at construction, by `from_pretrained` keyword arguments,
+which transformers sets after `__init__`, and from a loaded `config.json`), and the options that depend on
+each other are checked again when a model is built from the config.
 """
 
-from dataclasses import field
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from transformers import BertConfig
 
@@ -16,21 +19,8 @@ CONTEXT_TARGETS = ("query", "key")
 GATE_KINDS = ("dynamic", "fixed")
 CLASSIFIER_POOLINGS = ("cls", "mean", "structured")
 
-# The options CASAN adds to BertConfig, in two groups: what makes the attention context-aware, and the
-# sentence vector of the classification heads. Scripts expose exactly these as flags.
-CONTEXT_OPTIONS = ("context_type", "context_targets", "context_layers", "gate", "fixed_gate", "gate_bias_init", "context_rank", "context_init_range")
-POOLING_OPTIONS = ("classifier_pooling", "pooling_hops", "pooling_hidden", "pooling_penalty")
-
-# Every class a saved folder can be loaded as with `trust_remote_code=True`.
-AUTO_MAP = {
-    "AutoConfig": "configuration_casan.CasanConfig",
-    "AutoModel": "modeling_casan.CasanModel",
-    "AutoModelForSequenceClassification": "modeling_casan.CasanForSequenceClassification",
-    "AutoModelForTokenClassification": "modeling_casan.CasanForTokenClassification",
-    "AutoModelForQuestionAnswering": "modeling_casan.CasanForQuestionAnswering",
-    "AutoModelForMultipleChoice": "modeling_casan.CasanForMultipleChoice",
-    "AutoModelForMaskedLM": "modeling_casan.CasanForMaskedLM",
-}
+# The context types whose context is one vector per sentence (masked means), rather than per token.
+SENTENCE_CONTEXTS = ("global", "deep_global")
 
 
 def _allowed(name, value, allowed):
@@ -41,10 +31,17 @@ def _is_int(value):
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _check_context_type(value):
-    if value not in CONTEXT_TYPES:
-        raise _allowed("context_type", value, CONTEXT_TYPES)
-    return value
+def _is_number(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _one_of(name, allowed):
+    def check(value):
+        if value not in allowed:
+            raise _allowed(name, value, allowed)
+        return value
+
+    return check
 
 
 def _check_context_targets(value):
@@ -66,26 +63,22 @@ def _check_context_layers(value):
     if value is None:
         return None
     if isinstance(value, str) or not isinstance(value, (list, tuple)) or not value:
-        raise ValueError(f"`context_layers` must be None (all layers) or a non-empty list of layer indices; got {value!r}.")
+        raise ValueError(
+            f"`context_layers` must be None (all layers) or a non-empty list of layer indices; got {value!r}."
+        )
     if not all(_is_int(index) and index >= 0 for index in value) or len(set(value)) != len(value):
         raise ValueError(f"`context_layers` must hold distinct 0-based layer indices (ints >= 0); got {value!r}.")
     return sorted(value)
 
 
-def _check_gate(value):
-    if value not in GATE_KINDS:
-        raise _allowed("gate", value, GATE_KINDS)
-    return value
-
-
 def _check_fixed_gate(value):
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
+    if not _is_number(value) or not 0.0 <= value <= 1.0:
         raise ValueError(f"`fixed_gate` must be a number in [0, 1]; got {value!r}.")
     return float(value)
 
 
 def _check_gate_bias_init(value):
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value or abs(value) == float("inf"):
+    if not _is_number(value) or value != value or abs(value) == float("inf"):
         raise ValueError(f"`gate_bias_init` must be a finite number (a logit); got {value!r}.")
     return float(value)
 
@@ -97,18 +90,14 @@ def _check_context_rank(value):
 
 
 def _check_context_init_range(value):
-    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0):
-        raise ValueError(f"`context_init_range` must be None (use `initializer_range`) or a number >= 0; got {value!r}.")
+    if value is not None and (not _is_number(value) or not value >= 0):
+        raise ValueError(
+            f"`context_init_range` must be None (use `initializer_range`) or a number >= 0; got {value!r}."
+        )
     return None if value is None else float(value)
 
 
-def _check_classifier_pooling(value):
-    if value not in CLASSIFIER_POOLINGS:
-        raise _allowed("classifier_pooling", value, CLASSIFIER_POOLINGS)
-    return value
-
-
-def _check_positive_int(name):
+def _positive_int(name):
     def check(value):
         if not (_is_int(value) and value > 0):
             raise ValueError(f"`{name}` must be a positive int; got {value!r}.")
@@ -118,77 +107,206 @@ def _check_positive_int(name):
 
 
 def _check_pooling_penalty(value):
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value < float("inf"):
+    if not _is_number(value) or not 0.0 <= value < float("inf"):
         raise ValueError(f"`pooling_penalty` must be a finite number >= 0 (0 turns the penalty off); got {value!r}.")
     return float(value)
 
 
-_CHECKS = {
-    "context_type": _check_context_type,
-    "context_targets": _check_context_targets,
-    "context_layers": _check_context_layers,
-    "gate": _check_gate,
-    "fixed_gate": _check_fixed_gate,
-    "gate_bias_init": _check_gate_bias_init,
-    "context_rank": _check_context_rank,
-    "context_init_range": _check_context_init_range,
-    "classifier_pooling": _check_classifier_pooling,
-    "pooling_hops": _check_positive_int("pooling_hops"),
-    "pooling_hidden": _check_positive_int("pooling_hidden"),
-    "pooling_penalty": _check_pooling_penalty,
+@dataclass(frozen=True)
+class CasanOption:
+    """One option CASAN adds to `BertConfig`.
+
+    `group` says what it shapes: `"context"` the attention, `"pooling"` the sentence vector of the heads that
+    classify one (see `Head.classifier_pooling`). `structural` options decide which context parameters exist,
+    so a CASAN checkpoint loads only with the values it was saved with. `check` returns the value to store
+    or raises a ValueError naming the option, the value and what is allowed. `help` is the documentation
+    shown in the config's docstring and by every script's flag; defaults come from `CasanConfig`.
+    """
+
+    name: str
+    group: str
+    check: Callable
+    help: str
+    choices: tuple | None = None
+    structural: bool = False
+
+
+OPTIONS = (
+    CasanOption(
+        "context_type",
+        "context",
+        _one_of("context_type", CONTEXT_TYPES),
+        '"global": the masked mean of the layer input; "deep": the inputs of all earlier layers, position by '
+        'position (the first layer attends as plain BERT); "deep_global": the global vectors of all earlier '
+        'layers and the current one; "none": exactly BERT.',
+        choices=CONTEXT_TYPES,
+        structural=True,
+    ),
+    CasanOption(
+        "context_targets",
+        "context",
+        _check_context_targets,
+        "Which of the query and key transforms take the context. V is never touched.",
+        choices=CONTEXT_TARGETS,
+        structural=True,
+    ),
+    CasanOption(
+        "context_layers",
+        "context",
+        _check_context_layers,
+        "0-based indices of the layers that get context; None means all of them. Layers left out attend as "
+        "plain BERT (their hidden states still feed the context of later layers).",
+        structural=True,
+    ),
+    CasanOption(
+        "gate",
+        "context",
+        _one_of("gate", GATE_KINDS),
+        '"dynamic": the paper\'s per-token sigmoid gate; "fixed": the constant `fixed_gate`.',
+        choices=GATE_KINDS,
+        structural=True,
+    ),
+    CasanOption(
+        "fixed_gate",
+        "context",
+        _check_fixed_gate,
+        'The constant mixing weight lambda in [0, 1] used when gate="fixed".',
+    ),
+    CasanOption(
+        "gate_bias_init",
+        "context",
+        _check_gate_bias_init,
+        "Initial bias of the dynamic gate (a logit). sigmoid(-4) = 0.018: a converted checkpoint starts close "
+        "to the BERT it came from.",
+    ),
+    CasanOption(
+        "context_rank",
+        "context",
+        _check_context_rank,
+        "None for the paper's full-rank U (d_c x d); an int r factors U = A B with A: d_c x r and B: r x d, "
+        'the parameter-efficient option for "deep" and "deep_global".',
+        structural=True,
+    ),
+    CasanOption(
+        "context_init_range",
+        "context",
+        _check_context_init_range,
+        "Standard deviation of the normal initialisation of U (or A and B) and of the gate vectors; None uses "
+        "`initializer_range`.",
+    ),
+    CasanOption(
+        "classifier_pooling",
+        "pooling",
+        _one_of("classifier_pooling", CLASSIFIER_POOLINGS),
+        'The sentence vector the classifier reads. "cls": BERT\'s pooler on [CLS] (`bert.pooler.*`, so BERT '
+        'classifiers load unchanged); "mean": the masked mean of the last layer over the real tokens; '
+        '"structured": the structured self-attentive embedding of Lin et al. (2017), `pooling_hops` attention '
+        "distributions over the real tokens, concatenated. The last two read no pooler, so those heads build "
+        "none (a BERT checkpoint's pooler weights are skipped).",
+        choices=CLASSIFIER_POOLINGS,
+    ),
+    CasanOption(
+        "pooling_hops",
+        "pooling",
+        _positive_int("pooling_hops"),
+        'r, the number of attention hops of "structured" pooling; the classifier reads r * hidden_size '
+        "features. A few hops suffice for sentence-pair tasks and keep the classifier small.",
+    ),
+    CasanOption(
+        "pooling_hidden",
+        "pooling",
+        _positive_int("pooling_hidden"),
+        'd_a, the hidden width of the hop scorer W_s2 tanh(W_s1 H^T) of "structured" pooling.',
+    ),
+    CasanOption(
+        "pooling_penalty",
+        "pooling",
+        _check_pooling_penalty,
+        "Weight of Lin et al.'s penalty ||A A^T - I||_F^2 (averaged over the batch), added to the loss when "
+        "labels are given; it keeps the hops from all attending to the same tokens. 0 turns it off.",
+    ),
+)
+
+OPTION_GROUPS = ("context", "pooling")
+STRUCTURAL_OPTIONS = tuple(option.name for option in OPTIONS if option.structural)
+
+
+def option_names(*groups):
+    """The names of the options in `groups` (all options when none is given), in table order."""
+    return tuple(option.name for option in OPTIONS if not groups or option.group in groups)
+
+
+@dataclass(frozen=True)
+class Head:
+    """One CASAN model class.
+
+    `name` is what the converter's `--head` and the model card call it; `pipeline_task` the transformers
+    pipeline that serves it (None where transformers has none); `classifier_pooling` whether it classifies a
+    sentence vector, and so takes the "pooling" options; `takes_num_labels` whether its output width is the
+    user's `num_labels`.
+    """
+
+    name: str
+    class_name: str
+    auto_class: str
+    pipeline_task: str | None
+    classifier_pooling: bool = False
+    takes_num_labels: bool = False
+
+
+HEADS = (
+    Head("base", "CasanModel", "AutoModel", "feature-extraction"),
+    Head(
+        "sequence-classification",
+        "CasanForSequenceClassification",
+        "AutoModelForSequenceClassification",
+        "text-classification",
+        classifier_pooling=True,
+        takes_num_labels=True,
+    ),
+    Head(
+        "token-classification",
+        "CasanForTokenClassification",
+        "AutoModelForTokenClassification",
+        "token-classification",
+        takes_num_labels=True,
+    ),
+    Head("question-answering", "CasanForQuestionAnswering", "AutoModelForQuestionAnswering", None),
+    Head("multiple-choice", "CasanForMultipleChoice", "AutoModelForMultipleChoice", None, classifier_pooling=True),
+    Head("masked-lm", "CasanForMaskedLM", "AutoModelForMaskedLM", "fill-mask"),
+)
+
+
+def get_head(name):
+    """The head called `name`, or a ValueError listing them all."""
+    for head in HEADS:
+        if head.name == name:
+            return head
+    raise ValueError(f"Unknown head {name!r}; choose one of {', '.join(head.name for head in HEADS)}.")
+
+
+# Every class a saved folder can be loaded as with `trust_remote_code=True`.
+AUTO_MAP = {
+    "AutoConfig": "configuration_casan.CasanConfig",
+    **{head.auto_class: f"modeling_casan.{head.class_name}" for head in HEADS},
 }
+
+_CHECKS = {option.name: option.check for option in OPTIONS}
 
 
 class CasanConfig(BertConfig):
     r"""
     A [`BertConfig`] for context-aware self-attention (Yang et al., AAAI 2019). All BERT fields keep their
-    meaning; the fields below choose the context.
+    meaning; the fields below choose the context and the sentence vector of the classification heads.
 
     Args:
-        context_type (`str`, defaults to `"deep_global"`):
-            `"global"`: the masked mean of the layer input; `"deep"`: the inputs of all earlier layers,
-            position by position (the first layer attends as plain BERT); `"deep_global"`: the global
-            vectors of all earlier layers and the current one; `"none"`: exactly BERT.
-        context_targets (`list[str]`, defaults to `["query", "key"]`):
-            Which of the query and key transforms take the context. V is never touched.
-        context_layers (`list[int]`, *optional*):
-            0-based indices of the layers that get context; `None` means all of them. Layers left out attend
-            as plain BERT (their hidden states still feed the context of later layers).
-        gate (`str`, defaults to `"dynamic"`):
-            `"dynamic"`: the paper's per-token sigmoid gate; `"fixed"`: a constant `fixed_gate`.
-        fixed_gate (`float`, defaults to 0.1):
-            The constant mixing weight lambda in [0, 1] used when `gate="fixed"`.
-        gate_bias_init (`float`, defaults to -4.0):
-            Initial bias of the dynamic gate (a logit). sigmoid(-4) = 0.018: a converted checkpoint starts
-            close to the BERT it came from.
-        context_rank (`int`, *optional*):
-            `None` for the paper's full-rank U (d_c x d); an int r factors U = A B with A: d_c x r and
-            B: r x d, the parameter-efficient option for `"deep"` and `"deep_global"`.
-        context_init_range (`float`, *optional*):
-            Standard deviation of the normal initialisation of U (or A and B) and of the gate vectors;
-            defaults to `initializer_range`.
-        classifier_pooling (`str`, defaults to `"cls"`):
-            The sentence vector read by the sequence-classification and multiple-choice heads. `"cls"`: BERT's
-            pooler on [CLS] (`bert.pooler.*`, so BERT classifiers load unchanged); `"mean"`: the masked mean of
-            the last layer over the real tokens; `"structured"`: the structured self-attentive embedding of
-            Lin et al. (2017), `pooling_hops` attention distributions over the real tokens, concatenated. The
-            last two read no pooler, so those heads build none (a BERT checkpoint's pooler weights are skipped).
-        pooling_hops (`int`, defaults to 4):
-            r, the number of attention hops of `"structured"` pooling; the classifier reads r * hidden_size
-            features. A few hops suffice for sentence-pair tasks and keep the classifier small.
-        pooling_hidden (`int`, defaults to 128):
-            d_a, the hidden width of the hop scorer W_s2 tanh(W_s1 H^T) of `"structured"` pooling.
-        pooling_penalty (`float`, defaults to 1.0):
-            Weight of Lin et al.'s penalty ||A A^T - I||_F^2 (averaged over the batch), added to the loss when
-            labels are given; it keeps the hops from all attending to the same tokens. 1.0 as in the paper;
-            0 turns it off.
     """
 
     model_type = "casan_bert"
 
     context_type: str = "deep_global"
-    context_targets: list = field(default_factory=lambda: list(CONTEXT_TARGETS))
-    context_layers: list | None = None
+    context_targets: list[str] = field(default_factory=lambda: list(CONTEXT_TARGETS))
+    context_layers: list[int] | None = None
     gate: str = "dynamic"
     fixed_gate: float = 0.1
     gate_bias_init: float = -4.0
@@ -232,6 +350,37 @@ class CasanConfig(BertConfig):
         """d_c, the width of the context matrix C of layer `layer_index` (0-based)."""
         per_layer = {"global": 1, "deep": layer_index, "deep_global": layer_index + 1, "none": 0}
         return per_layer[self.context_type] * self.hidden_size
+
+
+def option_defaults():
+    """`{option name: CasanConfig's default}`."""
+    fields = {config_field.name: config_field for config_field in dataclasses.fields(CasanConfig)}
+    return {
+        option.name: fields[option.name].default_factory()
+        if fields[option.name].default_factory is not dataclasses.MISSING
+        else fields[option.name].default
+        for option in OPTIONS
+    }
+
+
+def option_types():
+    """`{option name: its type annotation in CasanConfig}`."""
+    return {config_field.name: config_field.type for config_field in dataclasses.fields(CasanConfig)}
+
+
+def _options_docstring():
+    """The `Args:` entries of the CASAN options, in transformers' docstring style, from `OPTIONS`."""
+    defaults, types = option_defaults(), option_types()
+    entries = []
+    for option in OPTIONS:
+        annotation = types[option.name]
+        type_name = annotation.__name__ if isinstance(annotation, type) else str(annotation)
+        entries.append(f"        {option.name} (`{type_name}`, defaults to `{defaults[option.name]!r}`):")
+        entries.append(f"            {option.help}")
+    return "\n".join(entries)
+
+
+CasanConfig.__doc__ += _options_docstring() + "\n"
 
 
 __all__ = ["CasanConfig"]

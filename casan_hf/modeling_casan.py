@@ -6,6 +6,7 @@ so any BERT checkpoint loads unchanged and only the context parameters
 imported from `transformers` rather than copied.
 """
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -22,7 +23,7 @@ from transformers.modeling_outputs import (
     SequenceClassifierOutput,
     TokenClassifierOutput,
 )
-from transformers.modeling_utils import PreTrainedModel
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS, PreTrainedModel
 from transformers.models.bert.modeling_bert import (
     BertEmbeddings,
     BertIntermediate,
@@ -31,19 +32,17 @@ from transformers.models.bert.modeling_bert import (
     BertOutput,
     BertPooler,
     BertSelfOutput,
+    eager_attention_forward,
 )
 from transformers.pytorch_utils import apply_chunking_to_forward
 from transformers.utils.generic import can_return_tuple, merge_with_config_defaults
 from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 
-from .configuration_casan import CasanConfig
-from .context_attention import CasanContextMixer, CasanSelfAttention
-from .pooling import StructuredSelfAttentivePooling, hop_penalty
+from .configuration_casan import SENTENCE_CONTEXTS, STRUCTURAL_OPTIONS, CasanConfig
+from .context import CasanContextMixer, context_source, layer_context, mean_weights
+from .pooling import SentencePooling
 
 
-# The config fields that decide which context parameters exist and what they mean: a CASAN checkpoint
-# can only be loaded with the values it was saved with.
-STRUCTURAL_FIELDS = ("context_type", "context_targets", "context_layers", "context_rank", "gate")
 LOADABLE_MODEL_TYPES = ("bert", "casan_bert")
 
 
@@ -97,25 +96,59 @@ class CasanMaskedLMOutput(MaskedLMOutput):
     context_gates: tuple[torch.FloatTensor, ...] | None = None
 
 
-def mean_weights(token_mask, dtype):
-    """`(batch, 1, n)` weights that average the real tokens (1 / their count), or None for a plain mean.
+class CasanSelfAttention(nn.Module):
+    """BERT's self-attention (same `query`/`key`/`value` names, so BERT weights load) plus a context mixer."""
 
-    The encoder builds them once per forward, so each layer's masked mean is a single bmm.
-    """
-    if token_mask is None:
-        return None
-    weights = token_mask.to(dtype)
-    return (weights / weights.sum(dim=1, keepdim=True).clamp(min=1)).unsqueeze(1)
+    def __init__(self, config, layer_idx):
+        super().__init__()
+        if config.hidden_size % config.num_attention_heads != 0:
+            raise ValueError(
+                f"The hidden size ({config.hidden_size}) is not a multiple of the number of attention "
+                f"heads ({config.num_attention_heads})"
+            )
+        self.config = config
+        self.layer_idx = layer_idx
+        self.is_causal = False
+        self.attention_head_size = config.hidden_size // config.num_attention_heads
+        self.scaling = self.attention_head_size**-0.5
 
+        self.query = nn.Linear(config.hidden_size, config.hidden_size)
+        self.key = nn.Linear(config.hidden_size, config.hidden_size)
+        self.value = nn.Linear(config.hidden_size, config.hidden_size)
+        self.dropout = nn.Dropout(config.attention_probs_dropout_prob)
+        self.context_mixer = (
+            CasanContextMixer(config, config.context_size(layer_idx)) if config.layer_has_context(layer_idx) else None
+        )
 
-def masked_mean(hidden_states, token_mask=None, weights=None):
-    """Mean over the real tokens, `(batch, n, d) -> (batch, d)`; `token_mask` is `(batch, n)` of 0/1 or None,
-    `weights` the same mask already turned into `mean_weights`."""
-    if weights is None:
-        weights = mean_weights(token_mask, hidden_states.dtype)
-    if weights is None:
-        return hidden_states.mean(dim=1)
-    return torch.bmm(weights, hidden_states).squeeze(1)
+    def forward(self, hidden_states, attention_mask=None, context=None, **kwargs):
+        """Returns the attention output, the attention weights (eager only) and the gates `(batch, 2, n)`:
+        channel 0 the query gate, channel 1 the key gate, 0 where that target gets no context."""
+        hidden_shape = (*hidden_states.shape[:-1], -1, self.attention_head_size)
+        query, key = self.query(hidden_states), self.key(hidden_states)
+        if self.context_mixer is not None and context is not None:
+            query, key, context_gates = self.context_mixer(query, key, context)
+        else:
+            context_gates = hidden_states.new_zeros((hidden_states.shape[0], 2, hidden_states.shape[1]))
+
+        query = query.view(hidden_shape).transpose(1, 2)
+        key = key.view(hidden_shape).transpose(1, 2)
+        value = self.value(hidden_states).view(hidden_shape).transpose(1, 2)
+
+        attention_interface: Callable = ALL_ATTENTION_FUNCTIONS.get_interface(
+            self.config._attn_implementation, eager_attention_forward
+        )
+        attn_output, attn_weights = attention_interface(
+            self,
+            query,
+            key,
+            value,
+            attention_mask,
+            dropout=0.0 if not self.training else self.dropout.p,
+            scaling=self.scaling,
+            **kwargs,
+        )
+        attn_output = attn_output.reshape(*hidden_states.shape[:-1], -1).contiguous()
+        return attn_output, attn_weights, context_gates
 
 
 class CasanAttention(nn.Module):
@@ -158,20 +191,12 @@ class CasanEncoder(nn.Module):
         self.layer = nn.ModuleList([CasanLayer(config, layer_idx=i) for i in range(config.num_hidden_layers)])
 
     def forward(self, hidden_states, attention_mask=None, token_mask=None, **kwargs):
-        context_type = self.config.context_type
-        weights = mean_weights(token_mask, hidden_states.dtype) if context_type in ("global", "deep_global") else None
-        history = []
+        sentence_level = self.config.context_type in SENTENCE_CONTEXTS
+        weights = mean_weights(token_mask, hidden_states.dtype) if sentence_level else None
+        sources = []
         for layer_idx, layer_module in enumerate(self.layer):
-            context = None
-            if context_type == "global":
-                has_context = self.config.layer_has_context(layer_idx)
-                context = masked_mean(hidden_states, weights=weights) if has_context else None
-            elif context_type == "deep_global":
-                history.append(masked_mean(hidden_states, weights=weights))
-                context = torch.cat(history, dim=-1) if self.config.layer_has_context(layer_idx) else None
-            elif context_type == "deep":
-                context = tuple(history) if self.config.layer_has_context(layer_idx) else None
-                history.append(hidden_states)
+            sources.append(context_source(self.config, hidden_states, weights))
+            context = layer_context(self.config, layer_idx, sources)
             hidden_states = layer_module(hidden_states, attention_mask, context, **kwargs)
         return hidden_states
 
@@ -250,13 +275,14 @@ def check_checkpoint_fits(saved_config, requested):
     model_type = saved_config.get("model_type")
     if model_type not in LOADABLE_MODEL_TYPES:
         raise ValueError(
-            f"Checkpoint has model_type {model_type!r}; CASAN models load {' or '.join(map(repr, LOADABLE_MODEL_TYPES))} "
+            f"Checkpoint has model_type {model_type!r}; CASAN models load "
+            f"{' or '.join(map(repr, LOADABLE_MODEL_TYPES))} "
             "checkpoints."
         )
     if model_type != "casan_bert":
         return
     defaults = CasanConfig()
-    for name in STRUCTURAL_FIELDS:
+    for name in STRUCTURAL_OPTIONS:
         if name not in requested:
             continue
         wanted = getattr(CasanConfig(**{name: requested[name]}), name)
@@ -276,30 +302,6 @@ def encoder_extras(outputs):
         "attentions": outputs.attentions,
         "context_gates": outputs.context_gates,
     }
-
-
-def sentence_pooling(config):
-    """The heads' pooling module and the width of the vector it hands the classifier. Only `"cls"` reads
-    BERT's pooler, so the base model is built with one only then."""
-    if config.classifier_pooling == "structured":
-        return StructuredSelfAttentivePooling(config), config.pooling_hops * config.hidden_size
-    return None, config.hidden_size
-
-
-def pool_sentences(config, outputs, token_mask, structured_pooling):
-    """The vectors the classifier reads, `(batch, width)`, and the structured pooling's hops (else None)."""
-    if config.classifier_pooling == "cls":
-        return outputs.pooler_output, None
-    if config.classifier_pooling == "mean":
-        return masked_mean(outputs.last_hidden_state, token_mask), None
-    return structured_pooling(outputs.last_hidden_state, token_mask)
-
-
-def add_hop_penalty(config, loss, hops):
-    """Lin et al.'s penalty joins the loss only when there is a loss to train."""
-    if loss is None or hops is None or config.pooling_penalty == 0:
-        return loss
-    return loss + config.pooling_penalty * hop_penalty(hops)
 
 
 class CasanModel(CasanPreTrainedModel):
@@ -331,7 +333,8 @@ class CasanModel(CasanPreTrainedModel):
             raise ValueError("You must specify exactly one of input_ids or inputs_embeds")
         if attention_mask is not None and attention_mask.dim() != 2:
             raise ValueError(
-                f"CASAN needs a 2D attention_mask (batch, seq) to average the real tokens; got {attention_mask.dim()}D."
+                "CASAN needs a 2D attention_mask (batch, seq) to average the real tokens; "
+                f"got {attention_mask.dim()}D."
             )
         embedding_output = self.embeddings(
             input_ids=input_ids,
@@ -367,9 +370,9 @@ class CasanForSequenceClassification(CasanPreTrainedModel):
         super().__init__(config)
         self.num_labels = config.num_labels
         self.bert = CasanModel(config, add_pooling_layer=config.classifier_pooling == "cls")
-        self.pooling, pooled_size = sentence_pooling(config)
+        self.pooling = SentencePooling(config)
         self.dropout = classifier_dropout(config)
-        self.classifier = nn.Linear(pooled_size, config.num_labels)
+        self.classifier = nn.Linear(self.pooling.output_size, config.num_labels)
         self.post_init()
 
     @can_return_tuple
@@ -393,11 +396,11 @@ class CasanForSequenceClassification(CasanPreTrainedModel):
             return_dict=True,
             **kwargs,
         )
-        pooled, hops = pool_sentences(self.config, outputs, attention_mask, self.pooling)
+        pooled, hops = self.pooling(outputs.last_hidden_state, attention_mask, outputs.pooler_output)
         logits = self.classifier(self.dropout(pooled))
         loss = self.loss_function(labels, logits, self.config) if labels is not None else None
         return CasanSequenceClassifierOutput(
-            loss=add_hop_penalty(self.config, loss, hops),
+            loss=self.pooling.add_penalty(loss, hops),
             logits=logits,
             pooling_attentions=hops if output_pooling_attentions else None,
             **encoder_extras(outputs),
@@ -408,9 +411,9 @@ class CasanForMultipleChoice(CasanPreTrainedModel):
     def __init__(self, config):
         super().__init__(config)
         self.bert = CasanModel(config, add_pooling_layer=config.classifier_pooling == "cls")
-        self.pooling, pooled_size = sentence_pooling(config)
+        self.pooling = SentencePooling(config)
         self.dropout = classifier_dropout(config)
-        self.classifier = nn.Linear(pooled_size, 1)
+        self.classifier = nn.Linear(self.pooling.output_size, 1)
         self.post_init()
 
     @can_return_tuple
@@ -440,12 +443,14 @@ class CasanForMultipleChoice(CasanPreTrainedModel):
             return_dict=True,
             **kwargs,
         )
-        pooled, hops = pool_sentences(self.config, outputs, flat(attention_mask), self.pooling)
+        pooled, hops = self.pooling(outputs.last_hidden_state, flat(attention_mask), outputs.pooler_output)
         logits = self.classifier(self.dropout(pooled)).view(-1, num_choices)
         loss = nn.functional.cross_entropy(logits, labels) if labels is not None else None
-        returned_hops = hops.unflatten(0, (-1, num_choices)) if output_pooling_attentions and hops is not None else None
+        returned_hops = (
+            hops.unflatten(0, (-1, num_choices)) if output_pooling_attentions and hops is not None else None
+        )
         return CasanMultipleChoiceOutput(
-            loss=add_hop_penalty(self.config, loss, hops),
+            loss=self.pooling.add_penalty(loss, hops),
             logits=logits,
             pooling_attentions=returned_hops,
             **encoder_extras(outputs),

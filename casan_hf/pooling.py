@@ -1,23 +1,40 @@
-"""Structured self-attentive sentence embedding (Lin et al., ICLR 2017), a classifier pooling for CASAN.
+"""The sentence vector of the heads that classify one (sequence classification, multiple choice), chosen by
+`classifier_pooling`:
 
-Instead of one [CLS] vector, r attention hops over the last layer's real tokens each pick out a part of the
-sentence: A = softmax(W_s2 tanh(W_s1 H^T)) (r x n) and M = A H (r x d), flattened for the classifier. The
-penalty ||A A^T - I||_F^2 pushes the hops towards different tokens.
+- `"cls"`: BERT's pooler on [CLS], which lives in the encoder (`bert.pooler.*`) so BERT classifiers load;
+- `"mean"`: the masked mean of the last layer over the real tokens;
+- `"structured"`: the structured self-attentive sentence embedding (Lin et al., ICLR 2017). Instead of one
+  vector, r attention hops over the last layer's real tokens each pick out a part of the sentence:
+  A = softmax(W_s2 tanh(W_s1 H^T)) (r x n) and M = A H (r x d), flattened for the classifier. The penalty
+  ||A A^T - I||_F^2, added to the loss, pushes the hops towards different tokens.
 """
 
 import torch
 from torch import nn
 
+from .context import masked_mean
 
-class StructuredSelfAttentivePooling(nn.Module):
-    """`(batch, n, d)` hidden states -> `(batch, r * d)` sentence vector and the hops A `(batch, r, n)`."""
+
+class SentencePooling(nn.Module):
+    """`(batch, n, d)` last hidden states -> `(batch, output_size)` sentence vector, and the structured hops
+    A `(batch, r, n)` (None for the other poolings). Only `"structured"` has parameters (`hidden` = W_s1 and
+    `hops` = W_s2)."""
 
     def __init__(self, config):
         super().__init__()
-        self.hidden = nn.Linear(config.hidden_size, config.pooling_hidden, bias=False)  # W_s1
-        self.hops = nn.Linear(config.pooling_hidden, config.pooling_hops, bias=False)  # W_s2
+        self.config = config  # the penalty weight is read at each step, so that it may change after building
+        self.kind = config.classifier_pooling
+        self.output_size = config.hidden_size
+        if self.kind == "structured":
+            self.hidden = nn.Linear(config.hidden_size, config.pooling_hidden, bias=False)
+            self.hops = nn.Linear(config.pooling_hidden, config.pooling_hops, bias=False)
+            self.output_size = config.pooling_hops * config.hidden_size
 
-    def forward(self, hidden_states, token_mask=None):
+    def forward(self, hidden_states, token_mask=None, pooler_output=None):
+        if self.kind == "cls":
+            return pooler_output, None
+        if self.kind == "mean":
+            return masked_mean(hidden_states, token_mask), None
         scores = self.hops(torch.tanh(self.hidden(hidden_states))).transpose(1, 2)
         if token_mask is not None:
             # The most negative finite score rather than -inf: padding still gets exactly 0 (exp underflows),
@@ -26,6 +43,12 @@ class StructuredSelfAttentivePooling(nn.Module):
             scores = scores.masked_fill(padding, torch.finfo(scores.dtype).min)
         attention = torch.softmax(scores, dim=-1)
         return torch.bmm(attention, hidden_states).flatten(1), attention
+
+    def add_penalty(self, loss, hops):
+        """The loss with the weighted hop penalty added; the penalty joins only a loss there is to train."""
+        if loss is None or hops is None or self.config.pooling_penalty == 0:
+            return loss
+        return loss + self.config.pooling_penalty * hop_penalty(hops)
 
 
 def hop_penalty(attention):

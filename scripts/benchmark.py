@@ -21,7 +21,7 @@ import torch
 from tqdm.auto import tqdm
 
 from casan_hf import CONTEXT_TYPES
-from casan_hf.benchmarking import (
+from casan_hf.benchmark.runner import (
     benchmark_group,
     build_model,
     default_variants,
@@ -49,7 +49,9 @@ def parse_args():
     parser.add_argument("--device", default="auto", help="auto (cuda when present, else cpu), cpu, cuda, cuda:N")
     parser.add_argument("--dtype", default="float32", choices=list(DTYPES))
     parser.add_argument("--attn", default="sdpa", choices=["sdpa", "eager"], help="attention backend of every model")
-    parser.add_argument("--context-types", nargs="+", default=["none", "global", "deep", "deep_global"], choices=CONTEXT_TYPES)
+    parser.add_argument(
+        "--context-types", nargs="+", default=["none", "global", "deep", "deep_global"], choices=CONTEXT_TYPES
+    )
     parser.add_argument("--rank", type=int, default=DEFAULT_RANK, help="context_rank of the low-rank rows (0: none)")
     parser.add_argument("--warmup", type=int, default=1, help="untimed rounds before the memory round")
     parser.add_argument("--repeats", type=int, default=3, help="timed round-robin rounds")
@@ -86,12 +88,18 @@ def main():
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     if args.threads:
         torch.set_num_threads(args.threads)
-    device = torch.device("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else torch.device(args.device)
+    device = (
+        torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        if args.device == "auto"
+        else torch.device(args.device)
+    )
     dtype = DTYPES[args.dtype]
     variants = default_variants(args.rank, args.context_types)
     balance = machine_balance(device, dtype)
-    logger.info(f"device {device}, dtype {args.dtype}, attention {args.attn}, torch {torch.__version__}, "
-                f"{torch.get_num_threads()} threads, balance {balance:.1f} FLOP/byte")
+    logger.info(
+        f"device {device}, dtype {args.dtype}, attention {args.attn}, torch {torch.__version__}, "
+        f"{torch.get_num_threads()} threads, balance {balance:.1f} FLOP/byte"
+    )
 
     groups = [(size, seq_len) for size in args.sizes for seq_len in args.seq_lens]
     rounds = args.warmup + 1 + args.repeats
@@ -111,8 +119,10 @@ def main():
                 results, models, variants, size, seq_len, batch_size, mode, device, dtype, args.attn, balance, weights
             )
             records.extend(group)
-            progress.write(f"\n{size} ({weights} weights), seq {seq_len}, batch {batch_size}, {mode}, "
-                           f"{device} {args.dtype} {args.attn}:\n{format_table(group)}")
+            progress.write(
+                f"\n{size} ({weights} weights), seq {seq_len}, batch {batch_size}, {mode}, "
+                f"{device} {args.dtype} {args.attn}:\n{format_table(group)}"
+            )
         del models
     progress.close()
     if args.json:

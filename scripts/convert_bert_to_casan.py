@@ -10,89 +10,71 @@ casan_hf installed and `huggingface-cli upload` can publish it as is. The contex
         --output_dir casan-bert-base --context_type deep_global --head sequence-classification --num_labels 2
 """
 
-import argparse
 import os
-from pathlib import Path
+from dataclasses import dataclass, field
 
-from transformers import AutoTokenizer
+from transformers import AutoTokenizer, HfArgumentParser
 
-import casan_hf
-from casan_hf.configuration_casan import (
-    CLASSIFIER_POOLINGS,
-    CONTEXT_OPTIONS,
-    CONTEXT_TARGETS,
-    CONTEXT_TYPES,
-    GATE_KINDS,
-    POOLING_OPTIONS,
-)
-from casan_hf.hub_export import check_output_dir, save_hub_folder
-from casan_hf.model_card import PIPELINE_TAGS, POOLING_HEADS, render_model_card
+from casan_hf import HEAD_CLASSES, HEADS, get_head
+from casan_hf.cli import CasanArguments, PositiveInt
+from casan_hf.hub import check_output_dir, render_model_card, save_hub_folder
 
 
-TEMPLATE_PATH = Path(__file__).resolve().parents[1] / "model_cards" / "README_TEMPLATE.md"
+@dataclass
+class ConvertArguments:
+    """What to convert, into which head, and where to write the Hub folder."""
 
-HEAD_CLASSES = {
-    "base": casan_hf.CasanModel,
-    "sequence-classification": casan_hf.CasanForSequenceClassification,
-    "token-classification": casan_hf.CasanForTokenClassification,
-    "question-answering": casan_hf.CasanForQuestionAnswering,
-    "multiple-choice": casan_hf.CasanForMultipleChoice,
-    "masked-lm": casan_hf.CasanForMaskedLM,
-}
+    model_name_or_path: str = field(metadata={"help": "A BERT checkpoint: local folder or Hub id."})
+    output_dir: str = field(metadata={"help": "Where the Hub-ready folder is written."})
+    overwrite: bool = field(default=False, metadata={"help": "Write into a non-empty --output_dir."})
+    head: str = field(
+        default="base",
+        metadata={"help": "Which model class to save.", "choices": [head.name for head in HEADS]},
+    )
+    num_labels: PositiveInt | None = field(default=None, metadata={"help": "Labels of a classification head."})
+    base_model: str | None = field(
+        default=None,
+        metadata={"help": "Hub id of the source checkpoint for the card (--model_name_or_path if it is a Hub id)."},
+    )
+    model_name: str | None = field(
+        default=None, metadata={"help": "Name on the card and in its code snippet (the output folder's name)."}
+    )
+    license: str = field(default="apache-2.0", metadata={"help": "License on the card."})
 
 
-def positive_int(text):
-    value = int(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
-    return value
+class UnderscoreFlagParser(HfArgumentParser):
+    """HfArgumentParser without its dashed aliases (`--context-type`): one spelling per flag, as this script
+    has always taken, so that a usage error names the flag as it was typed."""
+
+    def add_argument(self, *option_strings, **kwargs):
+        return super().add_argument(*[name for name in option_strings if "-" not in name[2:]], **kwargs)
+
+
+def heads_with(attribute):
+    return " or ".join(head.name for head in HEADS if getattr(head, attribute))
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model_name_or_path", required=True, help="A BERT checkpoint: local folder or Hub id.")
-    parser.add_argument("--output_dir", required=True, help="Where the Hub-ready folder is written.")
-    parser.add_argument("--overwrite", action="store_true", help="Write into a non-empty --output_dir.")
-    parser.add_argument("--head", choices=list(HEAD_CLASSES), default="base", help="Which model class to save (default: base).")
-    parser.add_argument("--num_labels", type=positive_int, help="Labels of a classification head.")
-    parser.add_argument("--context_type", choices=CONTEXT_TYPES, default="deep_global")
-    parser.add_argument("--context_targets", nargs="+", choices=CONTEXT_TARGETS, help="Default: query key.")
-    parser.add_argument("--context_layers", nargs="+", type=int, help="0-based layers that get context (default: all).")
-    parser.add_argument("--gate", choices=GATE_KINDS, help="Default: dynamic.")
-    parser.add_argument("--fixed_gate", type=float, help="The constant gate of --gate fixed, in [0, 1].")
-    parser.add_argument("--gate_bias_init", type=float, help="Initial gate bias (a logit); default -4.")
-    parser.add_argument("--context_rank", type=positive_int, help="Rank of a low-rank U (default: full rank).")
-    parser.add_argument("--context_init_range", type=float, help="Std of the context parameters' initialisation.")
-    parser.add_argument("--classifier_pooling", choices=CLASSIFIER_POOLINGS, help="Sentence vector of a sequence-classification or multiple-choice head: cls (BERT's pooler, default), mean or structured.")
-    parser.add_argument("--pooling_hops", type=positive_int, help="Attention hops r of --classifier_pooling structured (default: 4).")
-    parser.add_argument("--pooling_hidden", type=positive_int, help="Hidden width d_a of the structured pooling's scorer (default: 128).")
-    parser.add_argument("--pooling_penalty", type=float, help="Weight of the structured pooling's ||AA^T - I||^2 penalty (default: 1.0).")
-    parser.add_argument("--base_model", help="Hub id of the source checkpoint for the card (default: --model_name_or_path if it is a Hub id).")
-    parser.add_argument("--model_name", help="Name on the card and in its code snippet (default: the output folder's name).")
-    parser.add_argument("--license", default="apache-2.0", help="License on the card (default: apache-2.0).")
-    args = parser.parse_args(argv)
-    if args.num_labels is not None and args.head not in ("sequence-classification", "token-classification"):
-        parser.error(f"--num_labels needs --head sequence-classification or token-classification, not {args.head!r}")
-    pooling_flags = [f"--{name}" for name in POOLING_OPTIONS if getattr(args, name) is not None]
-    if pooling_flags and args.head not in POOLING_HEADS:
-        parser.error(f"{' '.join(pooling_flags)} needs --head {' or '.join(POOLING_HEADS)}, not {args.head!r}")
+    parser = UnderscoreFlagParser((ConvertArguments, CasanArguments), description=__doc__.split("\n\n")[0])
     try:
+        args, casan_args = parser.parse_args_into_dataclasses(args=argv)
         check_output_dir(args.output_dir, args.overwrite, flag="--overwrite")
     except ValueError as error:
         parser.error(str(error))
-    return parser, args
-
-
-def casan_options(args):
-    """The CASAN options given on the command line; the rest keep CasanConfig's defaults."""
-    return {name: getattr(args, name) for name in CONTEXT_OPTIONS + POOLING_OPTIONS if getattr(args, name) is not None}
+    head = get_head(args.head)
+    if args.num_labels is not None and not head.takes_num_labels:
+        parser.error(f"--num_labels needs --head {heads_with('takes_num_labels')}, not {args.head!r}")
+    pooling_flags = [f"--{name}" for name in casan_args.casan_kwargs("pooling")]
+    if pooling_flags and not head.classifier_pooling:
+        parser.error(f"{' '.join(pooling_flags)} needs --head {heads_with('classifier_pooling')}, not {args.head!r}")
+    return parser, args, casan_args
 
 
 def main(argv=None):
-    parser, args = parse_args(argv)
-    kwargs = casan_options(args)
+    parser, args, casan_args = parse_args(argv)
+    kwargs = casan_args.casan_kwargs()
     if args.num_labels is not None:
-        kwargs["num_labels"] = args.num_labels
+        kwargs["num_labels"] = int(args.num_labels)
     try:
         model = HEAD_CLASSES[args.head].from_pretrained(args.model_name_or_path, **kwargs)
     except ValueError as error:
@@ -100,7 +82,6 @@ def main(argv=None):
     tokenizer = AutoTokenizer.from_pretrained(args.model_name_or_path)
     model_name = args.model_name or os.path.basename(os.path.normpath(args.output_dir))
     card = render_model_card(
-        TEMPLATE_PATH,
         model,
         model_name,
         head=args.head,
@@ -108,7 +89,7 @@ def main(argv=None):
         license=args.license,
     )
     save_hub_folder(args.output_dir, model, tokenizer, card, overwrite=args.overwrite)
-    print(f"Saved {type(model).__name__} ({args.context_type} context, pipeline {PIPELINE_TAGS[args.head]}) to {args.output_dir}")
+    print(f"Saved {type(model).__name__} ({model.config.context_type} context) to {args.output_dir}")
 
 
 if __name__ == "__main__":

@@ -47,15 +47,25 @@ def figure_size(num_tokens, num_layers, num_maps, num_hops=0, has_gates=True):
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--model", required=True, help="CASAN or BERT checkpoint: a folder or a Hub id.")
-    parser.add_argument("--tokenizer", help="Tokenizer folder or Hub id, if the checkpoint has none (default: --model).")
+    parser.add_argument(
+        "--tokenizer", help="Tokenizer folder or Hub id, if the checkpoint has none (default: --model)."
+    )
     parser.add_argument("--text", required=True, help="The sentence to look at.")
     parser.add_argument("--text-pair", help="A second sentence, for sentence-pair models.")
     parser.add_argument("--out", required=True, help="PNG file to write.")
-    parser.add_argument("--layers", type=int, nargs="+", help="0-based layers whose attention to draw (default: the last).")
-    parser.add_argument("--heads", type=int, nargs="+", help="0-based heads to draw in each chosen layer (default: all).")
-    parser.add_argument("--max-tokens", type=int, default=64, help="Cut the text(s) to this many tokens (default: 64).")
+    parser.add_argument(
+        "--layers", type=int, nargs="+", help="0-based layers whose attention to draw (default: the last)."
+    )
+    parser.add_argument(
+        "--heads", type=int, nargs="+", help="0-based heads to draw in each chosen layer (default: all)."
+    )
+    parser.add_argument(
+        "--max-tokens", type=int, default=64, help="Cut the text(s) to this many tokens (default: 64)."
+    )
     parser.add_argument("--dpi", type=int, default=100, help="Resolution of the PNG (default: 100).")
     args = parser.parse_args(argv)
     if args.dpi <= 0:
@@ -64,7 +74,9 @@ def parse_args(argv=None):
         parser.error(f"--max-tokens must be at least 3 (room for the special tokens); got {args.max_tokens}.")
 
     config = AutoConfig.from_pretrained(args.model)
-    args.layers = check_indices(parser, "--layers", args.layers, config.num_hidden_layers, "layers", config.num_hidden_layers - 1)
+    args.layers = check_indices(
+        parser, "--layers", args.layers, config.num_hidden_layers, "layers", config.num_hidden_layers - 1
+    )
     args.heads = check_indices(parser, "--heads", args.heads, config.num_attention_heads, "heads", None)
     return args
 
@@ -75,7 +87,9 @@ def check_indices(parser, flag, indices, count, noun, default):
         return list(range(count)) if default is None else [default]
     wrong = [index for index in indices if not 0 <= index < count]
     if wrong:
-        parser.error(f"{flag} {' '.join(map(str, wrong))} out of range: the model has {count} {noun} (allowed 0..{count - 1}).")
+        parser.error(
+            f"{flag} {' '.join(map(str, wrong))} out of range: the model has {count} {noun} (allowed 0..{count - 1})."
+        )
     return list(dict.fromkeys(indices))
 
 
@@ -112,7 +126,9 @@ def plot(inspection, layers, heads, title, dpi=100):
         top, bottom = None, figure
 
     if top is not None:
-        panels = ([("query gate λ_Q", inspection.query_gates), ("key gate λ_K", inspection.key_gates)] if has_gates else [])
+        panels = (
+            [("query gate λ_Q", inspection.query_gates), ("key gate λ_K", inspection.key_gates)] if has_gates else []
+        )
         ratios = [num_layers] * len(panels) + ([num_hops] if num_hops else [])
         axes = top.subplots(1, len(ratios), width_ratios=ratios, sharey=True, squeeze=False)[0]
         layer_names = [str(layer) for layer in range(num_layers)]
@@ -120,12 +136,22 @@ def plot(inspection, layers, heads, title, dpi=100):
             # One scale for both, spanning the gated values only: gates near their initial value still vary.
             gated = np.concatenate([values[values != 0].numpy() for _, values in panels])
             vmin, vmax = (float(gated.min()), float(gated.max())) if gated.size else (0.0, 1.0)
-            for ax, (name, values) in zip(axes, panels):
+            # The hops panel, if any, comes after the gate panels: zip stops at the gates.
+            for ax, (name, values) in zip(axes, panels, strict=False):
                 image = heatmap(ax, values.T.numpy(), tokens, layer_names, "viridis", vmin, vmax, name)
                 ax.set_xlabel("layer (grey: no context)")
             top.colorbar(image, ax=axes[: len(panels)].tolist(), label="gate (shared scale)", shrink=0.9)
         if num_hops:
-            image = heatmap(axes[-1], hops.T.numpy(), tokens, [str(h) for h in range(num_hops)], "magma", 0.0, None, "pooling hops A")
+            image = heatmap(
+                axes[-1],
+                hops.T.numpy(),
+                tokens,
+                [str(h) for h in range(num_hops)],
+                "magma",
+                0.0,
+                None,
+                "pooling hops A",
+            )
             axes[-1].set_xlabel("hop")
             top.colorbar(image, ax=axes[-1], label="weight", shrink=0.9)
         for ax in axes:
@@ -135,7 +161,7 @@ def plot(inspection, layers, heads, title, dpi=100):
     axes = bottom.subplots(rows, min(len(maps), MAPS_PER_ROW), squeeze=False)
     for ax in axes.flat[len(maps) :]:
         ax.set_axis_off()
-    for ax, (layer, head) in zip(axes.flat, maps):
+    for ax, (layer, head) in zip(axes.flat, maps, strict=False):  # spare axes of a last row were switched off
         image = ax.imshow(inspection.attentions[layer, head].numpy(), cmap="Blues", vmin=0.0, interpolation="nearest")
         ax.set_xticks(range(num_tokens), tokens, rotation=90)
         ax.set_yticks(range(num_tokens), tokens)

@@ -16,16 +16,18 @@ import os
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function
 
-from casan_hf.benchmarking import Variant, build_model, make_step, random_inputs, reference_bert
-from casan_hf.context_attention import CasanContextMixer
+from casan_hf.benchmark.runner import Variant, build_model, make_step, random_inputs, reference_bert
+from casan_hf.context import CasanContextMixer
 
 
 def label_context_mixers(model):
     """Wraps every context mixer's forward in a profiler range, so that its total time is one row."""
+    ranges = []  # one stack: a mixer's range opens and closes before the next mixer runs
     for module in model.modules():
         if isinstance(module, CasanContextMixer):
-            ranges = []
-            module.register_forward_pre_hook(lambda *_: ranges.append(record_function("casan.context_mixer").__enter__()))
+            module.register_forward_pre_hook(
+                lambda *_: ranges.append(record_function("casan.context_mixer").__enter__())
+            )
             module.register_forward_hook(lambda *_: ranges.pop().__exit__(None, None, None))
 
 

@@ -27,11 +27,11 @@ import datasets
 import numpy as np
 import transformers
 from transformers import (
-    PreTrainedConfig,
     AutoTokenizer,
     BertForSequenceClassification,
     DataCollatorWithPadding,
     HfArgumentParser,
+    PreTrainedConfig,
     Trainer,
     TrainingArguments,
     default_data_collator,
@@ -40,53 +40,40 @@ from transformers import (
 from transformers.trainer_utils import get_last_checkpoint
 
 import casan_hf
-from casan_hf.configuration_casan import (
-    CLASSIFIER_POOLINGS,
-    CONTEXT_OPTIONS,
-    CONTEXT_TARGETS,
-    CONTEXT_TYPES,
-    GATE_KINDS,
-    POOLING_OPTIONS,
-)
-from casan_hf.glue_data import load_glue_data
-from casan_hf.glue_tasks import GLUE_TASKS
-from casan_hf.hub_export import check_output_dir, write_model_card
-from casan_hf.metrics import load_glue_metric
-from casan_hf.model_card import render_model_card
+from casan_hf.cli import CasanArguments
+from casan_hf.glue.data import load_glue_data
+from casan_hf.glue.metrics import load_glue_metric
+from casan_hf.glue.tasks import GLUE_TASKS
+from casan_hf.hub import check_output_dir, render_model_card, write_model_card
 
 
 logger = logging.getLogger(__name__)
 
-TEMPLATE_PATH = Path(__file__).resolve().parents[1] / "model_cards" / "README_TEMPLATE.md"
-
 
 @dataclass
 class ModelArguments:
-    """Which checkpoint to start from and, for a BERT checkpoint, how to make it context-aware."""
+    """Which checkpoint to start from (how a BERT checkpoint is made context-aware: `CasanArguments`)."""
 
-    model_name_or_path: str = field(metadata={"help": "A BERT checkpoint (converted) or a CASAN checkpoint (continued): folder or Hub id."})
-    baseline: bool = field(default=False, metadata={"help": "Fine-tune the unmodified BERT (BertForSequenceClassification) with the same settings."})
-    context_type: str | None = field(default=None, metadata={"help": "Context of a converted BERT (default: deep_global).", "choices": CONTEXT_TYPES})
-    context_targets: list[str] | None = field(default=None, metadata={"help": "query and/or key (default: both).", "choices": CONTEXT_TARGETS})
-    context_layers: list[int] | None = field(default=None, metadata={"help": "0-based layers that get context (default: all)."})
-    gate: str | None = field(default=None, metadata={"help": "dynamic (the paper's) or fixed.", "choices": GATE_KINDS})
-    fixed_gate: float | None = field(default=None, metadata={"help": "The constant gate of --gate fixed, in [0, 1]."})
-    gate_bias_init: float | None = field(default=None, metadata={"help": "Initial gate bias, a logit (default: -4)."})
-    context_rank: int | None = field(default=None, metadata={"help": "Rank of a low-rank U (default: full rank)."})
-    context_init_range: float | None = field(default=None, metadata={"help": "Std of the context parameters' initialisation."})
-    classifier_pooling: str | None = field(default=None, metadata={"help": "Sentence vector of the classifier: cls (BERT's pooler, default), mean or structured (Lin et al. 2017).", "choices": CLASSIFIER_POOLINGS})
-    pooling_hops: int | None = field(default=None, metadata={"help": "Attention hops r of --classifier_pooling structured (default: 4)."})
-    pooling_hidden: int | None = field(default=None, metadata={"help": "Hidden width d_a of the structured pooling's scorer (default: 128)."})
-    pooling_penalty: float | None = field(default=None, metadata={"help": "Weight of the structured pooling's ||AA^T - I||^2 penalty (default: 1.0)."})
+    model_name_or_path: str = field(
+        metadata={"help": "A BERT checkpoint (converted) or a CASAN checkpoint (continued): folder or Hub id."}
+    )
+    baseline: bool = field(
+        default=False,
+        metadata={"help": "Fine-tune the unmodified BERT (BertForSequenceClassification) with the same settings."},
+    )
     tokenizer_name: str | None = field(default=None, metadata={"help": "Tokenizer, if not the checkpoint's own."})
     cache_dir: str | None = field(default=None, metadata={"help": "Where downloaded models and data are stored."})
-    ignore_mismatched_sizes: bool = field(default=False, metadata={"help": "Re-initialise a classifier whose label count differs."})
-    base_model: str | None = field(default=None, metadata={"help": "Hub id of the starting checkpoint, for the model card (default: --model_name_or_path if it is a Hub id)."})
+    ignore_mismatched_sizes: bool = field(
+        default=False, metadata={"help": "Re-initialise a classifier whose label count differs."}
+    )
+    base_model: str | None = field(
+        default=None,
+        metadata={
+            "help": "Hub id of the starting checkpoint, for the model card "
+            "(default: --model_name_or_path if it is a Hub id)."
+        },
+    )
     license: str = field(default="apache-2.0", metadata={"help": "License written on the model card."})
-
-    def context_kwargs(self):
-        """The CASAN options (context and classifier pooling) set on the command line; the others keep their defaults."""
-        return {name: getattr(self, name) for name in CONTEXT_OPTIONS + POOLING_OPTIONS if getattr(self, name) is not None}
 
 
 @dataclass
@@ -94,16 +81,25 @@ class DataTrainingArguments:
     """What data to train and evaluate on."""
 
     task_name: str | None = field(default=None, metadata={"help": "The GLUE task.", "choices": list(GLUE_TASKS)})
-    glue_dir: str | None = field(default=None, metadata={"help": "Folder of the original GLUE TSVs (<dir>/RTE/train.tsv, ...); default: the Hub."})
+    glue_dir: str | None = field(
+        default=None,
+        metadata={"help": "Folder of the original GLUE TSVs (<dir>/RTE/train.tsv, ...); default: the Hub."},
+    )
     train_file: str | None = field(default=None, metadata={"help": "Your own training data (csv or json)."})
     validation_file: str | None = field(default=None, metadata={"help": "Your own validation data (csv or json)."})
     max_seq_length: int = field(default=128, metadata={"help": "Longer inputs are truncated."})
-    pad_to_max_length: bool = field(default=True, metadata={"help": "Pad every input to max_seq_length (else pad each batch)."})
+    pad_to_max_length: bool = field(
+        default=True, metadata={"help": "Pad every input to max_seq_length (else pad each batch)."}
+    )
     max_train_samples: int | None = field(default=None, metadata={"help": "Keep the first N training examples."})
-    max_eval_samples: int | None = field(default=None, metadata={"help": "Keep the first N examples of each dev split."})
+    max_eval_samples: int | None = field(
+        default=None, metadata={"help": "Keep the first N examples of each dev split."}
+    )
     overwrite_cache: bool = field(default=False, metadata={"help": "Recompute the tokenised data."})
     preprocessing_num_workers: int | None = field(default=None, metadata={"help": "Processes for tokenisation."})
-    overwrite_output_dir: bool = field(default=False, metadata={"help": "Write into a non-empty --output_dir (without it, the run stops)."})
+    overwrite_output_dir: bool = field(
+        default=False, metadata={"help": "Write into a non-empty --output_dir (without it, the run stops)."}
+    )
 
 
 class GlueTrainer(Trainer):
@@ -118,19 +114,27 @@ class GlueTrainer(Trainer):
         if not self.is_world_process_zero():
             return
         model_name = self.args.hub_model_id or Path(self.args.output_dir).name
-        card = render_model_card(TEMPLATE_PATH, self.model, model_name, eval_metrics=self.card_eval_metrics, **self.card_kwargs)
+        card = render_model_card(self.model, model_name, eval_metrics=self.card_eval_metrics, **self.card_kwargs)
         write_model_card(self.args.output_dir, card)
 
 
 def parse_args():
-    parser = HfArgumentParser((ModelArguments, DataTrainingArguments, TrainingArguments))
-    if len(sys.argv) == 2 and sys.argv[1].endswith(".json"):
-        return parser.parse_json_file(json_file=os.path.abspath(sys.argv[1]))
-    return parser.parse_args_into_dataclasses()
+    """The four argument groups; a bad CASAN option value is a usage error, as a bad choice is."""
+    parser = HfArgumentParser((ModelArguments, CasanArguments, DataTrainingArguments, TrainingArguments))
+    try:
+        if len(sys.argv) == 2 and sys.argv[1].endswith(".json"):
+            return parser.parse_json_file(json_file=os.path.abspath(sys.argv[1]))
+        return parser.parse_args_into_dataclasses()
+    except ValueError as error:
+        parser.error(str(error))
 
 
 def setup_logging(training_args):
-    logging.basicConfig(format="%(asctime)s - %(levelname)s - %(name)s - %(message)s", datefmt="%m/%d/%Y %H:%M:%S", handlers=[logging.StreamHandler(sys.stdout)])
+    logging.basicConfig(
+        format="%(asctime)s - %(levelname)s - %(name)s - %(message)s",
+        datefmt="%m/%d/%Y %H:%M:%S",
+        handlers=[logging.StreamHandler(sys.stdout)],
+    )
     if training_args.should_log:
         transformers.utils.logging.set_verbosity_info()
     log_level = training_args.get_process_log_level()
@@ -154,32 +158,53 @@ def find_checkpoint(training_args, data_args):
     if last_checkpoint is None:
         check_output_dir(output_dir, data_args.overwrite_output_dir, flag="--overwrite_output_dir")
     else:
-        logger.info(f"Checkpoint detected, resuming training at {last_checkpoint}. Pass --overwrite_output_dir to train from scratch.")
+        logger.info(
+            f"Checkpoint detected, resuming training at {last_checkpoint}. "
+            "Pass --overwrite_output_dir to train from scratch."
+        )
     return last_checkpoint
 
 
-def load_model(model_args, glue_data):
+def load_model(model_args, casan_args, glue_data):
     """BERT for --baseline; otherwise CASAN, converted from BERT or continued from a CASAN checkpoint."""
     saved = PreTrainedConfig.get_config_dict(model_args.model_name_or_path, cache_dir=model_args.cache_dir)[0]
     model_type = saved.get("model_type")
-    label_kwargs = {"num_labels": 1} if glue_data.is_regression else {
-        "num_labels": len(glue_data.label_names),
-        "id2label": dict(enumerate(glue_data.label_names)),
-        "label2id": {name: index for index, name in enumerate(glue_data.label_names)},
+    label_kwargs = (
+        {"num_labels": 1}
+        if glue_data.is_regression
+        else {
+            "num_labels": len(glue_data.label_names),
+            "id2label": dict(enumerate(glue_data.label_names)),
+            "label2id": {name: index for index, name in enumerate(glue_data.label_names)},
+        }
+    )
+    common = {
+        "cache_dir": model_args.cache_dir,
+        "ignore_mismatched_sizes": model_args.ignore_mismatched_sizes,
+        **label_kwargs,
     }
-    common = {"cache_dir": model_args.cache_dir, "ignore_mismatched_sizes": model_args.ignore_mismatched_sizes, **label_kwargs}
     if model_args.baseline:
-        if model_args.context_kwargs():
-            raise ValueError(f"--baseline fine-tunes plain BERT; drop the context options {sorted(model_args.context_kwargs())}.")
+        if casan_args.casan_kwargs():
+            raise ValueError(
+                f"--baseline fine-tunes plain BERT; drop the context options {sorted(casan_args.casan_kwargs())}."
+            )
         if model_type != "bert":
-            raise ValueError(f"--baseline needs a BERT checkpoint (model_type 'bert'); {model_args.model_name_or_path!r} has model_type {model_type!r}.")
+            raise ValueError(
+                f"--baseline needs a BERT checkpoint (model_type 'bert'); {model_args.model_name_or_path!r} "
+                f"has model_type {model_type!r}."
+            )
         return BertForSequenceClassification.from_pretrained(model_args.model_name_or_path, **common)
-    return casan_hf.CasanForSequenceClassification.from_pretrained(model_args.model_name_or_path, **common, **model_args.context_kwargs())
+    return casan_hf.CasanForSequenceClassification.from_pretrained(
+        model_args.model_name_or_path, **common, **casan_args.casan_kwargs()
+    )
 
 
 def tokenize(glue_data, tokenizer, data_args, training_args):
     if data_args.max_seq_length > tokenizer.model_max_length:
-        logger.warning(f"--max_seq_length {data_args.max_seq_length} is longer than the model's maximum ({tokenizer.model_max_length}); using {tokenizer.model_max_length}.")
+        logger.warning(
+            f"--max_seq_length {data_args.max_seq_length} is longer than the model's maximum "
+            f"({tokenizer.model_max_length}); using {tokenizer.model_max_length}."
+        )
     max_seq_length = min(data_args.max_seq_length, tokenizer.model_max_length)
     padding = "max_length" if data_args.pad_to_max_length else False
 
@@ -213,7 +238,7 @@ def metrics_function(glue_data, task_name):
     return compute_metrics
 
 
-def prepare(model_args, data_args, training_args):
+def prepare(model_args, casan_args, data_args, training_args):
     """Everything that can fail on bad input, before any training: output folder, data, model, tokenizer."""
     if not (training_args.do_train or training_args.do_eval):
         raise ValueError("Nothing to do: pass --do_train and/or --do_eval.")
@@ -232,21 +257,24 @@ def prepare(model_args, data_args, training_args):
             cache_dir=model_args.cache_dir,
         )
     set_seed(training_args.seed)
-    model = load_model(model_args, glue_data)
-    tokenizer = AutoTokenizer.from_pretrained(model_args.tokenizer_name or model_args.model_name_or_path, cache_dir=model_args.cache_dir)
+    model = load_model(model_args, casan_args, glue_data)
+    tokenizer = AutoTokenizer.from_pretrained(
+        model_args.tokenizer_name or model_args.model_name_or_path, cache_dir=model_args.cache_dir
+    )
     return checkpoint, glue_data, model, tokenizer
 
 
 def main():
-    model_args, data_args, training_args = parse_args()
+    model_args, casan_args, data_args, training_args = parse_args()
     setup_logging(training_args)
     logger.warning(
         f"Process rank: {training_args.process_index}, device: {training_args.device}, n_gpu: {training_args.n_gpu}, "
-        f"distributed training: {training_args.parallel_mode.value == 'distributed'}, 16-bits training: {training_args.fp16 or training_args.bf16}"
+        f"distributed training: {training_args.parallel_mode.value == 'distributed'}, "
+        f"16-bits training: {training_args.fp16 or training_args.bf16}"
     )
     logger.info(f"Training/evaluation parameters {training_args}")
     try:
-        checkpoint, glue_data, model, tokenizer = prepare(model_args, data_args, training_args)
+        checkpoint, glue_data, model, tokenizer = prepare(model_args, casan_args, data_args, training_args)
     except ValueError as error:
         logger.error(str(error))
         sys.exit(f"run_glue.py: error: {error}")
@@ -254,7 +282,13 @@ def main():
     tokenized = tokenize(glue_data, tokenizer, data_args, training_args)
     train_dataset = take(tokenized["train"], data_args.max_train_samples) if training_args.do_train else None
     eval_datasets = {split: take(tokenized[split], data_args.max_eval_samples) for split in glue_data.eval_splits}
-    collator = default_data_collator if data_args.pad_to_max_length else DataCollatorWithPadding(tokenizer, pad_to_multiple_of=8 if training_args.fp16 or training_args.bf16 else None)
+    collator = (
+        default_data_collator
+        if data_args.pad_to_max_length
+        else DataCollatorWithPadding(
+            tokenizer, pad_to_multiple_of=8 if training_args.fp16 or training_args.bf16 else None
+        )
+    )
 
     card_kwargs = {
         "head": "sequence-classification",

@@ -1,13 +1,15 @@
 """Every context option is checked wherever it can enter: constructor, attribute, from_pretrained kwargs,
 a loaded config.json; and a saved config carries the auto_map for all seven auto classes."""
 
+import dataclasses
 import json
 
 import pytest
 from transformers import AutoConfig, BertConfig, BertModel
 
 from casan_hf import CasanConfig, CasanForSequenceClassification, CasanModel
-from casan_hf.configuration_casan import _CHECKS, AUTO_MAP, CONTEXT_OPTIONS, POOLING_OPTIONS
+from casan_hf.cli import CasanArguments
+from casan_hf.configuration_casan import _CHECKS, AUTO_MAP, OPTION_GROUPS, OPTIONS, option_names
 
 
 TINY = dict(vocab_size=99, hidden_size=32, num_hidden_layers=3, num_attention_heads=4, intermediate_size=37)
@@ -127,8 +129,16 @@ def test_config_round_trip_keeps_every_field(tmp_path):
     assert saved["auto_map"] == AUTO_MAP
     loaded = AutoConfig.from_pretrained(tmp_path)
     assert isinstance(loaded, CasanConfig)
-    for name in ("context_type", "context_targets", "context_layers", "gate", "fixed_gate", "gate_bias_init",
-                 "context_rank", "context_init_range"):
+    for name in (
+        "context_type",
+        "context_targets",
+        "context_layers",
+        "gate",
+        "fixed_gate",
+        "gate_bias_init",
+        "context_rank",
+        "context_init_range",
+    ):
         assert getattr(loaded, name) == getattr(config, name), name
     assert loaded.context_layers == [1, 2]
 
@@ -141,4 +151,7 @@ def test_converted_bert_config_is_a_casan_config(tmp_path):
 
 
 def test_the_option_groups_the_scripts_expose_are_exactly_the_checked_options():
-    assert sorted(CONTEXT_OPTIONS + POOLING_OPTIONS) == sorted(_CHECKS)
+    assert sorted(option_names(*OPTION_GROUPS)) == sorted(_CHECKS)
+    assert [field.name for field in dataclasses.fields(CasanArguments)] == [option.name for option in OPTIONS]
+    assert sorted(_CHECKS) == sorted(field.name for field in dataclasses.fields(CasanConfig) if field.name in _CHECKS)
+

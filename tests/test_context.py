@@ -2,11 +2,12 @@
 
 import pytest
 import torch
+from tiny_models import CONTEXT_TYPES, padded_batch, tiny_config
 from torch.nn import functional as F
 
 from casan_hf import CasanConfig, CasanModel
-from casan_hf.context_attention import CasanContextMixer
-from tiny_models import CONTEXT_TYPES, padded_batch, tiny_config
+from casan_hf.context import CasanContextMixer
+
 
 LENGTHS = [11, 4, 7, 1]
 
@@ -33,9 +34,9 @@ def test_mixer_follows_the_paper(context_type, rank):
     else:
         context = torch.randn(batch, config.context_size(layer))
         concatenated = context[:, None, :].expand(batch, n, -1)
-    states = {"query": torch.randn(batch, n, d), "key": torch.randn(batch, n, d)}
-    original = dict(states)
-    gates = mixer(states, context)
+    original = {"query": torch.randn(batch, n, d), "key": torch.randn(batch, n, d)}
+    query, key, gates = mixer(original["query"], original["key"], context)
+    states = {"query": query, "key": key}
     for index, target in enumerate(("query", "key")):
         width = d if rank is None else rank
         u = mixer.context_weight[index * width : (index + 1) * width].T
@@ -44,7 +45,7 @@ def test_mixer_follows_the_paper(context_type, rank):
         cu = concatenated @ u
         x = original[target]
         lam = torch.sigmoid(x @ mixer.gate_hidden[index] + cu @ mixer.gate_context[index] + mixer.gate_bias[index])
-        torch.testing.assert_close(gates[target], lam)
+        torch.testing.assert_close(gates[:, index], lam)
         torch.testing.assert_close(states[target], (1 - lam[..., None]) * x + lam[..., None] * cu)
 
 
@@ -53,11 +54,10 @@ def test_fixed_gate_mixes_with_a_constant():
     mixer = CasanContextMixer(config, config.hidden_size)
     torch.nn.init.normal_(mixer.context_weight)
     assert not hasattr(mixer, "gate_bias")
-    context, key = torch.randn(2, 32), torch.randn(2, 5, 32)
-    states = {"query": torch.randn(2, 5, 32), "key": key}
-    gates = mixer(states, context)
-    assert set(gates) == {"key"}
-    torch.testing.assert_close(states["key"], 0.7 * key + 0.3 * F.linear(context, mixer.context_weight)[:, None])
+    context, query, key = torch.randn(2, 32), torch.randn(2, 5, 32), torch.randn(2, 5, 32)
+    mixed_query, mixed_key, gates = mixer(query, key, context)
+    assert torch.equal(mixed_query, query) and torch.all(gates[:, 0] == 0) and torch.all(gates[:, 1] == 0.3)
+    torch.testing.assert_close(mixed_key, 0.7 * key + 0.3 * F.linear(context, mixer.context_weight)[:, None])
 
 
 @pytest.mark.parametrize("attn_implementation", ["eager", "sdpa"])
@@ -77,7 +77,7 @@ def test_padding_does_not_change_real_tokens(context_type, attn_implementation):
         for outputs in (batched, noisy):
             diff = (outputs.last_hidden_state[row, :length] - alone.last_hidden_state[0]).abs().max()
             assert diff <= 1e-5, f"row {row}: {diff}"
-            for layer_gates, alone_gates in zip(outputs.context_gates, alone.context_gates):
+            for layer_gates, alone_gates in zip(outputs.context_gates, alone.context_gates, strict=True):
                 assert (layer_gates[row, :, :length] - alone_gates[0]).abs().max() <= 1e-5
 
 
@@ -151,8 +151,8 @@ def test_parameter_counts_match_the_design_note():
     d, layers = 768, 12
     gates = layers * (4 * d + 2)
     assert context_parameters("global") == layers * 2 * d * d + gates
-    assert context_parameters("deep") == sum(2 * d * l * d for l in range(layers)) + (layers - 1) * (4 * d + 2)
-    assert context_parameters("deep_global") == sum(2 * d * (l + 1) * d for l in range(layers)) + gates
+    assert context_parameters("deep") == sum(2 * d * layer * d for layer in range(layers)) + (layers - 1) * (4 * d + 2)
+    assert context_parameters("deep_global") == sum(2 * d * (layer + 1) * d for layer in range(layers)) + gates
     assert round(context_parameters("deep_global") / 1e6) == 92
     assert round(context_parameters("deep") / 1e6) == 78
 
@@ -169,3 +169,4 @@ def test_low_rank_runs_for_every_context(rank):
         model = CasanModel(tiny_config(context_type=context_type, context_rank=rank)).eval()
         outputs = run(model, *padded_batch([5, 3]))
         assert torch.isfinite(outputs.last_hidden_state).all()
+

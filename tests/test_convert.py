@@ -6,14 +6,16 @@ import sys
 
 import pytest
 import torch
+from glue_helpers import CONVERT, card_metadata, make_tiny_bert, read_json
 from transformers import AutoTokenizer, BertModel
 
 from casan_hf import CasanForSequenceClassification, CasanModel
-from glue_helpers import CONVERT, card_metadata, make_tiny_bert, read_json
 
 
 def convert(*args, cwd):
-    return subprocess.run([sys.executable, str(CONVERT), *map(str, args)], cwd=cwd, capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, str(CONVERT), *map(str, args)], cwd=cwd, capture_output=True, text=True, timeout=300
+    )
 
 
 @pytest.fixture(scope="module")
@@ -32,21 +34,48 @@ def tiny_bert(tmp_path_factory, minilm_path):
 
 def test_real_minilm_converts_to_a_hub_folder(minilm_path, tmp_path):
     output_dir = tmp_path / "minilm-casan-global"
-    result = convert("--model_name_or_path", minilm_path, "--output_dir", output_dir, "--context_type", "global", "--head", "sequence-classification", "--num_labels", "3", "--base_model", "sentence-transformers/all-MiniLM-L6-v2", cwd=tmp_path)
+    result = convert(
+        "--model_name_or_path",
+        minilm_path,
+        "--output_dir",
+        output_dir,
+        "--context_type",
+        "global",
+        "--head",
+        "sequence-classification",
+        "--num_labels",
+        "3",
+        "--base_model",
+        "sentence-transformers/all-MiniLM-L6-v2",
+        cwd=tmp_path,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     files = {path.name for path in output_dir.iterdir()}
-    assert {"model.safetensors", "config.json", "configuration_casan.py", "modeling_casan.py", "tokenizer.json", "tokenizer_config.json", "README.md"} <= files
+    assert {
+        "model.safetensors",
+        "config.json",
+        "configuration_casan.py",
+        "modeling_casan.py",
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "README.md",
+    } <= files
     config = read_json(output_dir / "config.json")
     assert config["model_type"] == "casan_bert" and config["context_type"] == "global" and len(config["id2label"]) == 3
     assert len(config["auto_map"]) == 7
     meta = card_metadata(output_dir)
-    assert meta["base_model"] == "sentence-transformers/all-MiniLM-L6-v2" and meta["pipeline_tag"] == "text-classification"
+    assert (
+        meta["base_model"] == "sentence-transformers/all-MiniLM-L6-v2"
+        and meta["pipeline_tag"] == "text-classification"
+    )
     assert {"casan", "casan-global"} <= set(meta["tags"]) and "model-index" not in meta  # nothing measured yet
     assert "trust_remote_code=True" in (output_dir / "README.md").read_text()
     # The BERT weights arrive unchanged.
     bert = BertModel.from_pretrained(minilm_path, add_pooling_layer=False)
     casan = CasanModel.from_pretrained(output_dir)
-    torch.testing.assert_close(casan.embeddings.word_embeddings.weight, bert.embeddings.word_embeddings.weight, rtol=0, atol=0)
+    torch.testing.assert_close(
+        casan.embeddings.word_embeddings.weight, bert.embeddings.word_embeddings.weight, rtol=0, atol=0
+    )
     assert AutoTokenizer.from_pretrained(output_dir).vocab == AutoTokenizer.from_pretrained(minilm_path).vocab
 
 
@@ -57,17 +86,53 @@ def test_refuses_a_non_empty_folder_unless_told(convert_main, tiny_bert, tmp_pat
     with pytest.raises(SystemExit) as exit_info:
         convert_main(["--model_name_or_path", tiny_bert, "--output_dir", str(output_dir)])
     assert exit_info.value.code == 2
-    assert f"error: Output folder '{output_dir}' already exists and is not empty; pass --overwrite" in capsys.readouterr().err
+    assert (
+        f"error: Output folder '{output_dir}' already exists and is not empty; pass --overwrite"
+        in capsys.readouterr().err
+    )
     assert [path.name for path in output_dir.iterdir()] == ["notes.txt"]
-    convert_main(["--model_name_or_path", tiny_bert, "--output_dir", str(output_dir), "--overwrite", "--context_type", "deep", "--context_rank", "4", "--head", "masked-lm"])
+    convert_main(
+        [
+            "--model_name_or_path",
+            tiny_bert,
+            "--output_dir",
+            str(output_dir),
+            "--overwrite",
+            "--context_type",
+            "deep",
+            "--context_rank",
+            "4",
+            "--head",
+            "masked-lm",
+        ]
+    )
     config = read_json(output_dir / "config.json")
-    assert (config["context_type"], config["context_rank"], config["architectures"]) == ("deep", 4, ["CasanForMaskedLM"])
+    assert (config["context_type"], config["context_rank"], config["architectures"]) == (
+        "deep",
+        4,
+        ["CasanForMaskedLM"],
+    )
     assert card_metadata(output_dir)["pipeline_tag"] == "fill-mask" and (output_dir / "notes.txt").exists()
 
 
 def test_pooling_options_reach_the_classifier(convert_main, tiny_bert, tmp_path):
     output_dir = tmp_path / "out"
-    convert_main(["--model_name_or_path", tiny_bert, "--output_dir", str(output_dir), "--head", "sequence-classification", "--classifier_pooling", "structured", "--pooling_hops", "3", "--pooling_hidden", "16"])
+    convert_main(
+        [
+            "--model_name_or_path",
+            tiny_bert,
+            "--output_dir",
+            str(output_dir),
+            "--head",
+            "sequence-classification",
+            "--classifier_pooling",
+            "structured",
+            "--pooling_hops",
+            "3",
+            "--pooling_hidden",
+            "16",
+        ]
+    )
     config = read_json(output_dir / "config.json")
     assert (config["classifier_pooling"], config["pooling_hops"], config["pooling_hidden"]) == ("structured", 3, 16)
     model = CasanForSequenceClassification.from_pretrained(output_dir)
@@ -82,12 +147,27 @@ def test_pooling_options_reach_the_classifier(convert_main, tiny_bert, tmp_path)
         (["--context_type", "local"], "argument --context_type: invalid choice: 'local'"),
         (["--head", "seq2seq"], "argument --head: invalid choice: 'seq2seq'"),
         (["--context_rank", "0"], "argument --context_rank: must be a positive integer, got 0"),
-        (["--num_labels", "3"], "--num_labels needs --head sequence-classification or token-classification, not 'base'"),
+        (
+            ["--num_labels", "3"],
+            "--num_labels needs --head sequence-classification or token-classification, not 'base'",
+        ),
         (["--gate", "fixed", "--fixed_gate", "1.5"], "`fixed_gate` must be a number in [0, 1]; got 1.5"),
-        (["--classifier_pooling", "structured"], "--classifier_pooling needs --head sequence-classification or multiple-choice, not 'base'"),
-        (["--head", "sequence-classification", "--classifier_pooling", "attention"], "argument --classifier_pooling: invalid choice: 'attention'"),
-        (["--head", "multiple-choice", "--pooling_hops", "0"], "argument --pooling_hops: must be a positive integer, got 0"),
-        (["--head", "sequence-classification", "--pooling_penalty", "-1"], "`pooling_penalty` must be a finite number >= 0"),
+        (
+            ["--classifier_pooling", "structured"],
+            "--classifier_pooling needs --head sequence-classification or multiple-choice, not 'base'",
+        ),
+        (
+            ["--head", "sequence-classification", "--classifier_pooling", "attention"],
+            "argument --classifier_pooling: invalid choice: 'attention'",
+        ),
+        (
+            ["--head", "multiple-choice", "--pooling_hops", "0"],
+            "argument --pooling_hops: must be a positive integer, got 0",
+        ),
+        (
+            ["--head", "sequence-classification", "--pooling_penalty", "-1"],
+            "`pooling_penalty` must be a finite number >= 0",
+        ),
     ],
 )
 def test_bad_flags_are_usage_errors(flags, message, convert_main, tiny_bert, tmp_path, capsys):

@@ -6,11 +6,11 @@ import json
 
 import pytest
 from datasets import ClassLabel, Dataset, DatasetDict
-
-from casan_hf import glue_data
-from casan_hf.glue_data import load_glue_data
-from casan_hf.glue_tasks import GLUE_TASKS, get_task
 from glue_helpers import write_synthetic_glue, write_tsv
+
+from casan_hf.glue import data as glue_data
+from casan_hf.glue.data import load_glue_data
+from casan_hf.glue.tasks import GLUE_TASKS, get_task
 
 
 @pytest.fixture(scope="module")
@@ -20,7 +20,11 @@ def synthetic_glue(tmp_path_factory):
 
 @pytest.mark.parametrize(
     "task, rows, labels",
-    [("sst2", (67349, 872), ("negative", "positive")), ("mrpc", (3668, 408), ("not_equivalent", "equivalent")), ("rte", (2490, 277), ("entailment", "not_entailment"))],
+    [
+        ("sst2", (67349, 872), ("negative", "positive")),
+        ("mrpc", (3668, 408), ("not_equivalent", "equivalent")),
+        ("rte", (2490, 277), ("entailment", "not_entailment")),
+    ],
 )
 def test_real_glue_tsvs_load_with_the_hub_schema(glue_dir, task, rows, labels):
     data = load_glue_data(task, glue_dir=str(glue_dir))
@@ -87,7 +91,11 @@ def test_user_files_for_a_task_accept_label_names_and_ids(tmp_path):
 
 def test_user_files_without_a_task_read_the_label_set_off_the_data(tmp_path):
     train = tmp_path / "train.json"
-    train.write_text("\n".join(json.dumps({"text": t, "label": l}) for t, l in (("a", "pos"), ("b", "neg"), ("c", "pos"))))
+    train.write_text(
+        "\n".join(
+            json.dumps({"text": text, "label": label}) for text, label in (("a", "pos"), ("b", "neg"), ("c", "pos"))
+        )
+    )
     valid = tmp_path / "dev.json"
     valid.write_text(json.dumps({"text": "d", "label": "neg"}))
     data = load_glue_data(train_file=str(train), validation_file=str(valid))
@@ -103,7 +111,9 @@ def test_hub_glue_keeps_the_task_splits(monkeypatch):
     labels = ClassLabel(names=["entailment", "neutral", "contradiction"])
 
     def split(n):
-        return Dataset.from_dict({"premise": ["p"] * n, "hypothesis": ["h"] * n, "label": [0] * n, "idx": list(range(n))}).cast_column("label", labels)
+        return Dataset.from_dict(
+            {"premise": ["p"] * n, "hypothesis": ["h"] * n, "label": [0] * n, "idx": list(range(n))}
+        ).cast_column("label", labels)
 
     calls = []
 
@@ -154,19 +164,35 @@ def test_file_without_the_task_columns(tmp_path):
     train.write_text("text,label\nhello,0\n")
     with pytest.raises(ValueError, match=r"lacks the column\(s\) \['sentence1', 'sentence2'\] that task 'rte' needs"):
         load_glue_data("rte", train_file=str(train), need_eval=False)
-    write_tsv(tmp_path / "RTE" / "train.tsv", ("index", "premise", "hypothesis", "label"), [(0, "a", "b", "entailment")])
-    with pytest.raises(ValueError, match=r"is not a GLUE 'rte' file: its header .* lacks \['sentence1', 'sentence2'\]"):
+    write_tsv(
+        tmp_path / "RTE" / "train.tsv", ("index", "premise", "hypothesis", "label"), [(0, "a", "b", "entailment")]
+    )
+    with pytest.raises(
+        ValueError, match=r"is not a GLUE 'rte' file: its header .* lacks \['sentence1', 'sentence2'\]"
+    ):
         load_glue_data("rte", glue_dir=str(tmp_path), need_eval=False)
 
 
 def test_labels_outside_the_label_set(tmp_path, synthetic_glue):
-    write_tsv(tmp_path / "RTE" / "train.tsv", ("index", "sentence1", "sentence2", "label"), [(0, "a", "b", "entailment"), (1, "c", "d", "maybe")])
-    with pytest.raises(ValueError, match=r"train.tsv' has labels outside the label set: \['maybe'\]; allowed: \['entailment', 'not_entailment'\]"):
+    write_tsv(
+        tmp_path / "RTE" / "train.tsv",
+        ("index", "sentence1", "sentence2", "label"),
+        [(0, "a", "b", "entailment"), (1, "c", "d", "maybe")],
+    )
+    with pytest.raises(
+        ValueError,
+        match=r"train.tsv' has labels outside the label set: \['maybe'\]; allowed: \['entailment', 'not_entailment'\]",
+    ):
         load_glue_data("rte", glue_dir=str(tmp_path), need_eval=False)
-    write_tsv(tmp_path / "STS-B" / "train.tsv", ("sentence1", "sentence2", "score"), [("a", "b", "2.5"), ("c", "d", "7")])
+    write_tsv(
+        tmp_path / "STS-B" / "train.tsv", ("sentence1", "sentence2", "score"), [("a", "b", "2.5"), ("c", "d", "7")]
+    )
     with pytest.raises(ValueError, match=r"labels outside the label set: \['7'\]; allowed: numbers in \[0.0, 5.0\]"):
         load_glue_data("stsb", glue_dir=str(tmp_path), need_eval=False)
     train = tmp_path / "train.csv"
     train.write_text("sentence,label\nfine,2\n")
-    with pytest.raises(ValueError, match=r"labels outside the label set: \[2\]; allowed: \['negative', 'positive'\] \(or their ids 0..1\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"labels outside the label set: \[2\]; allowed: \['negative', 'positive'\] \(or their ids 0..1\)",
+    ):
         load_glue_data("sst2", train_file=str(train), need_eval=False)

@@ -1,17 +1,17 @@
 """The shipped GLUE metric: loads offline with `evaluate.load`, gives the official metric of each task, and is
 package data so that an installed casan_hf has it."""
 
-import tomllib
 from pathlib import Path
 
 import evaluate
 import numpy as np
 import pytest
+import tomllib
 from scipy.stats import pearsonr, spearmanr
 from sklearn.metrics import f1_score, matthews_corrcoef
 
 import casan_hf
-from casan_hf.metrics import GLUE_METRIC_PATH, load_glue_metric
+from casan_hf.glue.metrics import GLUE_METRIC_PATH, load_glue_metric
 
 
 RNG = np.random.default_rng(0)
@@ -21,13 +21,18 @@ PREDICTIONS = np.where(RNG.random(50) < 0.8, LABELS, 1 - LABELS)
 
 @pytest.mark.parametrize("task", ["sst2", "mnli", "mnli_mismatched", "qnli", "rte", "wnli", "accuracy"])
 def test_accuracy_tasks(task):
-    assert load_glue_metric(task).compute(predictions=PREDICTIONS, references=LABELS) == {"accuracy": pytest.approx((PREDICTIONS == LABELS).mean())}
+    assert load_glue_metric(task).compute(predictions=PREDICTIONS, references=LABELS) == {
+        "accuracy": pytest.approx((PREDICTIONS == LABELS).mean())
+    }
 
 
 @pytest.mark.parametrize("task", ["mrpc", "qqp"])
 def test_accuracy_and_f1_tasks(task):
     result = load_glue_metric(task).compute(predictions=PREDICTIONS, references=LABELS)
-    assert result == {"accuracy": pytest.approx((PREDICTIONS == LABELS).mean()), "f1": pytest.approx(f1_score(LABELS, PREDICTIONS))}
+    assert result == {
+        "accuracy": pytest.approx((PREDICTIONS == LABELS).mean()),
+        "f1": pytest.approx(f1_score(LABELS, PREDICTIONS)),
+    }
 
 
 def test_cola_is_matthews_correlation():
@@ -46,7 +51,10 @@ def test_stsb_is_pearson_and_spearman(task):
 
 def test_evaluate_load_by_path_works_offline():
     metric = evaluate.load(GLUE_METRIC_PATH, "mrpc")
-    assert metric.compute(predictions=[0, 1, 1], references=[0, 1, 0]) == {"accuracy": pytest.approx(2 / 3), "f1": pytest.approx(2 / 3)}
+    assert metric.compute(predictions=[0, 1, 1], references=[0, 1, 0]) == {
+        "accuracy": pytest.approx(2 / 3),
+        "f1": pytest.approx(2 / 3),
+    }
 
 
 def test_unknown_configuration_is_refused():
@@ -56,6 +64,8 @@ def test_unknown_configuration_is_refused():
 
 def test_metric_script_is_package_data():
     root = Path(casan_hf.__file__).resolve().parents[1]
-    package_data = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["casan_hf"]
+    package_data = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"][
+        "casan_hf"
+    ]
     shipped = Path(GLUE_METRIC_PATH) / "glue.py"
     assert shipped.is_file() and str(shipped.relative_to(Path(casan_hf.__file__).parent)) in package_data

@@ -5,13 +5,13 @@ import json
 
 import pytest
 import torch
+from fresh_process import run_without_casan_hf
+from tiny_models import TINY, padded_batch, tiny_config
 from transformers import AutoModelForSequenceClassification, BertConfig, BertForSequenceClassification
 
 from casan_hf import CasanConfig, CasanForMultipleChoice, CasanForSequenceClassification
-from casan_hf.pooling import StructuredSelfAttentivePooling, hop_penalty
+from casan_hf.pooling import SentencePooling, hop_penalty
 
-from fresh_process import run_without_casan_hf
-from tiny_models import TINY, padded_batch, tiny_config
 
 LENGTHS = (7, 3, 5)
 POOLINGS = ("cls", "mean", "structured")
@@ -34,7 +34,7 @@ def seeded(model_class, **overrides):
 
 
 def test_hops_are_distributions_over_real_tokens_only():
-    pooling = StructuredSelfAttentivePooling(tiny_config(pooling_hops=3, pooling_hidden=8))
+    pooling = SentencePooling(tiny_config(classifier_pooling="structured", pooling_hops=3, pooling_hidden=8))
     input_ids, attention_mask = padded_batch(LENGTHS)
     pooled, hops = pooling(torch.randn(*input_ids.shape, TINY["hidden_size"]), attention_mask)
     assert pooled.shape == (len(LENGTHS), 3 * TINY["hidden_size"])
@@ -98,7 +98,8 @@ def test_bert_classifier_checkpoint_loads_unchanged_with_cls_pooling(tmp_path):
     input_ids, attention_mask = padded_batch(LENGTHS)
     with torch.no_grad():
         torch.testing.assert_close(
-            casan(input_ids, attention_mask=attention_mask).logits, bert(input_ids, attention_mask=attention_mask).logits
+            casan(input_ids, attention_mask=attention_mask).logits,
+            bert(input_ids, attention_mask=attention_mask).logits,
         )
 
 
@@ -140,10 +141,15 @@ def test_save_and_load_round_trip_is_exact(tmp_path, pooling):
     model.save_pretrained(tmp_path)
     loaded = AutoModelForSequenceClassification.from_pretrained(tmp_path).eval()
     assert type(loaded) is CasanForSequenceClassification
-    assert (loaded.config.classifier_pooling, loaded.config.pooling_hops, loaded.config.pooling_hidden) == (pooling, 3, 16)
+    assert (loaded.config.classifier_pooling, loaded.config.pooling_hops, loaded.config.pooling_hidden) == (
+        pooling,
+        3,
+        16,
+    )
     with torch.no_grad():
         assert torch.equal(
-            model(input_ids, attention_mask=attention_mask).logits, loaded(input_ids, attention_mask=attention_mask).logits
+            model(input_ids, attention_mask=attention_mask).logits,
+            loaded(input_ids, attention_mask=attention_mask).logits,
         )
 
 
@@ -204,3 +210,4 @@ def test_invalid_pooling_options_are_refused_from_config_json(tmp_path, saved_ti
     (tmp_path / "config.json").write_text(json.dumps({**saved, name: value}))
     with pytest.raises(ValueError, match=f"`{name}`"):
         CasanConfig.from_pretrained(tmp_path)
+

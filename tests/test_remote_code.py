@@ -4,20 +4,15 @@ trust_remote_code=True in a fresh process where casan_hf cannot be imported, wit
 import json
 
 import torch
-from transformers import AutoTokenizer
-
-from casan_hf import CasanForSequenceClassification
 from fresh_process import run_without_casan_hf
 from tiny_models import HEADS, comparable_outputs, head_inputs, padded_batch, tiny_config
+from transformers import AutoTokenizer
 
-AUTO_CLASS = {
-    "CasanModel": "AutoModel",
-    "CasanForSequenceClassification": "AutoModelForSequenceClassification",
-    "CasanForTokenClassification": "AutoModelForTokenClassification",
-    "CasanForQuestionAnswering": "AutoModelForQuestionAnswering",
-    "CasanForMultipleChoice": "AutoModelForMultipleChoice",
-    "CasanForMaskedLM": "AutoModelForMaskedLM",
-}
+from casan_hf import HEADS as CASAN_HEADS
+from casan_hf import CasanForSequenceClassification
+
+
+AUTO_CLASS = {head.class_name: head.auto_class for head in CASAN_HEADS}
 
 LOAD_EVERY_HEAD = """
 import json, sys, torch, transformers

@@ -9,14 +9,25 @@ from pathlib import Path
 
 import pytest
 import torch
+from fresh_process import run_without_casan_hf
+from glue_helpers import RUN_GLUE, TINY_RUN, card_metadata, make_tiny_bert, read_json, run_glue, write_synthetic_glue
 from transformers import AutoTokenizer
 
 from casan_hf import CasanForSequenceClassification
-from fresh_process import run_without_casan_hf
-from glue_helpers import RUN_GLUE, TINY_RUN, card_metadata, make_tiny_bert, read_json, run_glue, write_synthetic_glue
 
 
-HUB_FILES = {"config.json", "model.safetensors", "configuration_casan.py", "modeling_casan.py", "tokenizer.json", "tokenizer_config.json", "training_args.bin", "README.md", "eval_results.json", "all_results.json"}
+HUB_FILES = {
+    "config.json",
+    "model.safetensors",
+    "configuration_casan.py",
+    "modeling_casan.py",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "training_args.bin",
+    "README.md",
+    "eval_results.json",
+    "all_results.json",
+}
 
 
 @pytest.fixture(scope="module")
@@ -48,8 +59,9 @@ def mrpc_run(tmp_path_factory, tiny_bert, glue_dir):
     """The main command, as a user types it: convert BERT to CASAN, train 3 steps on MRPC, evaluate."""
     output_dir = tmp_path_factory.mktemp("runs") / "mrpc-deep_global"
     result = run_glue(
-        ["--model_name_or_path", tiny_bert, "--context_type", "deep_global", "--task_name", "mrpc", "--glue_dir", glue_dir,
-         "--do_train", "--do_eval", "--max_steps", "3", "--output_dir", output_dir, "--base_model", "sentence-transformers/all-MiniLM-L6-v2", *TINY_RUN],
+        ["--model_name_or_path", tiny_bert, "--context_type", "deep_global", "--task_name", "mrpc",
+         "--glue_dir", glue_dir, "--do_train", "--do_eval", "--max_steps", "3", "--output_dir", output_dir,
+         "--base_model", "sentence-transformers/all-MiniLM-L6-v2", *TINY_RUN],
         cwd=output_dir.parent,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
@@ -78,7 +90,10 @@ def test_metrics_file_and_model_card(mrpc_run):
     assert meta["datasets"] == ["nyu-mll/glue"] and meta["base_model"] == "sentence-transformers/all-MiniLM-L6-v2"
     (result,) = meta["model-index"][0]["results"]
     assert result["dataset"] == {"name": "GLUE MRPC", "type": "nyu-mll/glue", "config": "mrpc", "split": "validation"}
-    assert {m["type"]: m["value"] for m in result["metrics"]} == {"accuracy": round(scores["eval_accuracy"], 4), "f1": round(scores["eval_f1"], 4)}
+    assert {m["type"]: m["value"] for m in result["metrics"]} == {
+        "accuracy": round(scores["eval_accuracy"], 4),
+        "f1": round(scores["eval_f1"], 4),
+    }
     card = (output_dir / "README.md").read_text()
     assert 'AutoModelForSequenceClassification.from_pretrained("mrpc-deep_global", trust_remote_code=True)' in card
     assert 'AutoTokenizer.from_pretrained("mrpc-deep_global", trust_remote_code=True)' in card
@@ -107,37 +122,145 @@ def test_fresh_process_without_casan_hf_loads_the_output(mrpc_run, tmp_path):
 
 def test_casan_checkpoint_is_continued_and_keeps_its_context(mrpc_run, run_in_process, tmp_path, glue_dir):
     output_dir, _ = mrpc_run
-    run_in_process(["--model_name_or_path", output_dir, "--task_name", "mrpc", "--glue_dir", glue_dir, "--do_eval", "--output_dir", tmp_path / "eval", *TINY_RUN])
-    assert read_json(tmp_path / "eval" / "eval_results.json")["eval_accuracy"] == read_json(output_dir / "eval_results.json")["eval_accuracy"]
-    with pytest.raises(SystemExit, match="trained with context_type='deep_global'; it cannot be loaded with context_type='global'"):
-        run_in_process(["--model_name_or_path", output_dir, "--context_type", "global", "--task_name", "mrpc", "--glue_dir", glue_dir, "--do_eval", "--output_dir", tmp_path / "other", *TINY_RUN])
+    run_in_process(
+        [
+            "--model_name_or_path",
+            output_dir,
+            "--task_name",
+            "mrpc",
+            "--glue_dir",
+            glue_dir,
+            "--do_eval",
+            "--output_dir",
+            tmp_path / "eval",
+            *TINY_RUN,
+        ]
+    )
+    assert (
+        read_json(tmp_path / "eval" / "eval_results.json")["eval_accuracy"]
+        == read_json(output_dir / "eval_results.json")["eval_accuracy"]
+    )
+    with pytest.raises(
+        SystemExit, match="trained with context_type='deep_global'; it cannot be loaded with context_type='global'"
+    ):
+        run_in_process(
+            [
+                "--model_name_or_path",
+                output_dir,
+                "--context_type",
+                "global",
+                "--task_name",
+                "mrpc",
+                "--glue_dir",
+                glue_dir,
+                "--do_eval",
+                "--output_dir",
+                tmp_path / "other",
+                *TINY_RUN,
+            ]
+        )
 
 
 def test_baseline_is_plain_bert_with_the_same_settings(tiny_bert, run_in_process, tmp_path, glue_dir):
     output_dir = tmp_path / "baseline"
-    run_in_process(["--model_name_or_path", tiny_bert, "--baseline", "--task_name", "rte", "--glue_dir", glue_dir, "--do_train", "--do_eval", "--max_steps", "1", "--output_dir", output_dir, *TINY_RUN])
+    run_in_process(
+        [
+            "--model_name_or_path",
+            tiny_bert,
+            "--baseline",
+            "--task_name",
+            "rte",
+            "--glue_dir",
+            glue_dir,
+            "--do_train",
+            "--do_eval",
+            "--max_steps",
+            "1",
+            "--output_dir",
+            output_dir,
+            *TINY_RUN,
+        ]
+    )
     config = read_json(output_dir / "config.json")
-    assert config["model_type"] == "bert" and config["architectures"] == ["BertForSequenceClassification"] and "auto_map" not in config
+    assert (
+        config["model_type"] == "bert"
+        and config["architectures"] == ["BertForSequenceClassification"]
+        and "auto_map" not in config
+    )
     meta = card_metadata(output_dir)
     assert "casan-baseline" in meta["tags"] and "casan" not in meta["tags"]
     assert "eval_accuracy" in read_json(output_dir / "eval_results.json")
-    with pytest.raises(SystemExit, match=r"--baseline fine-tunes plain BERT; drop the context options \['context_type'\]"):
-        run_in_process(["--model_name_or_path", tiny_bert, "--baseline", "--context_type", "deep", "--task_name", "rte", "--glue_dir", glue_dir, "--do_eval", "--output_dir", tmp_path / "b2", *TINY_RUN])
+    with pytest.raises(
+        SystemExit, match=r"--baseline fine-tunes plain BERT; drop the context options \['context_type'\]"
+    ):
+        run_in_process(
+            [
+                "--model_name_or_path",
+                tiny_bert,
+                "--baseline",
+                "--context_type",
+                "deep",
+                "--task_name",
+                "rte",
+                "--glue_dir",
+                glue_dir,
+                "--do_eval",
+                "--output_dir",
+                tmp_path / "b2",
+                *TINY_RUN,
+            ]
+        )
 
 
 def test_mnli_evaluates_matched_and_mismatched(tiny_bert, run_in_process, tmp_path):
     glue = write_synthetic_glue(tmp_path / "glue")
     output_dir = tmp_path / "mnli"
-    run_in_process(["--model_name_or_path", tiny_bert, "--context_type", "global", "--task_name", "mnli", "--glue_dir", glue, "--do_train", "--do_eval", "--max_steps", "1", "--output_dir", output_dir, *TINY_RUN])
+    run_in_process(
+        [
+            "--model_name_or_path",
+            tiny_bert,
+            "--context_type",
+            "global",
+            "--task_name",
+            "mnli",
+            "--glue_dir",
+            glue,
+            "--do_train",
+            "--do_eval",
+            "--max_steps",
+            "1",
+            "--output_dir",
+            output_dir,
+            *TINY_RUN,
+        ]
+    )
     scores = read_json(output_dir / "eval_results.json")
-    assert {"eval_accuracy", "eval_accuracy_mm"} <= set(scores) and (scores["eval_samples"], scores["eval_samples_mm"]) == (4, 3)
+    assert {"eval_accuracy", "eval_accuracy_mm"} <= set(scores) and (
+        scores["eval_samples"],
+        scores["eval_samples_mm"],
+    ) == (4, 3)
     splits = [result["dataset"]["split"] for result in card_metadata(output_dir)["model-index"][0]["results"]]
     assert splits == ["validation_matched", "validation_mismatched"]
 
 
 def test_resume_continues_from_the_last_checkpoint(tiny_bert, tmp_path, glue_dir):
     output_dir = tmp_path / "resume"
-    common = ["--model_name_or_path", tiny_bert, "--context_type", "global", "--task_name", "sst2", "--glue_dir", glue_dir, "--do_train", "--output_dir", output_dir, "--save_steps", "2", *TINY_RUN]
+    common = [
+        "--model_name_or_path",
+        tiny_bert,
+        "--context_type",
+        "global",
+        "--task_name",
+        "sst2",
+        "--glue_dir",
+        glue_dir,
+        "--do_train",
+        "--output_dir",
+        output_dir,
+        "--save_steps",
+        "2",
+        *TINY_RUN,
+    ]
     first = run_glue([*common, "--max_steps", "2"], cwd=tmp_path)
     assert first.returncode == 0, first.stderr[-3000:]
     assert (output_dir / "checkpoint-2").is_dir()
@@ -145,16 +268,39 @@ def test_resume_continues_from_the_last_checkpoint(tiny_bert, tmp_path, glue_dir
     second = run_glue([*common, "--max_steps", "4"], cwd=tmp_path)
     assert second.returncode == 0, second.stderr[-3000:]
     log = second.stdout + second.stderr
-    assert "Checkpoint detected, resuming training at" in log and "Resuming training from checkpoint with epoch 1 and global step 2" in log
+    assert (
+        "Checkpoint detected, resuming training at" in log
+        and "Resuming training from checkpoint with epoch 1 and global step 2" in log
+    )
     state = read_json(output_dir / "trainer_state.json")
-    assert state["global_step"] == 4 and [entry["step"] for entry in state["log_history"] if "loss" in entry] == [1, 2, 3, 4]
+    assert state["global_step"] == 4 and [entry["step"] for entry in state["log_history"] if "loss" in entry] == [
+        1,
+        2,
+        3,
+        4,
+    ]
 
 
 # accelerate's --cpu launcher runs one process (several need MPI); --multi_gpu is its torch.distributed launcher,
 # which on a machine without GPUs starts CPU processes that Trainer joins with gloo.
 DISTRIBUTED_LAUNCHERS = {
     "torchrun": [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29561"],
-    "accelerate": [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", "29562"],
+    "accelerate": [
+        sys.executable,
+        "-m",
+        "accelerate.commands.launch",
+        "--multi_gpu",
+        "--num_processes",
+        "2",
+        "--num_machines",
+        "1",
+        "--mixed_precision",
+        "no",
+        "--dynamo_backend",
+        "no",
+        "--main_process_port",
+        "29562",
+    ],
 }
 
 
@@ -162,8 +308,9 @@ DISTRIBUTED_LAUNCHERS = {
 def test_two_processes(launcher, tiny_bert, tmp_path, glue_dir):
     output_dir = tmp_path / launcher
     result = run_glue(
-        ["--model_name_or_path", tiny_bert, "--context_type", "deep", "--task_name", "rte", "--glue_dir", glue_dir, "--do_train", "--do_eval",
-         "--num_train_epochs", "2", "--ddp_backend", "gloo", "--output_dir", output_dir, *TINY_RUN],
+        ["--model_name_or_path", tiny_bert, "--context_type", "deep", "--task_name", "rte", "--glue_dir", glue_dir,
+         "--do_train", "--do_eval", "--num_train_epochs", "2", "--ddp_backend", "gloo", "--output_dir", output_dir,
+         *TINY_RUN],
         cwd=tmp_path,
         launcher=DISTRIBUTED_LAUNCHERS[launcher],
     )  # fmt: skip
@@ -185,7 +332,15 @@ class FakeHubApi:
 
     def upload_folder(self, repo_id, folder_path, ignore_patterns=(), **kwargs):
         files = sorted(path.name for path in Path(folder_path).iterdir())
-        self.uploads.append({"repo_id": repo_id, "folder": Path(folder_path), "files": files, "ignore": ignore_patterns, "card": (Path(folder_path) / "README.md").read_text()})
+        self.uploads.append(
+            {
+                "repo_id": repo_id,
+                "folder": Path(folder_path),
+                "files": files,
+                "ignore": ignore_patterns,
+                "card": (Path(folder_path) / "README.md").read_text(),
+            }
+        )
 
 
 def test_push_to_hub_uploads_the_output_folder(tiny_bert, run_in_process, tmp_path, glue_dir, monkeypatch):
@@ -195,8 +350,9 @@ def test_push_to_hub_uploads_the_output_folder(tiny_bert, run_in_process, tmp_pa
     monkeypatch.setattr(transformers.trainer, "hf_api", lambda: hub)
     output_dir = tmp_path / "push"
     run_in_process(
-        ["--model_name_or_path", tiny_bert, "--context_type", "global", "--task_name", "rte", "--glue_dir", glue_dir, "--do_train", "--do_eval", "--max_steps", "1",
-         "--save_strategy", "no", "--push_to_hub", "--hub_model_id", "someone/casan-rte", "--output_dir", output_dir, *TINY_RUN],
+        ["--model_name_or_path", tiny_bert, "--context_type", "global", "--task_name", "rte", "--glue_dir", glue_dir,
+         "--do_train", "--do_eval", "--max_steps", "1", "--save_strategy", "no", "--push_to_hub",
+         "--hub_model_id", "someone/casan-rte", "--output_dir", output_dir, *TINY_RUN],
     )  # fmt: skip
     (upload,) = hub.uploads
     assert upload["repo_id"] == "someone/casan-rte" and upload["folder"] == output_dir
@@ -215,33 +371,82 @@ def bad_input_cases(glue_dir, tmp_path):
     bad_labels = tmp_path / "bad_labels.csv"
     bad_labels.write_text("sentence1,sentence2,label\na,b,entailment\nc,d,contradiction\n")
     return {
-        "missing data folder": (["--task_name", "rte", "--glue_dir", tmp_path / "nowhere"], "GLUE data folder .*nowhere' does not exist"),
-        "missing task folder": (["--task_name", "cola", "--glue_dir", glue_dir], "has no 'CoLA' folder for task 'cola'"),
-        "missing file": (["--task_name", "rte", "--train_file", tmp_path / "gone.csv", "--validation_file", no_label], "train file .*gone.csv' does not exist"),
-        "file without the task's columns": (["--task_name", "rte", "--train_file", bad_columns, "--validation_file", no_label], r"lacks the column\(s\) \['sentence1', 'sentence2'\] that task 'rte' needs"),
-        "labels outside the label set": (["--task_name", "rte", "--train_file", bad_labels, "--validation_file", no_label], r"labels outside the label set: \['contradiction'\]; allowed: \['entailment', 'not_entailment'\]"),
+        "missing data folder": (
+            ["--task_name", "rte", "--glue_dir", tmp_path / "nowhere"],
+            "GLUE data folder .*nowhere' does not exist",
+        ),
+        "missing task folder": (
+            ["--task_name", "cola", "--glue_dir", glue_dir],
+            "has no 'CoLA' folder for task 'cola'",
+        ),
+        "missing file": (
+            ["--task_name", "rte", "--train_file", tmp_path / "gone.csv", "--validation_file", no_label],
+            "train file .*gone.csv' does not exist",
+        ),
+        "file without the task's columns": (
+            ["--task_name", "rte", "--train_file", bad_columns, "--validation_file", no_label],
+            r"lacks the column\(s\) \['sentence1', 'sentence2'\] that task 'rte' needs",
+        ),
+        "labels outside the label set": (
+            ["--task_name", "rte", "--train_file", bad_labels, "--validation_file", no_label],
+            r"labels outside the label set: \['contradiction'\]; allowed: \['entailment', 'not_entailment'\]",
+        ),
     }
 
 
-@pytest.mark.parametrize("case", ["missing data folder", "missing task folder", "missing file", "file without the task's columns", "labels outside the label set", "non-empty output folder"])
-def test_bad_input_stops_before_training_and_overwrites_nothing(case, tiny_bert, run_in_process, tmp_path, glue_dir, capsys):
+@pytest.mark.parametrize(
+    "case",
+    [
+        "missing data folder",
+        "missing task folder",
+        "missing file",
+        "file without the task's columns",
+        "labels outside the label set",
+        "non-empty output folder",
+    ],
+)
+def test_bad_input_stops_before_training_and_overwrites_nothing(
+    case, tiny_bert, run_in_process, tmp_path, glue_dir, capsys
+):
     output_dir = tmp_path / "out"
     output_dir.mkdir()
     (output_dir / "keep.txt").write_text("mine")
     if case == "non-empty output folder":
-        data_args, message = ["--task_name", "rte", "--glue_dir", glue_dir], "Output folder .*out' already exists and is not empty; pass --overwrite_output_dir"
+        data_args, message = (
+            ["--task_name", "rte", "--glue_dir", glue_dir],
+            "Output folder .*out' already exists and is not empty; pass --overwrite_output_dir",
+        )
     else:
         data_args, message = bad_input_cases(glue_dir, tmp_path)[case]
         data_args = [*data_args, "--overwrite_output_dir"]
     with pytest.raises(SystemExit, match="^run_glue.py: error: .*" + message):
-        run_in_process(["--model_name_or_path", tiny_bert, *data_args, "--do_train", "--do_eval", "--output_dir", output_dir, *TINY_RUN])
-    assert [path.name for path in output_dir.iterdir()] == ["keep.txt"] and (output_dir / "keep.txt").read_text() == "mine"
+        run_in_process(
+            [
+                "--model_name_or_path",
+                tiny_bert,
+                *data_args,
+                "--do_train",
+                "--do_eval",
+                "--output_dir",
+                output_dir,
+                *TINY_RUN,
+            ]
+        )
+    assert [path.name for path in output_dir.iterdir()] == ["keep.txt"] and (
+        output_dir / "keep.txt"
+    ).read_text() == "mine"
 
 
 def test_unknown_task_is_a_usage_error(tiny_bert, tmp_path):
-    result = run_glue(["--model_name_or_path", tiny_bert, "--task_name", "sst5", "--do_eval", "--output_dir", tmp_path / "out"], cwd=tmp_path)
+    result = run_glue(
+        ["--model_name_or_path", tiny_bert, "--task_name", "sst5", "--do_eval", "--output_dir", tmp_path / "out"],
+        cwd=tmp_path,
+    )
     assert result.returncode == 2
-    assert "invalid choice: 'sst5' (choose from 'cola', 'sst2', 'mrpc', 'qqp', 'stsb', 'mnli', 'qnli', 'rte', 'wnli')" in result.stderr
+    assert (
+        "invalid choice: 'sst5' (choose from 'cola', 'sst2', 'mrpc', 'qqp', 'stsb', 'mnli', 'qnli', 'rte', 'wnli')"
+        in result.stderr
+    )
     assert not (tmp_path / "out").exists()
 
 
@@ -250,9 +455,27 @@ def test_non_empty_output_folder_fails_from_the_command_line(mrpc_run, tiny_bert
     snapshot = {path.name: path.stat().st_mtime_ns for path in output_dir.iterdir()}
     shutil.rmtree(output_dir / "checkpoint-3", ignore_errors=True)  # without checkpoints nothing can be resumed
     snapshot.pop("checkpoint-3", None)
-    result = run_glue(["--model_name_or_path", tiny_bert, "--task_name", "mrpc", "--glue_dir", glue_dir, "--do_train", "--output_dir", output_dir, *TINY_RUN], cwd=tmp_path)
+    result = run_glue(
+        [
+            "--model_name_or_path",
+            tiny_bert,
+            "--task_name",
+            "mrpc",
+            "--glue_dir",
+            glue_dir,
+            "--do_train",
+            "--output_dir",
+            output_dir,
+            *TINY_RUN,
+        ],
+        cwd=tmp_path,
+    )
     assert result.returncode == 1
-    assert result.stderr.strip().splitlines()[-1] == f"run_glue.py: error: Output folder {str(output_dir)!r} already exists and is not empty; pass --overwrite_output_dir to write into it anyway."
+    assert (
+        result.stderr.strip().splitlines()[-1]
+        == f"run_glue.py: error: Output folder {str(output_dir)!r} already exists and is not empty; "
+        "pass --overwrite_output_dir to write into it anyway."
+    )
     assert {path.name: path.stat().st_mtime_ns for path in output_dir.iterdir()} == snapshot
 
 
@@ -263,9 +486,12 @@ def test_own_files_without_a_task(tiny_bert, run_in_process, tmp_path):
     for name in ("train.json", "dev.json"):
         (tmp_path / name).write_text("\n".join(json.dumps({"text": text, "label": label}) for text, label in rows))
     output_dir = tmp_path / "own"
-    run_in_process(["--model_name_or_path", tiny_bert, "--context_type", "global", "--train_file", tmp_path / "train.json", "--validation_file", tmp_path / "dev.json",
+    run_in_process(["--model_name_or_path", tiny_bert, "--context_type", "global",
+                    "--train_file", tmp_path / "train.json", "--validation_file", tmp_path / "dev.json",
                     "--do_train", "--do_eval", "--max_steps", "1", "--output_dir", output_dir, *TINY_RUN])  # fmt: skip
     assert read_json(output_dir / "config.json")["id2label"] == {"0": "neg", "1": "pos"}
     assert read_json(output_dir / "eval_results.json")["eval_samples"] == 4
     (result,) = card_metadata(output_dir)["model-index"][0]["results"]
-    assert result["dataset"]["name"] == "train.json, dev.json" and [m["type"] for m in result["metrics"]] == ["accuracy"]
+    assert result["dataset"]["name"] == "train.json, dev.json" and [m["type"] for m in result["metrics"]] == [
+        "accuracy"
+    ]

@@ -2,13 +2,16 @@
 checkpointing, bf16 and torch.compile."""
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
+from tiny_models import CONTEXT_TYPES, TINY, padded_batch, tiny_config
 from transformers import AutoModel, AutoModelForSequenceClassification, BertConfig, BertModel
 
+import casan_hf
 from casan_hf import CasanForSequenceClassification, CasanModel
-from tiny_models import CONTEXT_TYPES, TINY, padded_batch, tiny_config
+
 
 VARIANTS = [
     dict(context_type="global"),
@@ -34,14 +37,17 @@ def test_save_load_round_trip_is_exact(tmp_path, options):
         expected = model(input_ids, attention_mask=attention_mask, output_context_gates=True)
         actual = loaded(input_ids, attention_mask=attention_mask, output_context_gates=True)
     assert torch.equal(expected.logits, actual.logits)
-    for a, b in zip(expected.context_gates, actual.context_gates):
+    for a, b in zip(expected.context_gates, actual.context_gates, strict=True):
         assert torch.equal(a, b)
 
 
 def test_saved_folder_holds_the_code_and_auto_map(tmp_path):
     CasanModel(tiny_config()).save_pretrained(tmp_path)
     files = {path.name for path in tmp_path.iterdir()}
-    assert {"configuration_casan.py", "modeling_casan.py", "context_attention.py", "pooling.py"} <= files
+    assert {"configuration_casan.py", "modeling_casan.py", "context.py", "pooling.py"} <= files
+    # The package's top folder holds exactly the model files: what a saved folder carries.
+    top_folder = {path.name for path in Path(casan_hf.__file__).parent.glob("*.py")} - {"__init__.py"}
+    assert {path.name for path in tmp_path.glob("*.py")} == top_folder
     auto_map = json.loads((tmp_path / "config.json").read_text())["auto_map"]
     assert len(auto_map) == 7 and auto_map["AutoModelForMaskedLM"] == "modeling_casan.CasanForMaskedLM"
 
@@ -52,9 +58,12 @@ def test_saved_code_imports_only_torch_transformers_and_itself(tmp_path):
         for line in code.read_text().splitlines():
             if line.startswith(("import ", "from ")):
                 module = line.split()[1]
-                assert module.split(".")[0] in {"torch", "transformers", "dataclasses", "collections"} or module.startswith(
-                    "."
-                ), f"{code.name}: {line}"
+                assert module.split(".")[0] in {
+                    "torch",
+                    "transformers",
+                    "dataclasses",
+                    "collections",
+                } or module.startswith("."), f"{code.name}: {line}"
 
 
 @pytest.fixture
@@ -64,9 +73,17 @@ def trained_casan(tmp_path):
     return folder
 
 
-@pytest.mark.parametrize("requested", [dict(context_type="global"), dict(context_type="none"),
-                                       dict(context_targets=["key"]), dict(context_rank=8),
-                                       dict(context_layers=[0])])
+@pytest.mark.parametrize(
+    "requested",
+    [
+        dict(context_type="global"),
+        dict(context_type="none"),
+        dict(context_targets=["key"]),
+        dict(context_rank=8),
+        dict(context_layers=[0]),
+        dict(gate="fixed"),
+    ],
+)
 def test_checkpoint_that_does_not_fit_is_refused(trained_casan, requested):
     name, value = next(iter(requested.items()))
     with pytest.raises(ValueError, match=f"trained with {name}=.*cannot be loaded with {name}="):

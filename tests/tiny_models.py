@@ -1,24 +1,18 @@
 """Tiny random configurations and inputs shared by the model tests."""
 
 import torch
+import transformers
 
 from casan_hf import (
+    HEAD_CLASSES,
     CasanConfig,
     CasanForMaskedLM,
     CasanForMultipleChoice,
     CasanForQuestionAnswering,
     CasanForSequenceClassification,
     CasanForTokenClassification,
-    CasanModel,
 )
-from transformers import (
-    BertForMaskedLM,
-    BertForMultipleChoice,
-    BertForQuestionAnswering,
-    BertForSequenceClassification,
-    BertForTokenClassification,
-    BertModel,
-)
+
 
 TINY = dict(
     vocab_size=99,
@@ -34,12 +28,8 @@ CONTEXT_TYPES = ("global", "deep", "deep_global")
 
 # CASAN class -> the transformers BERT class with the same weights and outputs when context_type="none".
 HEADS = {
-    CasanModel: BertModel,
-    CasanForSequenceClassification: BertForSequenceClassification,
-    CasanForTokenClassification: BertForTokenClassification,
-    CasanForQuestionAnswering: BertForQuestionAnswering,
-    CasanForMultipleChoice: BertForMultipleChoice,
-    CasanForMaskedLM: BertForMaskedLM,
+    casan_class: getattr(transformers, casan_class.__name__.replace("Casan", "Bert", 1))
+    for casan_class in HEAD_CLASSES.values()
 }
 
 

@@ -1,7 +1,7 @@
 """GLUE data from three places, one schema after loading.
 
 - the Hub's `nyu-mll/glue` (needs a connection),
-- `glue_dir`: the original GLUE TSV files, each task in its own format (see `glue_tasks.TsvLayout`),
+- `glue_dir`: the original GLUE TSV files, each task in its own format (see `tasks.TsvLayout`),
 - `train_file` / `validation_file`: the user's own csv or json files.
 
 All three are read with `datasets` and brought to the Hub's columns: the task's text columns plus `label`
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from datasets import ClassLabel, DatasetDict, Features, Value, load_dataset
 
-from .glue_tasks import GLUE_HUB_ID, STSB_RANGE, get_task
+from .tasks import GLUE_HUB_ID, STSB_RANGE, get_task
 
 
 # How many offending values an error message shows.
@@ -39,7 +39,15 @@ class GlueData:
         return self.label_names is None
 
 
-def load_glue_data(task_name=None, glue_dir=None, train_file=None, validation_file=None, need_train=True, need_eval=True, cache_dir=None):
+def load_glue_data(
+    task_name=None,
+    glue_dir=None,
+    train_file=None,
+    validation_file=None,
+    need_train=True,
+    need_eval=True,
+    cache_dir=None,
+):
     """Loads the splits a run needs (`train` when `need_train`, the evaluation splits when `need_eval`)."""
     if not (need_train or need_eval):
         raise ValueError("Nothing to load: ask for the training split, the evaluation split(s), or both.")
@@ -64,8 +72,21 @@ def _load_hub(task, need_train, need_eval, cache_dir):
     raw = load_dataset(GLUE_HUB_ID, task.name, cache_dir=cache_dir)
     splits = DatasetDict({split: raw[split] for split in _wanted_splits(task, need_train, need_eval)})
     keep = [*task.text_columns, "label"]
-    splits = splits.remove_columns([column for column in splits["train" if need_train else task.eval_splits[0]].column_names if column not in keep])
-    return GlueData(splits, task.text_columns, None if task.is_regression else list(task.label_names), task.eval_splits if need_eval else (), GLUE_HUB_ID, task.name)
+    splits = splits.remove_columns(
+        [
+            column
+            for column in splits["train" if need_train else task.eval_splits[0]].column_names
+            if column not in keep
+        ]
+    )
+    return GlueData(
+        splits,
+        task.text_columns,
+        None if task.is_regression else list(task.label_names),
+        task.eval_splits if need_eval else (),
+        GLUE_HUB_ID,
+        task.name,
+    )
 
 
 def _load_glue_dir(task, glue_dir, need_train, need_eval, cache_dir):
@@ -74,10 +95,20 @@ def _load_glue_dir(task, glue_dir, need_train, need_eval, cache_dir):
         raise ValueError(f"GLUE data folder {glue_dir!r} does not exist.")
     if not os.path.isdir(folder):
         raise ValueError(f"GLUE data folder {glue_dir!r} has no {task.tsv.folder!r} folder for task {task.name!r}.")
-    files = {split: os.path.join(folder, task.tsv.eval_files.get(split, "train.tsv")) for split in _wanted_splits(task, need_train, need_eval)}
+    files = {
+        split: os.path.join(folder, task.tsv.eval_files.get(split, "train.tsv"))
+        for split in _wanted_splits(task, need_train, need_eval)
+    }
     splits = DatasetDict({split: _read_tsv(task, path, cache_dir) for split, path in files.items()})
     splits = _normalise(task, splits, files)
-    return GlueData(splits, task.text_columns, None if task.is_regression else list(task.label_names), task.eval_splits if need_eval else (), GLUE_HUB_ID, task.name)
+    return GlueData(
+        splits,
+        task.text_columns,
+        None if task.is_regression else list(task.label_names),
+        task.eval_splits if need_eval else (),
+        GLUE_HUB_ID,
+        task.name,
+    )
 
 
 def _read_tsv(task, path, cache_dir):
@@ -107,7 +138,9 @@ def _read_tsv(task, path, cache_dir):
         features=Features({name: Value("string") for name in wanted}),
         cache_dir=cache_dir,
     )["data"]
-    return dataset.rename_columns({file_name: hub_name for hub_name, file_name in layout.columns.items() if file_name != hub_name})
+    return dataset.rename_columns(
+        {file_name: hub_name for hub_name, file_name in layout.columns.items() if file_name != hub_name}
+    )
 
 
 def _load_files(task, train_file, validation_file, need_train, need_eval, cache_dir):
@@ -116,7 +149,10 @@ def _load_files(task, train_file, validation_file, need_train, need_eval, cache_
         if not needed:
             continue
         if path is None:
-            raise ValueError(f"No {split} file: give `{split}_file` (csv or json) or skip the {'training' if split == 'train' else 'evaluation'}.")
+            raise ValueError(
+                f"No {split} file: give `{split}_file` (csv or json) or skip the "
+                f"{'training' if split == 'train' else 'evaluation'}."
+            )
         if not os.path.isfile(path):
             raise ValueError(f"{split} file {path!r} does not exist.")
         files[split] = path
@@ -124,10 +160,22 @@ def _load_files(task, train_file, validation_file, need_train, need_eval, cache_
     if not extensions <= {"csv", "json", "jsonl"} or len({"json" if e == "jsonl" else e for e in extensions}) != 1:
         raise ValueError(f"Data files must all be csv or all be json (.json/.jsonl); got {sorted(files.values())}.")
     builder = "csv" if extensions == {"csv"} else "json"
-    splits = DatasetDict({split: load_dataset(builder, data_files={split: path}, cache_dir=cache_dir)[split] for split, path in files.items()})
+    splits = DatasetDict(
+        {
+            split: load_dataset(builder, data_files={split: path}, cache_dir=cache_dir)[split]
+            for split, path in files.items()
+        }
+    )
     if task is not None:
         eval_splits = ("validation",) if need_eval else ()
-        return GlueData(_normalise(task, splits, files), task.text_columns, None if task.is_regression else list(task.label_names), eval_splits, _files_id(files), task.name)
+        return GlueData(
+            _normalise(task, splits, files),
+            task.text_columns,
+            None if task.is_regression else list(task.label_names),
+            eval_splits,
+            _files_id(files),
+            task.name,
+        )
     return _normalise_untasked(splits, files, need_eval)
 
 
@@ -141,12 +189,20 @@ def _normalise(task, splits, files):
     for split, dataset in splits.items():
         missing = [column for column in wanted if column not in dataset.column_names]
         if missing:
-            raise ValueError(f"{files[split]!r} lacks the column(s) {missing} that task {task.name!r} needs; it has {dataset.column_names}.")
+            raise ValueError(
+                f"{files[split]!r} lacks the column(s) {missing} that task {task.name!r} needs; "
+                f"it has {dataset.column_names}."
+            )
         _check_text(dataset, task.text_columns, files[split])
     splits = splits.select_columns(wanted)
     if task.is_regression:
         return DatasetDict({split: _to_scores(dataset, files[split], STSB_RANGE) for split, dataset in splits.items()})
-    return DatasetDict({split: _to_label_ids(dataset, task.label_names, files[split], task.text_columns) for split, dataset in splits.items()})
+    return DatasetDict(
+        {
+            split: _to_label_ids(dataset, task.label_names, files[split], task.text_columns)
+            for split, dataset in splits.items()
+        }
+    )
 
 
 def _check_text(dataset, text_columns, path):
@@ -173,7 +229,9 @@ def _to_label_ids(dataset, label_names, path, text_columns, accept_ids=True):
             f"{path!r} has labels outside the label set: {bad[:_SHOWN]}{' ...' if len(bad) > _SHOWN else ''}; "
             f"allowed: {list(label_names)}{f' (or their ids 0..{len(label_names) - 1})' if accept_ids else ''}."
         )
-    features = Features({**{column: Value("string") for column in text_columns}, "label": ClassLabel(names=list(label_names))})
+    features = Features(
+        {**{column: Value("string") for column in text_columns}, "label": ClassLabel(names=list(label_names))}
+    )
     return dataset.map(
         lambda batch: {"label": [lookup[_key(value)] for value in batch["label"]]},
         batched=True,
@@ -202,7 +260,9 @@ def _to_scores(dataset, path, bounds=None):
             bad.append(value)
     if bad:
         allowed = f"numbers in [{bounds[0]}, {bounds[1]}]" if bounds is not None else "numbers"
-        raise ValueError(f"{path!r} has labels outside the label set: {sorted(bad, key=repr)[:_SHOWN]}; allowed: {allowed}.")
+        raise ValueError(
+            f"{path!r} has labels outside the label set: {sorted(bad, key=repr)[:_SHOWN]}; allowed: {allowed}."
+        )
     return dataset.cast_column("label", Value("float32"))
 
 
@@ -235,7 +295,13 @@ def _normalise_untasked(splits, files, need_eval):
     label_names = [str(value) for value in sorted(values, key=int if numeric else str)]
     labelled = DatasetDict(
         {
-            split: _to_label_ids(dataset.cast_column("label", Value("string")), label_names, files[split], text_columns, accept_ids=False)
+            split: _to_label_ids(
+                dataset.cast_column("label", Value("string")),
+                label_names,
+                files[split],
+                text_columns,
+                accept_ids=False,
+            )
             for split, dataset in splits.items()
         }
     )

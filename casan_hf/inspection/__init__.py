@@ -8,21 +8,18 @@ gates and no pooling hops).
 from dataclasses import dataclass
 
 import torch
-from transformers import (
-    AutoConfig,
-    AutoModel,
-    AutoModelForMultipleChoice,
-    AutoModelForSequenceClassification,
-    AutoTokenizer,
-)
+import transformers
+from transformers import AutoConfig, AutoModel, AutoTokenizer
 
-from .configuration_casan import CasanConfig
+from ..configuration_casan import HEADS, CasanConfig
 
 
-# Heads whose outputs say more than the encoder's: their logits, and the structured pooling's hops.
-POOLING_HEADS = {
-    "ForSequenceClassification": AutoModelForSequenceClassification,
-    "ForMultipleChoice": AutoModelForMultipleChoice,
+# The heads that classify a sentence vector say more than the encoder: their logits and the structured
+# pooling's hops. Keyed by the class-name suffix that CASAN and BERT architectures share.
+SENTENCE_HEADS = {
+    head.class_name.removeprefix("Casan"): getattr(transformers, head.auto_class)
+    for head in HEADS
+    if head.classifier_pooling
 }
 
 
@@ -57,7 +54,7 @@ def load_for_inspection(name_or_path, tokenizer_name_or_path=None, **kwargs):
     checkpoint is loaded with its head, for its logits and pooling hops; any other as its encoder."""
     config = AutoConfig.from_pretrained(name_or_path, **kwargs)
     auto_class = AutoModel
-    for suffix, head_class in POOLING_HEADS.items():
+    for suffix, head_class in SENTENCE_HEADS.items():
         if any(name.endswith(suffix) for name in config.architectures or ()):
             auto_class = head_class
     model = auto_class.from_pretrained(name_or_path, attn_implementation="eager", **kwargs).eval()
@@ -71,9 +68,11 @@ def inspect_attention(model, tokenizer, text, text_pair=None, max_length=None):
     switched to eager and eval for this call only."""
     encoded = tokenizer(text, text_pair, truncation=max_length is not None, max_length=max_length, return_tensors="pt")
     is_casan = isinstance(model.config, CasanConfig)
-    structured = is_casan and getattr(model, "pooling", None) is not None
+    structured = is_casan and getattr(model, "pooling", None) is not None and model.pooling.kind == "structured"
     multiple_choice = type(model).__name__.endswith("ForMultipleChoice")
-    inputs = {name: (tensor[:, None] if multiple_choice else tensor).to(model.device) for name, tensor in encoded.items()}
+    inputs = {
+        name: (tensor[:, None] if multiple_choice else tensor).to(model.device) for name, tensor in encoded.items()
+    }
     if is_casan:
         inputs["output_context_gates"] = True
     if structured:

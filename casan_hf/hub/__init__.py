@@ -1,17 +1,28 @@
-"""Hub model cards: YAML metadata (with a `model-index` of measured scores) and a README body from a template.
+"""The Hub-ready folder: what `push_to_hub` uploads and what anyone loads with `trust_remote_code=True`.
 
-The metadata is built with `huggingface_hub.ModelCardData` and `EvalResult`, so the `model-index` block is
-the structure the Hub reads; the body is `model_cards/README_TEMPLATE.md` filled with `string.Template`.
+Every script writes it through here: weights (safetensors), config with `auto_map`, the model's code files,
+the tokenizer and a model card `README.md`. An existing non-empty folder is never written into unless the
+caller says so, and that is checked before any work starts.
+
+The card's YAML metadata is built with `huggingface_hub.ModelCardData` and `EvalResult`, so the
+`model-index` block (the measured scores) is the structure the Hub reads; its body is the package's
+`README_TEMPLATE.md` filled with `string.Template`.
 """
 
 import os
+from importlib import resources
 from string import Template
 
 import transformers
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
-from . import __version__
-from .glue_tasks import GLUE_HUB_ID, GLUE_TASKS
+from .. import __version__
+from ..configuration_casan import get_head, option_names
+from ..glue.tasks import GLUE_HUB_ID, GLUE_TASKS
+
+
+MODEL_CARD_NAME = "README.md"
+TEMPLATE_NAME = "README_TEMPLATE.md"
 
 
 METRIC_NAMES = {
@@ -21,29 +32,6 @@ METRIC_NAMES = {
     "pearson": "Pearson correlation",
     "spearmanr": "Spearman correlation",
 }
-
-PIPELINE_TAGS = {
-    "base": "feature-extraction",
-    "sequence-classification": "text-classification",
-    "token-classification": "token-classification",
-    "question-answering": "question-answering",
-    "multiple-choice": "multiple-choice",
-    "masked-lm": "fill-mask",
-}
-
-AUTO_CLASS_NAMES = {
-    "base": "AutoModel",
-    "sequence-classification": "AutoModelForSequenceClassification",
-    "token-classification": "AutoModelForTokenClassification",
-    "question-answering": "AutoModelForQuestionAnswering",
-    "multiple-choice": "AutoModelForMultipleChoice",
-    "masked-lm": "AutoModelForMaskedLM",
-}
-
-# The heads that classify a sentence vector, and so have a `classifier_pooling`.
-POOLING_HEADS = ("sequence-classification", "multiple-choice")
-
-_CONTEXT_FIELDS = ("context_type", "context_targets", "context_layers", "gate", "fixed_gate", "gate_bias_init", "context_rank")
 
 
 def is_hub_id(name):
@@ -75,8 +63,31 @@ def eval_results_for(task_name, dataset_id, eval_metrics):
     return results
 
 
+def check_output_dir(output_dir, overwrite=False, flag="overwrite=True"):
+    """Raises a ValueError when `output_dir` holds files and `overwrite` is not set."""
+    if os.path.exists(output_dir) and not os.path.isdir(output_dir):
+        raise ValueError(f"Output path {output_dir!r} exists and is not a folder.")
+    if os.path.isdir(output_dir) and os.listdir(output_dir) and not overwrite:
+        raise ValueError(
+            f"Output folder {output_dir!r} already exists and is not empty; pass {flag} to write into it anyway."
+        )
+
+
+def write_model_card(output_dir, card_text):
+    os.makedirs(output_dir, exist_ok=True)
+    with open(os.path.join(output_dir, MODEL_CARD_NAME), "w", encoding="utf-8") as handle:
+        handle.write(card_text)
+
+
+def save_hub_folder(output_dir, model, tokenizer, card_text, overwrite=False):
+    """Writes model, tokenizer and model card into `output_dir` (checked empty unless `overwrite`)."""
+    check_output_dir(output_dir, overwrite)
+    model.save_pretrained(output_dir)
+    tokenizer.save_pretrained(output_dir)
+    write_model_card(output_dir, card_text)
+
+
 def render_model_card(
-    template_path,
     model,
     model_name,
     head="sequence-classification",
@@ -93,11 +104,14 @@ def render_model_card(
     class, since a config converted from BERT still says `model_type="bert"` until it is saved);
     `eval_metrics` maps dev splits to their metrics; `training` maps hyper-parameter names to values.
     """
-    if head not in PIPELINE_TAGS:
-        raise ValueError(f"Unknown head {head!r}; choose one of {', '.join(PIPELINE_TAGS)}.")
+    head = get_head(head)
     config = model.config
     casan = type(config).model_type == "casan_bert"
-    tags = ["casan", f"casan-{config.context_type}", "context-aware-self-attention", "bert"] if casan else ["bert", "casan-baseline"]
+    tags = (
+        ["casan", f"casan-{config.context_type}", "context-aware-self-attention", "bert"]
+        if casan
+        else ["bert", "casan-baseline"]
+    )
     if task_name is not None:
         tags += ["glue", task_name]
     on_hub = dataset_id == GLUE_HUB_ID
@@ -109,18 +123,19 @@ def render_model_card(
         eval_results=eval_results,
         library_name="transformers",
         license=license,
-        pipeline_tag=PIPELINE_TAGS[head],
+        pipeline_tag=head.pipeline_task,
         tags=tags,
     )
-    with open(template_path, encoding="utf-8") as handle:
-        template = Template(handle.read())
+    template = Template(resources.files(__name__).joinpath(TEMPLATE_NAME).read_text(encoding="utf-8"))
     text = template.substitute(
         metadata=card_data.to_yaml(),
         model_name=model_name,
         summary=_summary(config, base_model, task_name, casan),
         architecture=type(model).__name__,
         base_model=f"`{base_model}`" if base_model else "a BERT checkpoint",
-        context_rows=_option_rows(config, head) if casan else "| context | none: plain BERT, the baseline of the CASAN runs |",
+        context_rows=_option_rows(config, head)
+        if casan
+        else "| context | none: plain BERT, the baseline of the CASAN runs |",
         results=_results_table(task_name, eval_metrics),
         load_instructions=_load_instructions(model_name, head, casan),
         training=_training_table(training),
@@ -133,11 +148,10 @@ def render_model_card(
 
 def _option_rows(config, head):
     """The CASAN options that shape this model: the context, and the pooling of a sentence-vector head."""
-    names = list(_CONTEXT_FIELDS)
-    if head in POOLING_HEADS:
-        names.append("classifier_pooling")
-        if config.classifier_pooling == "structured":
-            names += ["pooling_hops", "pooling_hidden", "pooling_penalty"]
+    names = list(option_names("context"))
+    if head.classifier_pooling:
+        # The hop options shape only the structured pooling.
+        names += option_names("pooling") if config.classifier_pooling == "structured" else ["classifier_pooling"]
     return "\n".join(f"| {name} | `{getattr(config, name)}` |" for name in names)
 
 
@@ -154,13 +168,17 @@ def _results_table(task_name, eval_metrics):
         return "Not evaluated yet: the context parameters are untrained; fine-tune before use."
     rows = ["| split | metric | value |", "| --- | --- | --- |"]
     for split, metrics in eval_metrics.items():
-        rows += [f"| {split} | {METRIC_NAMES[name]} | {value:.4f} |" for name, value in metrics.items() if name in METRIC_NAMES]
+        rows += [
+            f"| {split} | {METRIC_NAMES[name]} | {value:.4f} |"
+            for name, value in metrics.items()
+            if name in METRIC_NAMES
+        ]
     where = f"the GLUE {task_name.upper()} dev set" if task_name is not None else "the validation file"
     return f"Measured on {where} at the end of training:\n\n" + "\n".join(rows)
 
 
 def _load_instructions(model_name, head, casan):
-    auto_class = AUTO_CLASS_NAMES[head]
+    auto_class = head.auto_class
     remote = ", trust_remote_code=True" if casan else ""
     code = [
         "```python",
@@ -189,4 +207,12 @@ def _training_table(training):
     return "\n".join(rows)
 
 
-__all__ = ["PIPELINE_TAGS", "POOLING_HEADS", "eval_results_for", "is_hub_id", "render_model_card"]
+__all__ = [
+    "MODEL_CARD_NAME",
+    "check_output_dir",
+    "eval_results_for",
+    "is_hub_id",
+    "render_model_card",
+    "save_hub_folder",
+    "write_model_card",
+]

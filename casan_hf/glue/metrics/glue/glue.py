@@ -30,7 +30,7 @@ Args:
 Returns: a dict with, depending on the configuration,
     "accuracy", "f1" (mrpc, qqp), "matthews_correlation" (cola), "pearson" and "spearmanr" (stsb, regression).
 Example:
-    >>> metric = evaluate.load(casan_hf.metrics.GLUE_METRIC_PATH, "mrpc")
+    >>> metric = evaluate.load(casan_hf.glue.metrics.GLUE_METRIC_PATH, "mrpc")
     >>> metric.compute(predictions=[0, 1], references=[0, 1])
     {'accuracy': 1.0, 'f1': 1.0}
 """
@@ -45,7 +45,9 @@ CONFIGS = ("cola", *ACCURACY_F1_TASKS, *CORRELATION_TASKS, *ACCURACY_TASKS)
 class Glue(evaluate.Metric):
     def _info(self):
         if self.config_name not in CONFIGS:
-            raise ValueError(f"Unknown GLUE metric configuration {self.config_name!r}; choose one of {', '.join(CONFIGS)}.")
+            raise ValueError(
+                f"Unknown GLUE metric configuration {self.config_name!r}; choose one of {', '.join(CONFIGS)}."
+            )
         value = datasets.Value("float32" if self.config_name in CORRELATION_TASKS else "int64")
         return evaluate.MetricInfo(
             description=_DESCRIPTION,

@@ -15,9 +15,9 @@ import torch
 from torch.nn import functional as F
 from transformers import BertConfig, BertModel
 
-from .configuration_casan import CasanConfig
+from ..configuration_casan import CasanConfig
+from ..modeling_casan import CasanModel
 from .flops import context_param_count, cost_floor
-from .modeling_casan import CasanModel
 from .peak_memory import step_peak_mb
 
 
@@ -128,7 +128,10 @@ def machine_balance(device, dtype):
     sentence-level context product (a few rows times a 56 MB U, bound by memory)."""
     tokens, d = 512, 768
     x, w = torch.randn(tokens, d, device=device, dtype=dtype), torch.randn(4 * d, d, device=device, dtype=dtype)
-    context, u = torch.randn(4, 12 * d, device=device, dtype=dtype), torch.randn(2 * d, 12 * d, device=device, dtype=dtype)
+    context, u = (
+        torch.randn(4, 12 * d, device=device, dtype=dtype),
+        torch.randn(2 * d, 12 * d, device=device, dtype=dtype),
+    )
     flops_per_s = 2 * tokens * d * 4 * d / _median_seconds(lambda: F.linear(x, w), device)
     bytes_per_s = u.numel() * u.element_size() / _median_seconds(lambda: F.linear(context, u), device)
     return flops_per_s / bytes_per_s
@@ -178,7 +181,9 @@ def benchmark_group(models, variants, inputs, mode, device, warmup, repeats, pro
     return {label: (*timings[label], peaks[label]) for label in labels}
 
 
-def records_for_group(results, models, variants, size, seq_len, batch_size, mode, device, dtype, attn, balance, weights):
+def records_for_group(
+    results, models, variants, size, seq_len, batch_size, mode, device, dtype, attn, balance, weights
+):
     """One JSON-ready record per model; ratios are over the first variant (BERT)."""
     tokens = batch_size * seq_len
     bert_s = statistics.median(results[variants[0].label][0])

@@ -1,0 +1,141 @@
+"""The context of context-aware self-attention: what each layer's context C is made of, and the mixer that
+gates it into the query and key.
+
+For a layer input H and its context C (one row per sentence, or one row per token for deep context):
+
+    Q^ = (1 - lam_Q) * Q + lam_Q * (C U_Q),    lam_Q = sigmoid(Q v_Q^H + (C U_Q) v_Q^C + b_Q)
+
+and the same for K. Mixing happens on the full d-dimensional Q and K, before the head split, and the
+1/sqrt(d_head) scaling is left to the attention function, as in BERT.
+
+The encoder builds C layer by layer: `context_source` is what a layer input contributes (its masked mean,
+or itself for deep context), `layer_context` assembles a layer's C from the sources so far.
+"""
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from .configuration_casan import CONTEXT_TARGETS, SENTENCE_CONTEXTS
+
+
+def mean_weights(token_mask, dtype):
+    """`(batch, 1, n)` weights that average the real tokens (1 / their count), or None for a plain mean.
+
+    The encoder builds them once per forward, so each layer's masked mean is a single bmm.
+    """
+    if token_mask is None:
+        return None
+    weights = token_mask.to(dtype)
+    return (weights / weights.sum(dim=1, keepdim=True).clamp(min=1)).unsqueeze(1)
+
+
+def masked_mean(hidden_states, token_mask=None, weights=None):
+    """Mean over the real tokens, `(batch, n, d) -> (batch, d)`; `token_mask` is `(batch, n)` of 0/1 or None,
+    `weights` the same mask already turned into `mean_weights`."""
+    if weights is None:
+        weights = mean_weights(token_mask, hidden_states.dtype)
+    if weights is None:
+        return hidden_states.mean(dim=1)
+    return torch.bmm(weights, hidden_states).squeeze(1)
+
+
+def context_source(config, hidden_states, weights):
+    """What one layer input contributes to the context: its masked mean for sentence-level context (global,
+    deep_global; `weights` from `mean_weights`), the whole input for deep context, nothing for none."""
+    if config.context_type in SENTENCE_CONTEXTS:
+        return masked_mean(hidden_states, weights=weights)
+    if config.context_type == "deep":
+        return hidden_states
+    return None
+
+
+def layer_context(config, layer_index, sources):
+    """The context C of layer `layer_index` (0-based), from `sources[i]`, the `context_source` of the input
+    of layer i, for every layer up to this one; None where the layer takes no context.
+
+    global: this layer's mean `(batch, d)`; deep_global: the means of all layers so far, concatenated,
+    `(batch, (l + 1) d)`; deep: the earlier layer inputs as a tuple of `(batch, n, d)`, never concatenated.
+    """
+    if not config.layer_has_context(layer_index):
+        return None
+    if config.context_type == "global":
+        return sources[layer_index]
+    if config.context_type == "deep_global":
+        return torch.cat(sources[: layer_index + 1], dim=-1)
+    return tuple(sources[:layer_index])
+
+
+class CasanContextMixer(nn.Module):
+    """Projects a layer's context (C U) and gates it into the query and/or key.
+
+    The targets share one projection matrix, so both come out of a single matmul. Sentence-level context
+    (global, deep_global) is a `(batch, d_c)` tensor and costs one small matmul per sentence; deep context
+    is the tuple of earlier layer inputs, projected as a sum of per-layer products so that the
+    `n x (l-1)d` concatenation is never built.
+    """
+
+    def __init__(self, config, context_size):
+        super().__init__()
+        self.hidden_size = config.hidden_size
+        self.targets = config.context_targets
+        self.rank = config.context_rank
+        self.dynamic = config.gate == "dynamic"
+        self.fixed_gate = config.fixed_gate
+        num_targets = len(self.targets)
+
+        # Full rank: U_Q and U_K stacked, (T * d) x d_c. Low rank (U = A B): A_Q and A_K stacked,
+        # (T * r) x d_c, then one B (r x d) per target in `context_up`.
+        width = self.hidden_size if self.rank is None else self.rank
+        self.context_weight = nn.Parameter(torch.empty(num_targets * width, context_size))
+        if self.rank is not None:
+            self.context_up = nn.Parameter(torch.empty(num_targets, self.rank, self.hidden_size))
+        if self.dynamic:
+            self.gate_hidden = nn.Parameter(torch.empty(num_targets, self.hidden_size))  # v^H per target
+            self.gate_context = nn.Parameter(torch.empty(num_targets, self.hidden_size))  # v^C per target
+            self.gate_bias = nn.Parameter(torch.empty(num_targets))
+
+    def project(self, context):
+        """C U for every target: `(batch, 1, T, d)` for sentence context, `(batch, n, T, d)` for deep."""
+        if isinstance(context, torch.Tensor):
+            projected = F.linear(context, self.context_weight).unsqueeze(1)
+        else:
+            rows = context[0].shape[:-1]
+            weights = self.context_weight.split(self.hidden_size, dim=1)
+            projected = F.linear(context[0].flatten(0, -2), weights[0])
+            for hidden_states, weight in zip(context[1:], weights[1:], strict=True):
+                # addmm adds each source layer's product into the running sum: no temporary, no extra pass.
+                projected = torch.addmm(projected, hidden_states.flatten(0, -2), weight.t())
+            projected = projected.unflatten(0, rows)
+        projected = projected.unflatten(-1, (len(self.targets), -1))
+        if self.rank is not None:
+            projected = torch.einsum("bntr,trd->bntd", projected, self.context_up)
+        return projected
+
+    def forward(self, query, key, context):
+        """Mixes the context into the targets among `query` and `key` (each `(batch, n, d)`).
+
+        Returns the mixed query and key (a target without context comes back as it was) and the gates
+        `(batch, 2, n)`: channel 0 lambda_Q, channel 1 lambda_K, 0 for a target that takes no context.
+        """
+        projected = self.project(context)
+        if self.dynamic:
+            # The context side of every target's gate logit, (C U) v^C + b, in one product: (batch, 1 or n, T).
+            context_logits = torch.einsum("bntd,td->bnt", projected, self.gate_context) + self.gate_bias
+        states = {"query": query, "key": key}
+        gates = []
+        for target in CONTEXT_TARGETS:
+            plain = states[target]
+            if target not in self.targets:
+                gates.append(plain.new_zeros(plain.shape[:-1]))
+                continue
+            index = self.targets.index(target)
+            if self.dynamic:
+                # Few, larger kernels matter on a GPU: baddbmm adds Q v^H to the context side in one.
+                gate_hidden = self.gate_hidden[index, :, None].expand(plain.shape[0], -1, -1)
+                gate = torch.sigmoid(torch.baddbmm(context_logits[..., index, None], plain, gate_hidden))
+            else:
+                gate = plain.new_full((*plain.shape[:-1], 1), self.fixed_gate)
+            states[target] = torch.lerp(plain, projected[:, :, index], gate)
+            gates.append(gate.squeeze(-1))
+        return states["query"], states["key"], torch.stack(gates, dim=1)
