@@ -19,7 +19,10 @@ $(BIN)/.installed: pyproject.toml constraints.txt
 
 install: $(BIN)/.installed
 
+# Lint and format are checked first: CI enforces them (ruff is pinned in constraints.txt).
 test: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q
 
 # Convert the real MiniLM BERT to CASAN, fine-tune it on a GLUE task, evaluate on the full dev set.

@@ -31,7 +31,12 @@ VARIANT_FLAGS = {
 }
 DEFAULT_VARIANTS = ["baseline", "global", "deep", "deep_global"]
 # The metrics shown in the table, per task (the GLUE ones; the others are in results.json).
-TABLE_METRICS = {"mrpc": ("accuracy", "f1"), "qqp": ("accuracy", "f1"), "cola": ("matthews_correlation",), "stsb": ("pearson", "spearmanr")}
+TABLE_METRICS = {
+    "mrpc": ("accuracy", "f1"),
+    "qqp": ("accuracy", "f1"),
+    "cola": ("matthews_correlation",),
+    "stsb": ("pearson", "spearmanr"),
+}
 TASKS = ("cola", "sst2", "mrpc", "qqp", "stsb", "mnli", "qnli", "rte", "wnli")
 
 
@@ -54,10 +59,16 @@ def parse_args(argv=None):
     parser.add_argument("--tasks", nargs="+", choices=TASKS, default=["rte", "mrpc", "sst2"])
     parser.add_argument("--variants", nargs="+", choices=list(VARIANT_FLAGS), default=DEFAULT_VARIANTS)
     parser.add_argument("--seeds", nargs="+", type=int, default=[42, 43, 44])
-    parser.add_argument("--single_seed_tasks", nargs="*", choices=TASKS, default=[], help="Tasks run with the first seed only.")
-    parser.add_argument("--max_train_samples", nargs="*", default=[], metavar="TASK=N", help="Train on the first N examples of TASK.")
+    parser.add_argument(
+        "--single_seed_tasks", nargs="*", choices=TASKS, default=[], help="Tasks run with the first seed only."
+    )
+    parser.add_argument(
+        "--max_train_samples", nargs="*", default=[], metavar="TASK=N", help="Train on the first N examples of TASK."
+    )
     parser.add_argument("--parallel", type=int, default=1, help="Runs at a time.")
-    parser.add_argument("--base_model", default="sentence-transformers/all-MiniLM-L6-v2", help="Hub id for the model cards.")
+    parser.add_argument(
+        "--base_model", default="sentence-transformers/all-MiniLM-L6-v2", help="Hub id for the model cards."
+    )
     parser.add_argument("--dry_run", action="store_true", help="Print the commands and the table of what exists.")
     args, run_glue_args = parser.parse_known_args(argv)
     try:
@@ -113,12 +124,17 @@ def collect(args):
 
 
 def table(args, runs):
-    lines = ["| task | metric | " + " | ".join(args.variants) + " |", "| --- | --- | " + " | ".join("---" for _ in args.variants) + " |"]
+    lines = [
+        "| task | metric | " + " | ".join(args.variants) + " |",
+        "| --- | --- | " + " | ".join("---" for _ in args.variants) + " |",
+    ]
     for task in args.tasks:
         for metric in TABLE_METRICS.get(task, ("accuracy",)):
             cells = []
             for variant in args.variants:
-                values = [100 * run[f"eval_{metric}"] for run in runs if run["task"] == task and run["variant"] == variant]
+                values = [
+                    100 * run[f"eval_{metric}"] for run in runs if run["task"] == task and run["variant"] == variant
+                ]
                 if not values:
                     cells.append("-")
                 elif len(values) == 1:

@@ -3,12 +3,14 @@
 import os
 from pathlib import Path
 
+
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["HF_DATASETS_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import pytest  # noqa: E402
+
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 

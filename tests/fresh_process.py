@@ -6,6 +6,7 @@ import subprocess
 import sys
 import textwrap
 
+
 BLOCK_CASAN_HF = """
 import sys
 

@@ -44,29 +44,77 @@ def write_synthetic_glue(root):
     """Tiny CoLA, STS-B, MNLI, QQP, QNLI and WNLI folders in the original GLUE formats (no header for CoLA,
     12 columns in MNLI's train.tsv and 16 in its dev files, STS-B scores on 0..5)."""
     sentences = ["the film was great .", "it was dull", 'a "quoted" line', "NA", "what a film !", "not at all"]
-    write_tsv(root / "CoLA" / "train.tsv", None, [("gj04", i % 2, "*" if i % 2 == 0 else "", s) for i, s in enumerate(sentences)])
+    write_tsv(
+        root / "CoLA" / "train.tsv",
+        None,
+        [("gj04", i % 2, "*" if i % 2 == 0 else "", s) for i, s in enumerate(sentences)],
+    )
     write_tsv(root / "CoLA" / "dev.tsv", None, [("gj04", i % 2, "", s) for i, s in enumerate(sentences[:4])])
-    stsb_header = ("index", "genre", "filename", "year", "old_index", "source1", "source2", "sentence1", "sentence2", "score")
-    stsb = [(i, "main-captions", "MSRvid", "2012test", i, "none", "none", s, s[::-1], f"{i * 0.8:.3f}") for i, s in enumerate(sentences)]
+    stsb_header = (
+        "index",
+        "genre",
+        "filename",
+        "year",
+        "old_index",
+        "source1",
+        "source2",
+        "sentence1",
+        "sentence2",
+        "score",
+    )
+    stsb = [
+        (i, "main-captions", "MSRvid", "2012test", i, "none", "none", s, s[::-1], f"{i * 0.8:.3f}")
+        for i, s in enumerate(sentences)
+    ]
     write_tsv(root / "STS-B" / "train.tsv", stsb_header, stsb)
     write_tsv(root / "STS-B" / "dev.tsv", stsb_header, stsb[:4])
     parse = ("( x )", "( y )", "(ROOT x)", "(ROOT y)")
     nli = ("entailment", "neutral", "contradiction")
-    mnli_train = ("index", "promptID", "pairID", "genre", "sentence1_binary_parse", "sentence2_binary_parse", "sentence1_parse", "sentence2_parse", "sentence1", "sentence2", "label1", "gold_label")
-    write_tsv(root / "MNLI" / "train.tsv", mnli_train, [(i, i, f"{i}e", "fiction", *parse, s, s.upper(), nli[i % 3], nli[i % 3]) for i, s in enumerate(sentences)])
+    mnli_train = (
+        "index",
+        "promptID",
+        "pairID",
+        "genre",
+        "sentence1_binary_parse",
+        "sentence2_binary_parse",
+        "sentence1_parse",
+        "sentence2_parse",
+        "sentence1",
+        "sentence2",
+        "label1",
+        "gold_label",
+    )
+    write_tsv(
+        root / "MNLI" / "train.tsv",
+        mnli_train,
+        [(i, i, f"{i}e", "fiction", *parse, s, s.upper(), nli[i % 3], nli[i % 3]) for i, s in enumerate(sentences)],
+    )
     mnli_dev = mnli_train[:10] + ("label1", "label2", "label3", "label4", "label5", "gold_label")
     for name in ("dev_matched.tsv", "dev_mismatched.tsv"):
-        rows = [(i, i, f"{i}e", "travel", *parse, s, s.lower(), *[nli[(i + 1) % 3]] * 5, nli[(i + 1) % 3]) for i, s in enumerate(sentences[:3 if "mis" in name else 4])]
+        rows = [
+            (i, i, f"{i}e", "travel", *parse, s, s.lower(), *[nli[(i + 1) % 3]] * 5, nli[(i + 1) % 3])
+            for i, s in enumerate(sentences[: 3 if "mis" in name else 4])
+        ]
         write_tsv(root / "MNLI" / name, mnli_dev, rows)
     qqp_header = ("id", "qid1", "qid2", "question1", "question2", "is_duplicate")
-    write_tsv(root / "QQP" / "train.tsv", qqp_header, [(i, 2 * i, 2 * i + 1, s + " ?", s, i % 2) for i, s in enumerate(sentences)])
-    write_tsv(root / "QQP" / "dev.tsv", qqp_header, [(i, 2 * i, 2 * i + 1, s + " ?", s, i % 2) for i, s in enumerate(sentences[:4])])
+    write_tsv(
+        root / "QQP" / "train.tsv",
+        qqp_header,
+        [(i, 2 * i, 2 * i + 1, s + " ?", s, i % 2) for i, s in enumerate(sentences)],
+    )
+    write_tsv(
+        root / "QQP" / "dev.tsv",
+        qqp_header,
+        [(i, 2 * i, 2 * i + 1, s + " ?", s, i % 2) for i, s in enumerate(sentences[:4])],
+    )
     for folder, header, labels in (
         ("QNLI", ("index", "question", "sentence", "label"), ("entailment", "not_entailment")),
         ("WNLI", ("index", "sentence1", "sentence2", "label"), (0, 1)),
     ):
         for name, count in (("train.tsv", 6), ("dev.tsv", 4)):
-            write_tsv(root / folder / name, header, [(i, s, s[::-1], labels[i % 2]) for i, s in enumerate(sentences[:count])])
+            write_tsv(
+                root / folder / name, header, [(i, s, s[::-1], labels[i % 2]) for i, s in enumerate(sentences[:count])]
+            )
     return root
 
 

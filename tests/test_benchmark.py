@@ -30,7 +30,15 @@ REQUIRED = {
 def quick_records(tmp_path_factory):
     path = tmp_path_factory.mktemp("benchmark") / "quick.json"
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    command = [sys.executable, str(ROOT / "scripts" / "benchmark.py"), "--quick", "--device", "cpu", "--json", str(path)]
+    command = [
+        sys.executable,
+        str(ROOT / "scripts" / "benchmark.py"),
+        "--quick",
+        "--device",
+        "cpu",
+        "--json",
+        str(path),
+    ]
     completed = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert completed.returncode == 0, completed.stderr[-3000:]
     return json.loads(path.read_text()), completed.stdout + completed.stderr
@@ -42,7 +50,10 @@ def test_quick_run_writes_one_record_per_model_and_mode(quick_records):
     labels = [record["model"] for record in records if record["mode"] == "inference"]
     assert labels[0] == "bert" and "bert (control copy)" in labels and "casan none (control)" in labels
     assert {record["context_type"] for record in records} >= {None, "none", "global", "deep", "deep_global"}
-    assert {record["context_rank"] for record in records if record["context_type"] in ("deep", "deep_global")} == {None, 64}
+    assert {record["context_rank"] for record in records if record["context_type"] in ("deep", "deep_global")} == {
+        None,
+        64,
+    }
 
 
 def test_records_have_the_required_fields(quick_records):

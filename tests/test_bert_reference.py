@@ -3,10 +3,11 @@ context_type="none" is BERT, and a converted checkpoint starts close to the BERT
 
 import pytest
 import torch
+from tiny_models import CONTEXT_TYPES, HEADS, TINY, comparable_outputs, head_inputs, padded_batch
 from transformers import AutoTokenizer, BertConfig, BertModel
 
 from casan_hf import CasanForSequenceClassification, CasanModel
-from tiny_models import CONTEXT_TYPES, HEADS, TINY, comparable_outputs, head_inputs, padded_batch
+
 
 SENTENCES = [
     "A man is playing a guitar on the stage tonight.",

@@ -3,13 +3,13 @@ the tokens, for CASAN models of every context type and for plain BERT."""
 
 import pytest
 import torch
+from tiny_models import TINY, tiny_config
+from tiny_tokenizer import tiny_tokenizer
 from transformers import BertConfig, BertForSequenceClassification, BertModel
 
 from casan_hf import CasanForMultipleChoice, CasanForSequenceClassification, CasanModel
 from casan_hf.inspection import inspect_attention, load_for_inspection
 
-from tiny_models import TINY, tiny_config
-from tiny_tokenizer import tiny_tokenizer
 
 TEXT, PAIR = "The film was gripping, funny and not at all dull!", "I liked it."
 

@@ -8,6 +8,7 @@ from safetensors.torch import load_file
 
 import casan_hf
 
+
 FIXTURES = Path(__file__).parent / "fixtures" / "legacy_checkpoints"
 FOLDERS = sorted(path for path in FIXTURES.iterdir() if path.is_dir())
 

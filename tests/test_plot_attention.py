@@ -9,13 +9,13 @@ import sys
 
 import pytest
 import torch
+from conftest import REPO_ROOT
+from tiny_models import TINY, tiny_config
+from tiny_tokenizer import tiny_tokenizer
 from transformers import BertConfig, BertModel
 
 from casan_hf import CasanForSequenceClassification, CasanModel
 
-from conftest import REPO_ROOT
-from tiny_models import TINY, tiny_config
-from tiny_tokenizer import tiny_tokenizer
 
 SCRIPT = REPO_ROOT / "scripts" / "plot_attention.py"
 TEXT, PAIR = "The film was gripping, funny and not at all dull!", "I liked it."
@@ -80,7 +80,9 @@ def test_writes_a_png_of_the_planned_size(tmp_path, capsys, checkpoints, kind, f
     plot_attention.main(["--model", str(checkpoints[kind]), "--text", TEXT, "--out", str(out), *flags])
     num_tokens, pixels = PRINTED.fullmatch(capsys.readouterr().out.strip()).groups()
     dpi = int(flags[flags.index("--dpi") + 1]) if "--dpi" in flags else 100
-    width, height = plot_attention.figure_size(int(num_tokens), TINY["num_hidden_layers"], num_maps, num_hops, has_gates)
+    width, height = plot_attention.figure_size(
+        int(num_tokens), TINY["num_hidden_layers"], num_maps, num_hops, has_gates
+    )
     assert png_size(out) == planned_pixels(width, height, dpi)
     assert pixels == "x".join(map(str, png_size(out)))
 

@@ -2,6 +2,7 @@
 
 from transformers import BertTokenizer
 
+
 WORDS = "the a film was funny gripping and dull i liked it not at all , . ! ?".split()
 SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 
