@@ -5,6 +5,7 @@ import dataclasses
 import json
 
 import pytest
+import transformers
 from transformers import AutoConfig, BertConfig, BertModel
 
 from casan_hf import CasanConfig, CasanForSequenceClassification, CasanModel
@@ -155,3 +156,15 @@ def test_the_option_groups_the_scripts_expose_are_exactly_the_checked_options():
     assert [field.name for field in dataclasses.fields(CasanArguments)] == [option.name for option in OPTIONS]
     assert sorted(_CHECKS) == sorted(field.name for field in dataclasses.fields(CasanConfig) if field.name in _CHECKS)
 
+
+def test_every_head_names_real_transformers_classes_and_pipelines():
+    from transformers.pipelines import SUPPORTED_TASKS
+
+    import casan_hf
+
+    for head in casan_hf.HEADS:
+        assert hasattr(transformers, head.auto_class), head
+        assert casan_hf.HEAD_CLASSES[head.name].__name__ == head.class_name
+        assert head.pipeline_task is None or head.pipeline_task in SUPPORTED_TASKS, head
+        assert AUTO_MAP[head.auto_class] == f"modeling_casan.{head.class_name}"
+    assert len(AUTO_MAP) == len(casan_hf.HEADS) + 1

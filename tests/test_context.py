@@ -6,7 +6,7 @@ from tiny_models import CONTEXT_TYPES, padded_batch, tiny_config
 from torch.nn import functional as F
 
 from casan_hf import CasanConfig, CasanModel
-from casan_hf.context import CasanContextMixer
+from casan_hf.context import CasanContextMixer, layer_context
 
 
 LENGTHS = [11, 4, 7, 1]
@@ -170,3 +170,27 @@ def test_low_rank_runs_for_every_context(rank):
         outputs = run(model, *padded_batch([5, 3]))
         assert torch.isfinite(outputs.last_hidden_state).all()
 
+
+def test_a_4d_attention_mask_is_refused():
+    model = CasanModel(tiny_config(context_type="global")).eval()
+    input_ids, attention_mask = padded_batch([4, 2])
+    with pytest.raises(ValueError, match="2D attention_mask.*got 4D"):
+        model(input_ids, attention_mask=attention_mask[:, None, None, :])
+
+
+@pytest.mark.parametrize("context_type", ["deep", "deep_global"])
+def test_layers_without_context_still_feed_later_layers(context_type):
+    """`context_layers` chooses which layers mix; every layer input still reaches later layers' context."""
+    config = tiny_config(context_type=context_type, context_layers=[2])
+    model = CasanModel(config)
+    assert [layer.attention.self.context_mixer is None for layer in model.encoder.layer] == [True, True, False]
+    assert model.encoder.layer[2].attention.self.context_mixer.context_weight.shape[1] == config.context_size(2)
+    sources = [torch.full((1, 4, 32), float(index)) for index in range(3)]
+    if context_type == "deep_global":
+        sources = [source[:, 0] for source in sources]
+    context = layer_context(config, 2, sources)
+    if context_type == "deep":
+        assert len(context) == 2 and [float(part[0, 0, 0]) for part in context] == [0.0, 1.0]
+    else:
+        assert torch.equal(context, torch.cat(sources, dim=-1))
+    assert layer_context(config, 1, sources) is None

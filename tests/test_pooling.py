@@ -211,3 +211,14 @@ def test_invalid_pooling_options_are_refused_from_config_json(tmp_path, saved_ti
     with pytest.raises(ValueError, match=f"`{name}`"):
         CasanConfig.from_pretrained(tmp_path)
 
+
+def test_pooling_may_change_when_a_casan_checkpoint_is_loaded(tmp_path):
+    """Pooling is a head option: a CASAN checkpoint trained with "cls" starts a "structured" classifier, whose
+    pooling is new and whose pooler is left unused, as transformers does for any new head."""
+    seeded(CasanForSequenceClassification, classifier_pooling="cls").save_pretrained(tmp_path)
+    model, info = CasanForSequenceClassification.from_pretrained(
+        tmp_path, classifier_pooling="structured", ignore_mismatched_sizes=True, output_loading_info=True
+    )
+    assert model.config.classifier_pooling == "structured"
+    assert {"pooling.hidden.weight", "pooling.hops.weight"} <= set(info["missing_keys"])
+    assert {name for name in info["unexpected_keys"]} == {"bert.pooler.dense.weight", "bert.pooler.dense.bias"}
