@@ -34,6 +34,12 @@ class GlueData:
     dataset_id: str  # for the model card: a Hub id, or the local files' names
     dataset_config: str | None  # the GLUE task on the Hub, when there is one
 
+    @classmethod
+    def for_task(cls, task, datasets, eval_splits, dataset_id):
+        """The data of a GLUE task: its text columns and label set come from the task."""
+        label_names = None if task.is_regression else list(task.label_names)
+        return cls(datasets, task.text_columns, label_names, eval_splits, dataset_id, task.name)
+
     @property
     def is_regression(self):
         return self.label_names is None
@@ -79,14 +85,7 @@ def _load_hub(task, need_train, need_eval, cache_dir):
             if column not in keep
         ]
     )
-    return GlueData(
-        splits,
-        task.text_columns,
-        None if task.is_regression else list(task.label_names),
-        task.eval_splits if need_eval else (),
-        GLUE_HUB_ID,
-        task.name,
-    )
+    return GlueData.for_task(task, splits, task.eval_splits if need_eval else (), GLUE_HUB_ID)
 
 
 def _load_glue_dir(task, glue_dir, need_train, need_eval, cache_dir):
@@ -101,14 +100,7 @@ def _load_glue_dir(task, glue_dir, need_train, need_eval, cache_dir):
     }
     splits = DatasetDict({split: _read_tsv(task, path, cache_dir) for split, path in files.items()})
     splits = _normalise(task, splits, files)
-    return GlueData(
-        splits,
-        task.text_columns,
-        None if task.is_regression else list(task.label_names),
-        task.eval_splits if need_eval else (),
-        GLUE_HUB_ID,
-        task.name,
-    )
+    return GlueData.for_task(task, splits, task.eval_splits if need_eval else (), GLUE_HUB_ID)
 
 
 def _read_tsv(task, path, cache_dir):
@@ -168,14 +160,7 @@ def _load_files(task, train_file, validation_file, need_train, need_eval, cache_
     )
     if task is not None:
         eval_splits = ("validation",) if need_eval else ()
-        return GlueData(
-            _normalise(task, splits, files),
-            task.text_columns,
-            None if task.is_regression else list(task.label_names),
-            eval_splits,
-            _files_id(files),
-            task.name,
-        )
+        return GlueData.for_task(task, _normalise(task, splits, files), eval_splits, _files_id(files))
     return _normalise_untasked(splits, files, need_eval)
 
 
