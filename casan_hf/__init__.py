@@ -32,11 +32,16 @@ __version__ = "0.1.0"
 # Head name -> CASAN model class, for every row of `HEADS`.
 HEAD_CLASSES = {head.name: getattr(modeling_casan, head.class_name) for head in HEADS}
 
-transformers.AutoConfig.register(CasanConfig.model_type, CasanConfig, exist_ok=True)
-CasanConfig.register_for_auto_class("AutoConfig")
-for _head in HEADS:
-    getattr(transformers, _head.auto_class).register(CasanConfig, HEAD_CLASSES[_head.name], exist_ok=True)
-    HEAD_CLASSES[_head.name].register_for_auto_class(_head.auto_class)
+
+def _register_auto_classes():
+    transformers.AutoConfig.register(CasanConfig.model_type, CasanConfig, exist_ok=True)
+    CasanConfig.register_for_auto_class("AutoConfig")
+    for head in HEADS:
+        getattr(transformers, head.auto_class).register(CasanConfig, HEAD_CLASSES[head.name], exist_ok=True)
+        HEAD_CLASSES[head.name].register_for_auto_class(head.auto_class)
+
+
+_register_auto_classes()
 
 __all__ = [
     "CONTEXT_TARGETS",

@@ -117,7 +117,7 @@ class CasanOption:
     """One option CASAN adds to `BertConfig`.
 
     `group` says what it shapes: `"context"` the attention, `"pooling"` the sentence vector of the heads that
-    classify one (see `Head.classifier_pooling`). `structural` options decide which context parameters exist,
+    classify one (see `Head.pools_sentence`). `structural` options decide which context parameters exist,
     so a CASAN checkpoint loads only with the values it was saved with. `check` returns the value to store
     or raises a ValueError naming the option, the value and what is allowed. `help` is the documentation
     shown in the config's docstring and by every script's flag; defaults come from `CasanConfig`.
@@ -241,7 +241,7 @@ class Head:
     """One CASAN model class.
 
     `name` is what the converter's `--head` and the model card call it; `pipeline_task` the transformers
-    pipeline that serves it (None where transformers has none); `classifier_pooling` whether it classifies a
+    pipeline that serves it (None where transformers has none); `pools_sentence` whether it classifies a
     sentence vector, and so takes the "pooling" options; `takes_num_labels` whether its output width is the
     user's `num_labels`.
     """
@@ -250,7 +250,7 @@ class Head:
     class_name: str
     auto_class: str
     pipeline_task: str | None
-    classifier_pooling: bool = False
+    pools_sentence: bool = False
     takes_num_labels: bool = False
 
 
@@ -261,7 +261,7 @@ HEADS = (
         "CasanForSequenceClassification",
         "AutoModelForSequenceClassification",
         "text-classification",
-        classifier_pooling=True,
+        pools_sentence=True,
         takes_num_labels=True,
     ),
     Head(
@@ -272,7 +272,7 @@ HEADS = (
         takes_num_labels=True,
     ),
     Head("question-answering", "CasanForQuestionAnswering", "AutoModelForQuestionAnswering", None),
-    Head("multiple-choice", "CasanForMultipleChoice", "AutoModelForMultipleChoice", None, classifier_pooling=True),
+    Head("multiple-choice", "CasanForMultipleChoice", "AutoModelForMultipleChoice", None, pools_sentence=True),
     Head("masked-lm", "CasanForMaskedLM", "AutoModelForMaskedLM", "fill-mask"),
 )
 
@@ -291,7 +291,7 @@ AUTO_MAP = {
     **{head.auto_class: f"modeling_casan.{head.class_name}" for head in HEADS},
 }
 
-_CHECKS = {option.name: option.check for option in OPTIONS}
+OPTION_CHECKS = {option.name: option.check for option in OPTIONS}
 
 
 class CasanConfig(BertConfig):
@@ -325,7 +325,7 @@ class CasanConfig(BertConfig):
         self.check_context_options()
 
     def __setattr__(self, name, value):
-        check = _CHECKS.get(name)
+        check = OPTION_CHECKS.get(name)
         super().__setattr__(name, value if check is None else check(value))
 
     def check_context_options(self):

@@ -40,9 +40,12 @@ def masked_mean(hidden_states, token_mask=None, weights=None):
     return torch.bmm(weights, hidden_states).squeeze(1)
 
 
-def context_source(config, hidden_states, weights):
-    """What one layer input contributes to the context: its masked mean for sentence-level context (global,
-    deep_global; `weights` from `mean_weights`), the whole input for deep context, nothing for none."""
+def context_source(config, layer_index, hidden_states, weights):
+    """What the input of layer `layer_index` contributes to the context: its masked mean for sentence-level
+    context (global, deep_global; `weights` from `mean_weights`), the whole input for deep context, nothing
+    for none. Global context reads only its own layer's mean, so a layer without context takes none."""
+    if config.context_type == "global" and not config.layer_has_context(layer_index):
+        return None
     if config.context_type in SENTENCE_CONTEXTS:
         return masked_mean(hidden_states, weights=weights)
     if config.context_type == "deep":

@@ -38,7 +38,7 @@ from transformers.pytorch_utils import apply_chunking_to_forward
 from transformers.utils.generic import can_return_tuple, merge_with_config_defaults
 from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 
-from .configuration_casan import SENTENCE_CONTEXTS, STRUCTURAL_OPTIONS, CasanConfig
+from .configuration_casan import CONTEXT_TARGETS, SENTENCE_CONTEXTS, STRUCTURAL_OPTIONS, CasanConfig
 from .context import CasanContextMixer, context_source, layer_context, mean_weights
 from .pooling import SentencePooling
 
@@ -128,7 +128,9 @@ class CasanSelfAttention(nn.Module):
         if self.context_mixer is not None and context is not None:
             query, key, context_gates = self.context_mixer(query, key, context)
         else:
-            context_gates = hidden_states.new_zeros((hidden_states.shape[0], 2, hidden_states.shape[1]))
+            context_gates = hidden_states.new_zeros(
+                (hidden_states.shape[0], len(CONTEXT_TARGETS), hidden_states.shape[1])
+            )
 
         query = query.view(hidden_shape).transpose(1, 2)
         key = key.view(hidden_shape).transpose(1, 2)
@@ -195,7 +197,7 @@ class CasanEncoder(nn.Module):
         weights = mean_weights(token_mask, hidden_states.dtype) if sentence_level else None
         sources = []
         for layer_idx, layer_module in enumerate(self.layer):
-            sources.append(context_source(self.config, hidden_states, weights))
+            sources.append(context_source(self.config, layer_idx, hidden_states, weights))
             context = layer_context(self.config, layer_idx, sources)
             hidden_states = layer_module(hidden_states, attention_mask, context, **kwargs)
         return hidden_states

@@ -8,7 +8,7 @@ For each size and sequence length the models are built once with the same weight
 run round-robin after warm-up. `ratio` is CASAN's median tokens/s over BERT's (`cpu ratio`: the same
 with process CPU time, steadier on a shared machine); `flop floor` is BERT's
 FLOPs over CASAN's, and `floor` also charges the memory-bound reads of a sentence-level U (see
-casan_hf/flops.py): the best ratio an implementation can reach.
+casan_hf/benchmark/flops.py): the best ratio an implementation can reach.
 """
 
 import argparse

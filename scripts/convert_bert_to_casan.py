@@ -43,8 +43,8 @@ class ConvertArguments:
 
 
 class UnderscoreFlagParser(HfArgumentParser):
-    """HfArgumentParser without its dashed aliases (`--context-type`): one spelling per flag, as this script
-    has always taken, so that a usage error names the flag as it was typed."""
+    """HfArgumentParser without its dashed aliases (`--context-type`): one spelling per flag, so that a usage
+    error names the flag as it was typed."""
 
     def add_argument(self, *option_strings, **kwargs):
         return super().add_argument(*[name for name in option_strings if "-" not in name[2:]], **kwargs)
@@ -57,16 +57,21 @@ def heads_with(attribute):
 def parse_args(argv=None):
     parser = UnderscoreFlagParser((ConvertArguments, CasanArguments), description=__doc__.split("\n\n")[0])
     try:
-        args, casan_args = parser.parse_args_into_dataclasses(args=argv)
-        check_output_dir(args.output_dir, args.overwrite, flag="--overwrite")
-    except ValueError as error:
+        args, casan_args, unknown = parser.parse_args_into_dataclasses(args=argv, return_remaining_strings=True)
+    except ValueError as error:  # a CASAN option's value, checked by the config's own check
         parser.error(str(error))
+    if unknown:
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     head = get_head(args.head)
     if args.num_labels is not None and not head.takes_num_labels:
         parser.error(f"--num_labels needs --head {heads_with('takes_num_labels')}, not {args.head!r}")
     pooling_flags = [f"--{name}" for name in casan_args.casan_kwargs("pooling")]
-    if pooling_flags and not head.classifier_pooling:
-        parser.error(f"{' '.join(pooling_flags)} needs --head {heads_with('classifier_pooling')}, not {args.head!r}")
+    if pooling_flags and not head.pools_sentence:
+        parser.error(f"{' '.join(pooling_flags)} needs --head {heads_with('pools_sentence')}, not {args.head!r}")
+    try:
+        check_output_dir(args.output_dir, args.overwrite, flag="--overwrite")
+    except ValueError as error:
+        parser.error(str(error))
     return parser, args, casan_args
 
 

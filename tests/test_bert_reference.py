@@ -3,7 +3,7 @@ context_type="none" is BERT, and a converted checkpoint starts close to the BERT
 
 import pytest
 import torch
-from tiny_models import CONTEXT_TYPES, HEADS, TINY, comparable_outputs, head_inputs, padded_batch
+from tiny_models import BERT_TWINS, CONTEXT_TYPES, TINY, comparable_outputs, head_inputs, padded_batch
 from transformers import AutoTokenizer, BertConfig, BertModel
 
 from casan_hf import CasanForSequenceClassification, CasanModel
@@ -26,7 +26,7 @@ def assert_outputs_match(casan_outputs, bert_outputs, atol):
 
 
 @pytest.mark.parametrize("attn_implementation", ["eager", "sdpa"])
-@pytest.mark.parametrize("casan_class,bert_class", HEADS.items(), ids=[c.__name__ for c in HEADS])
+@pytest.mark.parametrize("casan_class,bert_class", BERT_TWINS.items(), ids=[c.__name__ for c in BERT_TWINS])
 def test_none_is_bert_on_tiny_random_checkpoints(tmp_path, casan_class, bert_class, attn_implementation):
     torch.manual_seed(0)
     bert = bert_class(BertConfig(**TINY, num_labels=2)).eval()
@@ -42,7 +42,7 @@ def test_none_is_bert_on_tiny_random_checkpoints(tmp_path, casan_class, bert_cla
         assert_outputs_match(casan.eval()(**inputs), bert(**inputs), atol=1e-5)
 
 
-@pytest.mark.parametrize("casan_class,bert_class", HEADS.items(), ids=[c.__name__ for c in HEADS])
+@pytest.mark.parametrize("casan_class,bert_class", BERT_TWINS.items(), ids=[c.__name__ for c in BERT_TWINS])
 def test_none_is_bert_on_real_minilm(minilm_path, casan_class, bert_class):
     tokenizer = AutoTokenizer.from_pretrained(minilm_path)
     encoded = tokenizer(SENTENCES, padding=True, return_tensors="pt")

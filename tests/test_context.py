@@ -146,7 +146,7 @@ def context_parameters(context_type, rank=None, **size):
     return sum(p.numel() for n, p in model.named_parameters() if "context_mixer" in n)
 
 
-def test_parameter_counts_match_the_design_note():
+def test_parameter_counts_match_the_method():
     """BERT-base: global about 14M, deep about 78M, deep_global about 92M extra (full-rank U_Q and U_K)."""
     d, layers = 768, 12
     gates = layers * (4 * d + 2)

@@ -168,6 +168,7 @@ def test_pooling_options_reach_the_classifier(convert_main, tiny_bert, tmp_path)
             ["--head", "sequence-classification", "--pooling_penalty", "-1"],
             "`pooling_penalty` must be a finite number >= 0",
         ),
+        (["--context-type", "global"], "unrecognized arguments: --context-type global"),
     ],
 )
 def test_bad_flags_are_usage_errors(flags, message, convert_main, tiny_bert, tmp_path, capsys):

@@ -5,14 +5,13 @@ import json
 
 import torch
 from fresh_process import run_without_casan_hf
-from tiny_models import HEADS, comparable_outputs, head_inputs, padded_batch, tiny_config
+from tiny_models import BERT_TWINS, comparable_outputs, head_inputs, padded_batch, tiny_config
 from transformers import AutoTokenizer
 
-from casan_hf import HEADS as CASAN_HEADS
-from casan_hf import CasanForSequenceClassification
+from casan_hf import HEADS, CasanForSequenceClassification
 
 
-AUTO_CLASS = {head.class_name: head.auto_class for head in CASAN_HEADS}
+AUTO_CLASS = {head.class_name: head.auto_class for head in HEADS}
 
 LOAD_EVERY_HEAD = """
 import json, sys, torch, transformers
@@ -35,7 +34,7 @@ print("loaded", len(cases))
 
 def test_every_head_loads_in_a_fresh_process_without_casan_hf(tmp_path):
     cases = []
-    for casan_class in HEADS:
+    for casan_class in BERT_TWINS:
         torch.manual_seed(0)
         model = casan_class(tiny_config(context_type="deep_global", num_labels=2, gate_bias_init=0.0)).eval()
         folder = tmp_path / casan_class.__name__
@@ -57,7 +56,7 @@ def test_every_head_loads_in_a_fresh_process_without_casan_hf(tmp_path):
             }
         )
     (tmp_path / "cases.json").write_text(json.dumps(cases))
-    assert run_without_casan_hf(LOAD_EVERY_HEAD, tmp_path).strip() == f"loaded {len(HEADS)}"
+    assert run_without_casan_hf(LOAD_EVERY_HEAD, tmp_path).strip() == f"loaded {len(BERT_TWINS)}"
 
 
 PIPELINE = """

@@ -27,7 +27,7 @@ TINY = dict(
 CONTEXT_TYPES = ("global", "deep", "deep_global")
 
 # CASAN class -> the transformers BERT class with the same weights and outputs when context_type="none".
-HEADS = {
+BERT_TWINS = {
     casan_class: getattr(transformers, casan_class.__name__.replace("Casan", "Bert", 1))
     for casan_class in HEAD_CLASSES.values()
 }

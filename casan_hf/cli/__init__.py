@@ -12,7 +12,7 @@ import dataclasses
 import types
 import typing
 
-from ..configuration_casan import OPTIONS, option_defaults, option_types
+from ..configuration_casan import OPTION_CHECKS, OPTIONS, option_defaults, option_types
 
 
 class PositiveInt(int):
@@ -50,9 +50,8 @@ def _casan_kwargs(self, *groups):
 
 
 def _check_given_options(self):
-    checks = {option.name: option.check for option in OPTIONS}
     for name, value in self.casan_kwargs().items():
-        setattr(self, name, checks[name](int(value) if isinstance(value, PositiveInt) else value))
+        setattr(self, name, OPTION_CHECKS[name](int(value) if isinstance(value, PositiveInt) else value))
 
 
 CasanArguments = dataclasses.make_dataclass(

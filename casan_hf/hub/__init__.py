@@ -149,7 +149,7 @@ def render_model_card(
 def _option_rows(config, head):
     """The CASAN options that shape this model: the context, and the pooling of a sentence-vector head."""
     names = list(option_names("context"))
-    if head.classifier_pooling:
+    if head.pools_sentence:
         # The hop options shape only the structured pooling.
         names += option_names("pooling") if config.classifier_pooling == "structured" else ["classifier_pooling"]
     return "\n".join(f"| {name} | `{getattr(config, name)}` |" for name in names)

@@ -19,7 +19,7 @@ from ..configuration_casan import HEADS, CasanConfig
 SENTENCE_HEADS = {
     head.class_name.removeprefix("Casan"): getattr(transformers, head.auto_class)
     for head in HEADS
-    if head.classifier_pooling
+    if head.pools_sentence
 }
 
 
