@@ -55,17 +55,19 @@ def context_source(config, layer_index, hidden_states, weights):
 
 def layer_context(config, layer_index, sources):
     """The context C of layer `layer_index` (0-based), from `sources[i]`, the `context_source` of the input
-    of layer i, for every layer up to this one; None where the layer takes no context.
+    of layer i, for every layer up to this one, as a tuple of tensors (empty where the layer takes none).
 
     global: this layer's mean `(batch, d)`; deep_global: the means of all layers so far, concatenated,
-    `(batch, (l + 1) d)`; deep: the earlier layer inputs as a tuple of `(batch, n, d)`, never concatenated.
+    `(batch, (l + 1) d)`; deep: the earlier layer inputs, each `(batch, n, d)`, never concatenated. A tuple
+    of tensors, because the layers take it as positional arguments: reentrant activation checkpointing
+    sees only those.
     """
     if not config.layer_has_context(layer_index):
-        return None
+        return ()
     if config.context_type == "global":
-        return sources[layer_index]
+        return (sources[layer_index],)
     if config.context_type == "deep_global":
-        return torch.cat(sources[: layer_index + 1], dim=-1)
+        return (torch.cat(sources[: layer_index + 1], dim=-1),)
     return tuple(sources[:layer_index])
 
 
@@ -81,6 +83,7 @@ class CasanContextMixer(nn.Module):
     def __init__(self, config, context_size):
         super().__init__()
         self.hidden_size = config.hidden_size
+        self.per_token = config.context_type == "deep"
         self.targets = config.context_targets
         self.rank = config.context_rank
         self.dynamic = config.gate == "dynamic"
@@ -99,9 +102,11 @@ class CasanContextMixer(nn.Module):
             self.gate_bias = nn.Parameter(torch.empty(num_targets))
 
     def project(self, context):
-        """C U for every target: `(batch, 1, T, d)` for sentence context, `(batch, n, T, d)` for deep."""
-        if isinstance(context, torch.Tensor):
-            projected = F.linear(context, self.context_weight).unsqueeze(1)
+        """C U for every target from `layer_context`'s tuple: `(batch, 1, T, d)` for sentence context,
+        `(batch, n, T, d)` for deep."""
+        if not self.per_token:
+            (sentence,) = context
+            projected = F.linear(sentence, self.context_weight).unsqueeze(1)
         else:
             rows = context[0].shape[:-1]
             weights = self.context_weight.split(self.hidden_size, dim=1)

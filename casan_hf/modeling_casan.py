@@ -120,12 +120,13 @@ class CasanSelfAttention(nn.Module):
             CasanContextMixer(config, config.context_size(layer_idx)) if config.layer_has_context(layer_idx) else None
         )
 
-    def forward(self, hidden_states, attention_mask=None, context=None, **kwargs):
+    def forward(self, hidden_states, attention_mask=None, context=(), **kwargs):
         """Returns the attention output, the attention weights (eager only) and the gates `(batch, 2, n)`:
-        channel 0 the query gate, channel 1 the key gate, 0 where that target gets no context."""
+        channel 0 the query gate, channel 1 the key gate, 0 where that target gets no context. `context` is
+        the layer's `layer_context`."""
         hidden_shape = (*hidden_states.shape[:-1], -1, self.attention_head_size)
         query, key = self.query(hidden_states), self.key(hidden_states)
-        if self.context_mixer is not None and context is not None:
+        if self.context_mixer is not None and context:
             query, key, context_gates = self.context_mixer(query, key, context)
         else:
             context_gates = hidden_states.new_zeros(
@@ -159,7 +160,7 @@ class CasanAttention(nn.Module):
         self.self = CasanSelfAttention(config, layer_idx)
         self.output = BertSelfOutput(config)
 
-    def forward(self, hidden_states, attention_mask=None, context=None, **kwargs):
+    def forward(self, hidden_states, attention_mask=None, context=(), **kwargs):
         attention_output, _, _ = self.self(hidden_states, attention_mask, context, **kwargs)
         return self.output(attention_output, hidden_states)
 
@@ -173,7 +174,8 @@ class CasanLayer(GradientCheckpointingLayer):
         self.intermediate = BertIntermediate(config)
         self.output = BertOutput(config)
 
-    def forward(self, hidden_states, attention_mask=None, context=None, **kwargs):
+    def forward(self, hidden_states, attention_mask=None, *context, **kwargs):
+        """`context`: the tensors of the layer's `layer_context`, positional so that checkpointing sees them."""
         attention_output = self.attention(hidden_states, attention_mask, context, **kwargs)
         return apply_chunking_to_forward(
             self.feed_forward_chunk, self.chunk_size_feed_forward, self.seq_len_dim, attention_output
@@ -199,7 +201,7 @@ class CasanEncoder(nn.Module):
         for layer_idx, layer_module in enumerate(self.layer):
             sources.append(context_source(self.config, layer_idx, hidden_states, weights))
             context = layer_context(self.config, layer_idx, sources)
-            hidden_states = layer_module(hidden_states, attention_mask, context, **kwargs)
+            hidden_states = layer_module(hidden_states, attention_mask, *context, **kwargs)
         return hidden_states
 
 

@@ -35,7 +35,7 @@ def test_mixer_follows_the_paper(context_type, rank):
         context = torch.randn(batch, config.context_size(layer))
         concatenated = context[:, None, :].expand(batch, n, -1)
     original = {"query": torch.randn(batch, n, d), "key": torch.randn(batch, n, d)}
-    query, key, gates = mixer(original["query"], original["key"], context)
+    query, key, gates = mixer(original["query"], original["key"], context if context_type == "deep" else (context,))
     states = {"query": query, "key": key}
     for index, target in enumerate(("query", "key")):
         width = d if rank is None else rank
@@ -55,7 +55,7 @@ def test_fixed_gate_mixes_with_a_constant():
     torch.nn.init.normal_(mixer.context_weight)
     assert not hasattr(mixer, "gate_bias")
     context, query, key = torch.randn(2, 32), torch.randn(2, 5, 32), torch.randn(2, 5, 32)
-    mixed_query, mixed_key, gates = mixer(query, key, context)
+    mixed_query, mixed_key, gates = mixer(query, key, (context,))
     assert torch.equal(mixed_query, query) and torch.all(gates[:, 0] == 0) and torch.all(gates[:, 1] == 0.3)
     torch.testing.assert_close(mixed_key, 0.7 * key + 0.3 * F.linear(context, mixer.context_weight)[:, None])
 
@@ -192,5 +192,5 @@ def test_layers_without_context_still_feed_later_layers(context_type):
     if context_type == "deep":
         assert len(context) == 2 and [float(part[0, 0, 0]) for part in context] == [0.0, 1.0]
     else:
-        assert torch.equal(context, torch.cat(sources, dim=-1))
-    assert layer_context(config, 1, sources) is None
+        assert torch.equal(context[0], torch.cat(sources, dim=-1))
+    assert layer_context(config, 1, sources) == ()

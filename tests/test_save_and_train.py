@@ -105,10 +105,17 @@ def test_other_model_types_are_refused(tmp_path):
         CasanModel.from_pretrained(tmp_path, context_type="global")
 
 
-@pytest.mark.parametrize("context_type", CONTEXT_TYPES)
-def test_gradient_checkpointing_gives_the_same_gradients(context_type):
+@pytest.mark.parametrize("use_reentrant", [False, True], ids=["non-reentrant", "reentrant"])
+@pytest.mark.parametrize(
+    "options",
+    [*({"context_type": c} for c in CONTEXT_TYPES), {"context_type": "deep", "context_rank": 4}],
+    ids=[*CONTEXT_TYPES, "deep-r4"],
+)
+def test_gradient_checkpointing_gives_the_same_gradients(options, use_reentrant):
+    """Both of torch's checkpointing modes; the reentrant one sees only tensors passed as positional arguments,
+    so the deep context (one tensor per earlier layer) must reach each layer that way."""
     torch.manual_seed(0)
-    model = CasanForSequenceClassification(tiny_config(context_type=context_type, num_labels=2, gate_bias_init=0.0))
+    model = CasanForSequenceClassification(tiny_config(**options, num_labels=2, gate_bias_init=0.0))
     model.train()
     input_ids, attention_mask = padded_batch([6, 4, 2])
     labels = torch.tensor([0, 1, 1])
@@ -119,7 +126,7 @@ def test_gradient_checkpointing_gives_the_same_gradients(context_type):
         return {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
 
     plain = gradients()
-    model.activation_checkpointing_enable()
+    model.activation_checkpointing_enable({"use_reentrant": use_reentrant})
     checkpointed = gradients()
     assert plain.keys() == checkpointed.keys()
     assert any("context_mixer" in name for name in plain)
