@@ -34,7 +34,9 @@ from transformers.models.bert.modeling_bert import (
     BertSelfOutput,
     eager_attention_forward,
 )
+from transformers.processing_utils import Unpack
 from transformers.pytorch_utils import apply_chunking_to_forward
+from transformers.utils import TransformersKwargs
 from transformers.utils.generic import can_return_tuple, merge_with_config_defaults
 from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 
@@ -120,7 +122,7 @@ class CasanSelfAttention(nn.Module):
             CasanContextMixer(config, config.context_size(layer_idx)) if config.layer_has_context(layer_idx) else None
         )
 
-    def forward(self, hidden_states, attention_mask=None, context=(), **kwargs):
+    def forward(self, hidden_states, attention_mask=None, context=(), **kwargs: Unpack[TransformersKwargs]):
         """Returns the attention output, the attention weights (eager only) and the gates `(batch, 2, n)`:
         channel 0 the query gate, channel 1 the key gate, 0 where that target gets no context. `context` is
         the layer's `layer_context`."""
@@ -160,7 +162,7 @@ class CasanAttention(nn.Module):
         self.self = CasanSelfAttention(config, layer_idx)
         self.output = BertSelfOutput(config)
 
-    def forward(self, hidden_states, attention_mask=None, context=(), **kwargs):
+    def forward(self, hidden_states, attention_mask=None, context=(), **kwargs: Unpack[TransformersKwargs]):
         attention_output, _, _ = self.self(hidden_states, attention_mask, context, **kwargs)
         return self.output(attention_output, hidden_states)
 
@@ -174,7 +176,7 @@ class CasanLayer(GradientCheckpointingLayer):
         self.intermediate = BertIntermediate(config)
         self.output = BertOutput(config)
 
-    def forward(self, hidden_states, attention_mask=None, *context, **kwargs):
+    def forward(self, hidden_states, attention_mask=None, *context, **kwargs: Unpack[TransformersKwargs]):
         """`context`: the tensors of the layer's `layer_context`, positional so that checkpointing sees them."""
         attention_output = self.attention(hidden_states, attention_mask, context, **kwargs)
         return apply_chunking_to_forward(
@@ -194,7 +196,7 @@ class CasanEncoder(nn.Module):
         self.config = config
         self.layer = nn.ModuleList([CasanLayer(config, layer_idx=i) for i in range(config.num_hidden_layers)])
 
-    def forward(self, hidden_states, attention_mask=None, token_mask=None, **kwargs):
+    def forward(self, hidden_states, attention_mask=None, token_mask=None, **kwargs: Unpack[TransformersKwargs]):
         sentence_level = self.config.context_type in SENTENCE_CONTEXTS
         weights = mean_weights(token_mask, hidden_states.dtype) if sentence_level else None
         sources = []
@@ -331,7 +333,7 @@ class CasanModel(CasanPreTrainedModel):
         token_type_ids=None,
         position_ids=None,
         inputs_embeds=None,
-        **kwargs,
+        **kwargs: Unpack[TransformersKwargs],
     ) -> CasanModelOutput:
         if (input_ids is None) ^ (inputs_embeds is not None):
             raise ValueError("You must specify exactly one of input_ids or inputs_embeds")
@@ -389,7 +391,7 @@ class CasanForSequenceClassification(CasanPreTrainedModel):
         inputs_embeds=None,
         labels=None,
         output_pooling_attentions=False,
-        **kwargs,
+        **kwargs: Unpack[TransformersKwargs],
     ) -> CasanSequenceClassifierOutput:
         outputs = self.bert(
             input_ids,
@@ -430,7 +432,7 @@ class CasanForMultipleChoice(CasanPreTrainedModel):
         inputs_embeds=None,
         labels=None,
         output_pooling_attentions=False,
-        **kwargs,
+        **kwargs: Unpack[TransformersKwargs],
     ) -> CasanMultipleChoiceOutput:
         """Inputs are `(batch, num_choices, seq)`; each choice is encoded as its own sentence."""
         num_choices = input_ids.shape[1] if input_ids is not None else inputs_embeds.shape[1]
@@ -479,7 +481,7 @@ class CasanForTokenClassification(CasanPreTrainedModel):
         position_ids=None,
         inputs_embeds=None,
         labels=None,
-        **kwargs,
+        **kwargs: Unpack[TransformersKwargs],
     ) -> CasanTokenClassifierOutput:
         outputs = self.bert(
             input_ids,
@@ -513,7 +515,7 @@ class CasanForQuestionAnswering(CasanPreTrainedModel):
         inputs_embeds=None,
         start_positions=None,
         end_positions=None,
-        **kwargs,
+        **kwargs: Unpack[TransformersKwargs],
     ) -> CasanQuestionAnsweringOutput:
         outputs = self.bert(
             input_ids,
@@ -563,7 +565,7 @@ class CasanForMaskedLM(CasanPreTrainedModel):
         position_ids=None,
         inputs_embeds=None,
         labels=None,
-        **kwargs,
+        **kwargs: Unpack[TransformersKwargs],
     ) -> CasanMaskedLMOutput:
         outputs = self.bert(
             input_ids,

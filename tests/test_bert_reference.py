@@ -1,6 +1,8 @@
 """transformers' BERT with the same weights is the reference for everything CASAN leaves unchanged:
 context_type="none" is BERT, and a converted checkpoint starts close to the BERT it came from."""
 
+import inspect
+
 import pytest
 import torch
 from tiny_models import BERT_TWINS, CONTEXT_TYPES, TINY, comparable_outputs, head_inputs, padded_batch
@@ -103,3 +105,11 @@ def test_context_layers_left_out_attend_as_bert(tmp_path):
     for layer in range(3):
         torch.testing.assert_close(actual[layer], expected[layer], atol=1e-6, rtol=0)
     assert not torch.allclose(actual[3], expected[3], atol=1e-6)
+
+
+@pytest.mark.parametrize("casan_class,bert_class", BERT_TWINS.items(), ids=[c.__name__ for c in BERT_TWINS])
+def test_forward_kwargs_are_typed_as_bert_s(casan_class, bert_class):
+    """transformers reads what a model's forward accepts from `**kwargs: Unpack[TransformersKwargs]`."""
+    casan = inspect.signature(casan_class.forward).parameters["kwargs"].annotation
+    assert casan == inspect.signature(bert_class.forward).parameters["kwargs"].annotation
+    assert casan is not inspect.Parameter.empty
