@@ -11,13 +11,20 @@ casan_hf installed and `huggingface-cli upload` can publish it as is. The contex
 """
 
 import os
+import sys
 from dataclasses import dataclass, field
 
 from transformers import AutoTokenizer, HfArgumentParser
 
 from casan_hf import HEAD_CLASSES, HEADS, get_head
 from casan_hf.cli import CasanArguments, PositiveInt
-from casan_hf.hub import check_output_dir, render_model_card, save_hub_folder
+from casan_hf.hub import (
+    check_output_dir,
+    render_model_card,
+    save_hub_folder,
+    untrained_heads,
+    untrained_heads_warning,
+)
 
 
 @dataclass
@@ -81,9 +88,12 @@ def main(argv=None):
     if args.num_labels is not None:
         kwargs["num_labels"] = int(args.num_labels)
     try:
-        model = HEAD_CLASSES[args.head].from_pretrained(args.model_name_or_path, **kwargs)
+        model, loading = HEAD_CLASSES[args.head].from_pretrained(
+            args.model_name_or_path, output_loading_info=True, **kwargs
+        )
     except ValueError as error:
         parser.error(str(error))
+    new_heads = untrained_heads(loading["missing_keys"])
     tokenizer = AutoTokenizer.from_pretrained(args.model_name_or_path)
     model_name = args.model_name or os.path.basename(os.path.normpath(args.output_dir))
     card = render_model_card(
@@ -92,9 +102,12 @@ def main(argv=None):
         head=args.head,
         base_model=args.base_model or args.model_name_or_path,
         license=args.license,
+        untrained_heads=new_heads,
     )
     save_hub_folder(args.output_dir, model, tokenizer, card, overwrite=args.overwrite)
     print(f"Saved {type(model).__name__} ({model.config.context_type} context) to {args.output_dir}")
+    if new_heads:
+        print(f"WARNING: {untrained_heads_warning(new_heads, args.head)}", file=sys.stderr)
 
 
 if __name__ == "__main__":

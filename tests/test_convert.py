@@ -177,3 +177,17 @@ def test_bad_flags_are_usage_errors(flags, message, convert_main, tiny_bert, tmp
     stderr = capsys.readouterr().err
     assert exit_info.value.code == 2 and message in stderr and "usage:" in stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_a_head_the_checkpoint_lacks_is_announced_in_the_output_and_the_card(
+    convert_main, tiny_bert, tmp_path, capsys
+):
+    """A BERT encoder has no MLM head: converted for fill-mask, that head starts random, and the user is told."""
+    convert_main(["--model_name_or_path", tiny_bert, "--output_dir", str(tmp_path / "mlm"), "--head", "masked-lm"])
+    stderr = capsys.readouterr().err
+    message = "The source checkpoint has no weights for `cls.predictions.*`: the masked-lm head starts random"
+    assert f"WARNING: {message}" in stderr and "fill-mask predicts random words" in stderr
+    assert message in (tmp_path / "mlm" / "README.md").read_text()
+    convert_main(["--model_name_or_path", tiny_bert, "--output_dir", str(tmp_path / "base")])
+    assert "WARNING" not in capsys.readouterr().err
+    assert "starts random" not in (tmp_path / "base" / "README.md").read_text()

@@ -97,12 +97,14 @@ def render_model_card(
     eval_metrics=None,
     training=None,
     license="apache-2.0",
+    untrained_heads=(),
 ):
     """The README.md text of a saved folder.
 
     `model` is the saved model (a CASAN model, or a BERT one for a `--baseline` run; its config is read by
     class, since a config converted from BERT still says `model_type="bert"` until it is saved);
-    `eval_metrics` maps dev splits to their metrics; `training` maps hyper-parameter names to values.
+    `eval_metrics` maps dev splits to their metrics; `training` maps hyper-parameter names to values;
+    `untrained_heads` names the head modules that the source checkpoint had no weights for.
     """
     head = get_head(head)
     config = model.config
@@ -138,7 +140,7 @@ def render_model_card(
         else "| context | none: plain BERT, the baseline of the CASAN runs |",
         results=_results_table(task_name, eval_metrics),
         load_instructions=_load_instructions(model_name, head, casan),
-        training=_training_table(training),
+        training=_training_table(training, untrained_heads_warning(untrained_heads, head.name)),
         casan_version=__version__,
         transformers_version=transformers.__version__,
     )
@@ -199,9 +201,31 @@ def _load_instructions(model_name, head, casan):
     )
 
 
-def _training_table(training):
+def untrained_heads(missing_keys):
+    """The head modules a conversion initialised at random: the weights the source checkpoint lacked, less
+    the context (new by design), as module names (`cls.predictions`, `classifier`)."""
+    heads = {".".join(key.split(".")[:2]) for key in missing_keys if ".context_mixer." not in key}
+    return sorted(name.removesuffix(".weight").removesuffix(".bias") for name in heads)
+
+
+def untrained_heads_warning(modules, head_name):
+    """What a user must know about a head that starts random, or "" when there is none."""
+    if not modules:
+        return ""
+    names = ", ".join(f"`{name}.*`" for name in modules)
+    consequence = (
+        "fill-mask predicts random words (p ~ 1 / vocabulary size) until the MLM head is trained, by "
+        "continued masked-LM pre-training"
+        if head_name == "masked-lm"
+        else "its outputs are random until it is fine-tuned"
+    )
+    return f"The source checkpoint has no weights for {names}: the {head_name} head starts random, so {consequence}."
+
+
+def _training_table(training, warning=""):
     if not training:
-        return "Converted from BERT, not fine-tuned: the context parameters are freshly initialised (gate near 0)."
+        text = "Converted from BERT, not fine-tuned: the context parameters are freshly initialised (gate near 0)."
+        return f"{text}\n\n**{warning}**" if warning else text
     rows = ["| hyper-parameter | value |", "| --- | --- |"]
     rows += [f"| {name} | `{value}` |" for name, value in training.items()]
     return "\n".join(rows)
@@ -214,5 +238,7 @@ __all__ = [
     "is_hub_id",
     "render_model_card",
     "save_hub_folder",
+    "untrained_heads",
+    "untrained_heads_warning",
     "write_model_card",
 ]
