@@ -25,6 +25,7 @@ from pathlib import Path
 
 import datasets
 import numpy as np
+import torch
 import transformers
 from transformers import (
     AutoTokenizer,
@@ -116,6 +117,26 @@ class GlueTrainer(Trainer):
         model_name = self.args.hub_model_id or Path(self.args.output_dir).name
         card = render_model_card(self.model, model_name, eval_metrics=self.card_eval_metrics, **self.card_kwargs)
         write_model_card(self.args.output_dir, card)
+
+
+def launched_processes():
+    """How many processes the launcher started (torchrun and `accelerate launch --multi_gpu` say so in
+    WORLD_SIZE), after making sure that on a machine without GPUs they form one gloo group.
+
+    `TrainingArguments` joins CPU processes only when told the run is on the CPU: without that, each of N
+    processes trains alone as rank 0 and all write the same folder. `accelerate launch --cpu` with several
+    processes starts just one unless it has MPI; that is refused, not run as one.
+    """
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    if world_size > 1 and not torch.cuda.is_available():
+        os.environ["ACCELERATE_USE_CPU"] = "true"
+    elif world_size == 1 and "MASTER_PORT" in os.environ and os.environ.get("ACCELERATE_USE_CPU") == "True":
+        raise ValueError(
+            "`accelerate launch --cpu --num_processes N` started one process: accelerate runs several CPU "
+            "processes only through MPI (--mpirun_hostfile). Launch with `torchrun --nproc_per_node N` or "
+            "`accelerate launch --multi_gpu --num_processes N`, which run N processes joined with gloo on a CPU."
+        )
+    return world_size
 
 
 def parse_args():
@@ -265,11 +286,21 @@ def prepare(model_args, casan_args, data_args, training_args):
 
 
 def main():
+    try:
+        world_size = launched_processes()
+    except ValueError as error:
+        sys.exit(f"run_glue.py: error: {error}")
     model_args, casan_args, data_args, training_args = parse_args()
+    if training_args.world_size != world_size:
+        sys.exit(
+            f"run_glue.py: error: the launcher started {world_size} processes but Trainer joined "
+            f"{training_args.world_size}; pass --ddp_backend for this machine."
+        )
     setup_logging(training_args)
     logger.warning(
-        f"Process rank: {training_args.process_index}, device: {training_args.device}, n_gpu: {training_args.n_gpu}, "
-        f"distributed training: {training_args.parallel_mode.value == 'distributed'}, "
+        f"Process rank: {training_args.process_index} of world size {training_args.world_size}, "
+        f"device: {training_args.device}, n_gpu: {training_args.n_gpu}, "
+        f"distributed: {training_args.world_size > 1} ({training_args.parallel_mode.value}), "
         f"16-bits training: {training_args.fp16 or training_args.bf16}"
     )
     logger.info(f"Training/evaluation parameters {training_args}")

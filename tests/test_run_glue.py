@@ -321,6 +321,37 @@ def test_two_processes(launcher, tiny_bert, tmp_path, glue_dir):
     assert "| world_size | `2` |" in (output_dir / "README.md").read_text()
 
 
+def test_two_cpu_processes_are_joined_without_a_backend_flag(tiny_bert, tmp_path, glue_dir):
+    """torchrun on a machine without GPUs and no --ddp_backend: one gloo group of two ranks, one writer."""
+    output_dir = tmp_path / "no-flag"
+    result = run_glue(
+        ["--model_name_or_path", tiny_bert, "--context_type", "global", "--task_name", "rte", "--glue_dir", glue_dir,
+         "--do_train", "--num_train_epochs", "2", "--output_dir", output_dir, *TINY_RUN],
+        cwd=tmp_path,
+        launcher=[sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29563"],
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert read_json(output_dir / "trainer_state.json")["global_step"] == 2  # 16 examples, 2 x 8 a step
+    ranks = [line for line in (result.stdout + result.stderr).splitlines() if "Process rank:" in line]
+    assert len(ranks) == 2 and any("rank: 0 of world size 2" in line for line in ranks)
+    assert any("rank: 1 of world size 2" in line for line in ranks)  # one rank 0: one process writes
+    assert "| world_size | `2` |" in (output_dir / "README.md").read_text()
+
+
+def test_one_process_for_several_cpu_processes_is_refused(tiny_bert, tmp_path, glue_dir):
+    launcher = [sys.executable, "-m", "accelerate.commands.launch", "--cpu", "--num_processes", "2",
+                "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no"]  # fmt: skip
+    result = run_glue(
+        ["--model_name_or_path", tiny_bert, "--task_name", "rte", "--glue_dir", glue_dir, "--do_train",
+         "--output_dir", tmp_path / "out", *TINY_RUN],
+        cwd=tmp_path,
+        launcher=launcher,
+    )  # fmt: skip
+    assert result.returncode != 0
+    assert "`accelerate launch --cpu --num_processes N` started one process" in result.stderr
+    assert not (tmp_path / "out").exists()
+
+
 class FakeHubApi:
     """Stands in for the Hub: records what Trainer would upload, and the folder's content at that moment."""
 
