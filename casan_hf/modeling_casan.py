@@ -262,7 +262,12 @@ class CasanPreTrainedModel(PreTrainedModel):
     def from_pretrained(cls, pretrained_model_name_or_path, *model_args, **kwargs):
         """Loads a BERT checkpoint (converted: the context parameters are new) or a CASAN checkpoint
         (continued: its context options must not change, or its trained context would be dropped or
-        replaced by random weights). The auto classes pass a ready `config`, so that is checked too."""
+        replaced by random weights). The auto classes pass a ready `config`, so that is checked too.
+
+        A converted model is a new model: like one built from a config, it has no checkpoint of its own until
+        it is saved, so its `name_or_path` is empty rather than the BERT checkpoint's. What reloads a model
+        from its `name_or_path` (a PEFT adapter records it as its base) must not get plain BERT back."""
+        saved = None
         if pretrained_model_name_or_path is not None:
             hub_kwargs = {
                 key: kwargs[key]
@@ -273,7 +278,10 @@ class CasanPreTrainedModel(PreTrainedModel):
             config = kwargs.get("config")
             requested = kwargs if not isinstance(config, PreTrainedConfig) else config.to_dict()
             check_checkpoint_fits(saved, requested)
-        return super().from_pretrained(pretrained_model_name_or_path, *model_args, **kwargs)
+        loaded = super().from_pretrained(pretrained_model_name_or_path, *model_args, **kwargs)
+        if saved is not None and saved.get("model_type") != CasanConfig.model_type:
+            (loaded[0] if isinstance(loaded, tuple) else loaded).name_or_path = ""
+        return loaded
 
 
 def check_checkpoint_fits(saved_config, requested):

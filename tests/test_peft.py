@@ -1,0 +1,85 @@
+"""LoRA adapters (PEFT) on CASAN models: an adapter trained on a saved CASAN model reloads as CASAN with the
+same outputs (also with only transformers and peft installed), merges into a plain CASAN model, and an adapter
+of a conversion that was never saved does not name the BERT checkpoint as its base."""
+
+import json
+
+import torch
+from fresh_process import run_without_casan_hf
+from peft import AutoPeftModelForSequenceClassification, LoraConfig, get_peft_model
+from tiny_models import TINY, padded_batch
+from transformers import BertConfig, BertModel
+
+from casan_hf import CasanForSequenceClassification
+
+
+# LoRA on the attention projections; the context and the classifier are new, so they train in full.
+LORA = dict(
+    task_type="SEQ_CLS", target_modules=["query", "key", "value"], modules_to_save=["context_mixer", "classifier"]
+)
+
+
+def converted_casan(folder):
+    torch.manual_seed(0)
+    BertModel(BertConfig(**TINY)).save_pretrained(folder / "bert")
+    return CasanForSequenceClassification.from_pretrained(
+        folder / "bert", context_type="global", num_labels=2, gate_bias_init=0.0
+    )
+
+
+def trained(peft_model):
+    """Stands in for training: every trainable weight moves (LoRA's B starts at zero)."""
+    torch.manual_seed(1)
+    with torch.no_grad():
+        for parameter in peft_model.parameters():
+            if parameter.requires_grad:
+                parameter.add_(0.1 * torch.randn_like(parameter))
+    return peft_model.eval()
+
+
+RELOAD = """
+import json, torch
+from peft import AutoPeftModelForSequenceClassification
+model = AutoPeftModelForSequenceClassification.from_pretrained("adapter", trust_remote_code=True).eval()
+inputs = torch.load("inputs.pt")
+with torch.no_grad():
+    logits = model(**inputs).logits
+print(type(model.get_base_model()).__module__.split(".")[0], torch.equal(logits, torch.load("expected.pt")))
+"""
+
+
+def test_adapter_reloads_as_casan_and_merges(tmp_path):
+    converted_casan(tmp_path).save_pretrained(tmp_path / "casan")
+    base = CasanForSequenceClassification.from_pretrained(tmp_path / "casan")
+    peft_model = trained(get_peft_model(base, LoraConfig(**LORA)))
+    assert any("context_mixer" in name for name, p in peft_model.named_parameters() if p.requires_grad)
+    input_ids, attention_mask = padded_batch([6, 3])
+    inputs = {"input_ids": input_ids, "attention_mask": attention_mask}
+    with torch.no_grad():
+        expected = peft_model(**inputs).logits
+    peft_model.save_pretrained(tmp_path / "adapter")
+    assert json.loads((tmp_path / "adapter" / "adapter_config.json").read_text())["base_model_name_or_path"] == str(
+        tmp_path / "casan"
+    )
+
+    loaded = AutoPeftModelForSequenceClassification.from_pretrained(tmp_path / "adapter").eval()
+    assert type(loaded.get_base_model()) is CasanForSequenceClassification
+    with torch.no_grad():
+        assert torch.equal(loaded(**inputs).logits, expected)
+        merged = loaded.merge_and_unload()
+        assert type(merged) is CasanForSequenceClassification
+        torch.testing.assert_close(merged(**inputs).logits, expected, atol=1e-6, rtol=1e-5)
+        # The adapter holds what training changed: the base alone gives other outputs.
+        untrained = CasanForSequenceClassification.from_pretrained(tmp_path / "casan").eval()
+        assert not torch.allclose(untrained(**inputs).logits, expected)
+
+    torch.save(inputs, tmp_path / "inputs.pt")
+    torch.save(expected, tmp_path / "expected.pt")
+    assert run_without_casan_hf(RELOAD, tmp_path).split() == ["transformers_modules", "True"]
+
+
+def test_adapter_of_an_unsaved_conversion_does_not_name_bert(tmp_path):
+    converted = converted_casan(tmp_path)
+    assert converted.name_or_path == ""
+    get_peft_model(converted, LoraConfig(**LORA)).save_pretrained(tmp_path / "adapter")
+    assert json.loads((tmp_path / "adapter" / "adapter_config.json").read_text())["base_model_name_or_path"] is None
