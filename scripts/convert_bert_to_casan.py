@@ -20,8 +20,10 @@ from casan_hf import HEAD_CLASSES, HEADS, get_head
 from casan_hf.cli import CasanArguments, PositiveInt
 from casan_hf.hub import (
     check_output_dir,
+    copy_into,
     render_model_card,
     save_hub_folder,
+    sentence_transformers_pipeline,
     untrained_heads,
     untrained_heads_warning,
 )
@@ -47,6 +49,14 @@ class ConvertArguments:
         default=None, metadata={"help": "Name on the card and in its code snippet (the output folder's name)."}
     )
     license: str = field(default="apache-2.0", metadata={"help": "License on the card."})
+    sentence_transformers: bool = field(
+        default=False,
+        metadata={
+            "help": "Also copy the source's sentence-transformers pipeline (modules.json, pooling, normalisation), "
+            "so that SentenceTransformer(output_dir, trust_remote_code=True) loads the CASAN encoder in it. "
+            "Needs --head base."
+        },
+    )
 
 
 class UnderscoreFlagParser(HfArgumentParser):
@@ -75,6 +85,8 @@ def parse_args(argv=None):
     pooling_flags = [f"--{name}" for name in casan_args.casan_kwargs("pooling")]
     if pooling_flags and not head.pools_sentence:
         parser.error(f"{' '.join(pooling_flags)} needs --head {heads_with('pools_sentence')}, not {args.head!r}")
+    if args.sentence_transformers and args.head != "base":
+        parser.error(f"--sentence_transformers needs --head base (the encoder), not {args.head!r}")
     try:
         check_output_dir(args.output_dir, args.overwrite, flag="--overwrite")
     except ValueError as error:
@@ -84,6 +96,10 @@ def parse_args(argv=None):
 
 def main(argv=None):
     parser, args, casan_args = parse_args(argv)
+    try:
+        pipeline = sentence_transformers_pipeline(args.model_name_or_path) if args.sentence_transformers else []
+    except ValueError as error:
+        parser.error(str(error))
     kwargs = casan_args.casan_kwargs()
     if args.num_labels is not None:
         kwargs["num_labels"] = int(args.num_labels)
@@ -105,6 +121,8 @@ def main(argv=None):
         untrained_heads=new_heads,
     )
     save_hub_folder(args.output_dir, model, tokenizer, card, overwrite=args.overwrite)
+    if pipeline:
+        print(f"Copied the sentence-transformers pipeline: {', '.join(copy_into(pipeline, args.output_dir))}")
     print(f"Saved {type(model).__name__} ({model.config.context_type} context) to {args.output_dir}")
     if new_heads:
         print(f"WARNING: {untrained_heads_warning(new_heads, args.head)}", file=sys.stderr)

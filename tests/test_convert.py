@@ -191,3 +191,42 @@ def test_a_head_the_checkpoint_lacks_is_announced_in_the_output_and_the_card(
     convert_main(["--model_name_or_path", tiny_bert, "--output_dir", str(tmp_path / "base")])
     assert "WARNING" not in capsys.readouterr().err
     assert "starts random" not in (tmp_path / "base" / "README.md").read_text()
+
+
+SENTENCES = [
+    "A man is playing a guitar on the stage tonight.",
+    "The new movie is awful.",
+    "Two dogs run across a snowy field while children watch.",
+    "Stocks fell sharply after the announcement.",
+]
+
+
+@pytest.mark.parametrize("context_type, min_cosine", [("global", 0.999), ("deep", 0.999), ("deep_global", 0.998)])
+def test_sentence_transformers_pipeline_is_kept(convert_main, minilm_path, tmp_path, context_type, min_cosine):
+    """all-MiniLM-L6-v2 is a sentence-transformers model (mean pooling, normalisation): the converted folder
+    runs the same pipeline on the CASAN encoder, whose embeddings start next to the original's."""
+    from sentence_transformers import SentenceTransformer
+
+    output_dir = tmp_path / context_type
+    torch.manual_seed(0)
+    convert_main(["--model_name_or_path", minilm_path, "--output_dir", str(output_dir), "--context_type", context_type,
+                  "--sentence_transformers"])  # fmt: skip
+    converted = SentenceTransformer(str(output_dir), device="cpu", trust_remote_code=True)
+    assert [type(module).__name__ for module in converted] == ["Transformer", "Pooling", "Normalize"]
+    assert type(converted[0].model).__name__ == "CasanModel"
+    original = SentenceTransformer(minilm_path, device="cpu").encode(SENTENCES, convert_to_tensor=True)
+    cosine = torch.nn.functional.cosine_similarity(converted.encode(SENTENCES, convert_to_tensor=True), original)
+    assert cosine.min() >= min_cosine, cosine
+
+
+def test_sentence_transformers_needs_a_sentence_transformers_source(convert_main, tiny_bert, tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        convert_main(
+            ["--model_name_or_path", tiny_bert, "--output_dir", str(tmp_path / "out"), "--sentence_transformers"]
+        )
+    assert "is not a sentence-transformers model: it has no modules.json" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+    with pytest.raises(SystemExit):
+        convert_main(["--model_name_or_path", tiny_bert, "--output_dir", str(tmp_path / "out"), "--head", "masked-lm",
+                      "--sentence_transformers"])  # fmt: skip
+    assert "--sentence_transformers needs --head base (the encoder), not 'masked-lm'" in capsys.readouterr().err

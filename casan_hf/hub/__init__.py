@@ -9,7 +9,9 @@ The card's YAML metadata is built with `huggingface_hub.ModelCardData` and `Eval
 `README_TEMPLATE.md` filled with `string.Template`.
 """
 
+import json
 import os
+import shutil
 from importlib import resources
 from string import Template
 
@@ -85,6 +87,44 @@ def save_hub_folder(output_dir, model, tokenizer, card_text, overwrite=False):
     model.save_pretrained(output_dir)
     tokenizer.save_pretrained(output_dir)
     write_model_card(output_dir, card_text)
+
+
+# The files of a sentence-transformers model beside its encoder; each module folder comes with modules.json.
+SENTENCE_TRANSFORMERS_FILES = ("modules.json", "sentence_bert_config.json", "config_sentence_transformers.json")
+
+
+def sentence_transformers_pipeline(source):
+    """The files and folders of the sentence-transformers pipeline of the model in `source` (a local folder or
+    Hub id) beyond its encoder: `modules.json`, its settings, and the folders of the modules after the encoder
+    (pooling, normalisation). A ValueError if `source` is no sentence-transformers model of that layout."""
+    if not os.path.isdir(source):
+        from huggingface_hub import snapshot_download
+
+        source = snapshot_download(source, allow_patterns=[*SENTENCE_TRANSFORMERS_FILES, "*_*/*"])
+    modules_file = os.path.join(source, "modules.json")
+    if not os.path.isfile(modules_file):
+        raise ValueError(f"{source!r} is not a sentence-transformers model: it has no modules.json.")
+    with open(modules_file, encoding="utf-8") as handle:
+        modules = json.load(handle)
+    encoder = modules[0] if modules else {}
+    if encoder.get("type") != "sentence_transformers.models.Transformer" or encoder.get("path") != "":
+        raise ValueError(
+            f"{modules_file!r} must start with the Transformer module at path ''; it starts with {encoder}."
+        )
+    paths = [os.path.join(source, name) for name in SENTENCE_TRANSFORMERS_FILES]
+    paths += [os.path.join(source, module["path"]) for module in modules[1:]]
+    return [path for path in paths if os.path.exists(path)]
+
+
+def copy_into(paths, output_dir):
+    """Copies files and folders into `output_dir`, keeping their names; returns the names."""
+    for path in paths:
+        target = os.path.join(output_dir, os.path.basename(path))
+        if os.path.isdir(path):
+            shutil.copytree(path, target)
+        else:
+            shutil.copy(path, target)
+    return [os.path.basename(path) for path in paths]
 
 
 def render_model_card(
@@ -234,10 +274,12 @@ def _training_table(training, warning=""):
 __all__ = [
     "MODEL_CARD_NAME",
     "check_output_dir",
+    "copy_into",
     "eval_results_for",
     "is_hub_id",
     "render_model_card",
     "save_hub_folder",
+    "sentence_transformers_pipeline",
     "untrained_heads",
     "untrained_heads_warning",
     "write_model_card",
