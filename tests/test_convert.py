@@ -230,3 +230,11 @@ def test_sentence_transformers_needs_a_sentence_transformers_source(convert_main
         convert_main(["--model_name_or_path", tiny_bert, "--output_dir", str(tmp_path / "out"), "--head", "masked-lm",
                       "--sentence_transformers"])  # fmt: skip
     assert "--sentence_transformers needs --head base (the encoder), not 'masked-lm'" in capsys.readouterr().err
+
+
+def test_untrained_heads_are_named_once_per_module():
+    from casan_hf.hub import untrained_heads
+
+    missing = ["classifier.weight", "classifier.bias", "bert.encoder.layer.0.attention.self.context_mixer.gate_bias"]
+    assert untrained_heads(missing) == ["classifier"]
+    assert untrained_heads(["cls.predictions.bias", "cls.predictions.transform.dense.weight"]) == ["cls.predictions"]

@@ -244,8 +244,8 @@ def _load_instructions(model_name, head, casan):
 def untrained_heads(missing_keys):
     """The head modules a conversion initialised at random: the weights the source checkpoint lacked, less
     the context (new by design), as module names (`cls.predictions`, `classifier`)."""
-    heads = {".".join(key.split(".")[:2]) for key in missing_keys if ".context_mixer." not in key}
-    return sorted(name.removesuffix(".weight").removesuffix(".bias") for name in heads)
+    names = [key.removesuffix(".weight").removesuffix(".bias") for key in missing_keys]
+    return sorted({".".join(name.split(".")[:2]) for name in names if ".context_mixer." not in name})
 
 
 def untrained_heads_warning(modules, head_name):
