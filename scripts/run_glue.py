@@ -33,7 +33,6 @@ from transformers import (
     DataCollatorWithPadding,
     HfArgumentParser,
     PreTrainedConfig,
-    Trainer,
     TrainingArguments,
     default_data_collator,
     set_seed,
@@ -46,6 +45,7 @@ from casan_hf.glue.data import load_glue_data
 from casan_hf.glue.metrics import load_glue_metric
 from casan_hf.glue.tasks import GLUE_TASKS
 from casan_hf.hub import check_output_dir, render_model_card, write_model_card
+from casan_hf.training import CONTEXT_PARAMETER, CasanTrainer, CasanTrainingArguments, GateMonitor
 
 
 logger = logging.getLogger(__name__)
@@ -103,19 +103,23 @@ class DataTrainingArguments:
     )
 
 
-class GlueTrainer(Trainer):
-    """A Trainer whose model card is casan_hf's (Hub metadata, measured dev scores, remote-code loading)."""
+class GlueTrainer(CasanTrainer):
+    """A Trainer whose model card is casan_hf's (Hub metadata, measured dev scores and gates, remote-code loading)."""
 
-    def __init__(self, *args, card_kwargs, **kwargs):
-        super().__init__(*args, **kwargs)
+    def __init__(self, *args, card_kwargs, gate_monitor=None, **kwargs):
+        super().__init__(*args, callbacks=[gate_monitor] if gate_monitor else None, **kwargs)
         self.card_kwargs = card_kwargs
         self.card_eval_metrics = {}
+        self.gate_monitor = gate_monitor
 
     def create_model_card(self, **kwargs):
         if not self.is_world_process_zero():
             return
         model_name = self.args.hub_model_id or Path(self.args.output_dir).name
-        card = render_model_card(self.model, model_name, eval_metrics=self.card_eval_metrics, **self.card_kwargs)
+        gates = self.gate_monitor.latest if self.gate_monitor else None
+        card = render_model_card(
+            self.model, model_name, eval_metrics=self.card_eval_metrics, gates=gates, **self.card_kwargs
+        )
         write_model_card(self.args.output_dir, card)
 
 
@@ -141,7 +145,9 @@ def launched_processes():
 
 def parse_args():
     """The four argument groups; a bad CASAN option value is a usage error, as a bad choice is."""
-    parser = HfArgumentParser((ModelArguments, CasanArguments, DataTrainingArguments, TrainingArguments))
+    parser = HfArgumentParser(
+        (ModelArguments, CasanArguments, CasanTrainingArguments, DataTrainingArguments, TrainingArguments)
+    )
     try:
         if len(sys.argv) == 2 and sys.argv[1].endswith(".json"):
             return parser.parse_json_file(json_file=os.path.abspath(sys.argv[1]))
@@ -244,6 +250,11 @@ def tokenize(glue_data, tokenizer, data_args, training_args):
         )
 
 
+def monitors_gates(model, casan_training):
+    """Gates are watched by default for CASAN models with context; plain BERT and context "none" have none."""
+    return casan_training.monitor_gates and getattr(model.config, "context_type", "none") != "none"
+
+
 def take(dataset, limit):
     return dataset if limit is None else dataset.select(range(min(limit, len(dataset))))
 
@@ -259,7 +270,7 @@ def metrics_function(glue_data, task_name):
     return compute_metrics
 
 
-def prepare(model_args, casan_args, data_args, training_args):
+def prepare(model_args, casan_args, casan_training, data_args, training_args):
     """Everything that can fail on bad input, before any training: output folder, data, model, tokenizer."""
     if not (training_args.do_train or training_args.do_eval):
         raise ValueError("Nothing to do: pass --do_train and/or --do_eval.")
@@ -279,6 +290,9 @@ def prepare(model_args, casan_args, data_args, training_args):
         )
     set_seed(training_args.seed)
     model = load_model(model_args, casan_args, glue_data)
+    has_context = any(CONTEXT_PARAMETER in name for name, _ in model.named_parameters())
+    if casan_training.context_learning_rate is not None and not has_context:
+        raise ValueError("--context_learning_rate needs a CASAN model with context; this model has none.")
     tokenizer = AutoTokenizer.from_pretrained(
         model_args.tokenizer_name or model_args.model_name_or_path, cache_dir=model_args.cache_dir
     )
@@ -290,7 +304,7 @@ def main():
         world_size = launched_processes()
     except ValueError as error:
         sys.exit(f"run_glue.py: error: {error}")
-    model_args, casan_args, data_args, training_args = parse_args()
+    model_args, casan_args, casan_training, data_args, training_args = parse_args()
     if training_args.world_size != world_size:
         sys.exit(
             f"run_glue.py: error: the launcher started {world_size} processes but Trainer joined "
@@ -305,7 +319,9 @@ def main():
     )
     logger.info(f"Training/evaluation parameters {training_args}")
     try:
-        checkpoint, glue_data, model, tokenizer = prepare(model_args, casan_args, data_args, training_args)
+        checkpoint, glue_data, model, tokenizer = prepare(
+            model_args, casan_args, casan_training, data_args, training_args
+        )
     except ValueError as error:
         logger.error(str(error))
         sys.exit(f"run_glue.py: error: {error}")
@@ -329,6 +345,7 @@ def main():
         "license": model_args.license,
         "training": {
             "learning_rate": training_args.learning_rate,
+            "context_learning_rate": casan_training.context_learning_rate,
             "per_device_train_batch_size": training_args.per_device_train_batch_size,
             "world_size": training_args.world_size,
             "num_train_epochs": training_args.num_train_epochs,
@@ -347,6 +364,8 @@ def main():
         data_collator=collator,
         compute_metrics=metrics_function(glue_data, data_args.task_name),
         card_kwargs=card_kwargs,
+        context_learning_rate=casan_training.context_learning_rate,
+        gate_monitor=GateMonitor(casan_training.gate_batches) if monitors_gates(model, casan_training) else None,
     )
 
     if training_args.do_train:
@@ -359,7 +378,6 @@ def main():
             trainer.save_model()
         trainer.log_metrics("train", metrics)
         trainer.save_metrics("train", metrics)
-        trainer.save_state()
 
     if training_args.do_eval:
         combined = {}
@@ -375,6 +393,7 @@ def main():
         trainer.save_metrics("eval", combined)
 
     if training_args.do_train:
+        trainer.save_state()  # after evaluation: the log history holds the final dev scores and gates
         trainer.create_model_card()
     if training_args.push_to_hub:
         trainer.push_to_hub(finetuned_from=model_args.model_name_or_path, tasks="text-classification")

@@ -352,6 +352,27 @@ def test_one_process_for_several_cpu_processes_is_refused(tiny_bert, tmp_path, g
     assert not (tmp_path / "out").exists()
 
 
+def test_run_glue_logs_the_gates_and_writes_them_on_the_card(mrpc_run):
+    output_dir, _ = mrpc_run
+    history = read_json(output_dir / "trainer_state.json")["log_history"]
+    logged = [entry for entry in history if "gates/layer_0/query" in entry]
+    assert logged and all(f"gates/layer_1/{t}" in logged[-1] for t in ("query", "key"))
+    card = (output_dir / "README.md").read_text()
+    assert "| layer | mean lambda_Q | mean lambda_K |" in card
+    assert card_metadata(output_dir)["model-index"]
+
+
+def test_context_learning_rate_trains_and_is_refused_without_context(tiny_bert, run_in_process, tmp_path, glue_dir):
+    common = ["--model_name_or_path", tiny_bert, "--task_name", "rte", "--glue_dir", glue_dir, "--do_train",
+              "--max_steps", "1", "--context_learning_rate", "1e-3", *TINY_RUN]  # fmt: skip
+    run_in_process([*common, "--context_type", "global", "--output_dir", tmp_path / "lr"])
+    assert "| context_learning_rate | `0.001` |" in (tmp_path / "lr" / "README.md").read_text()
+    for flags in (["--baseline"], ["--context_type", "none"]):
+        with pytest.raises(SystemExit, match="--context_learning_rate needs a CASAN model with context"):
+            run_in_process([*common, *flags, "--output_dir", tmp_path / "refused"])
+        assert not (tmp_path / "refused").exists()
+
+
 class FakeHubApi:
     """Stands in for the Hub: records what Trainer would upload, and the folder's content at that moment."""
 

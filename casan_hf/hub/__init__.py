@@ -138,13 +138,15 @@ def render_model_card(
     training=None,
     license="apache-2.0",
     untrained_heads=(),
+    gates=None,
 ):
     """The README.md text of a saved folder.
 
     `model` is the saved model (a CASAN model, or a BERT one for a `--baseline` run; its config is read by
     class, since a config converted from BERT still says `model_type="bert"` until it is saved);
     `eval_metrics` maps dev splits to their metrics; `training` maps hyper-parameter names to values;
-    `untrained_heads` names the head modules that the source checkpoint had no weights for.
+    `untrained_heads` names the head modules that the source checkpoint had no weights for; `gates` are the
+    mean context gates at the end of training (`casan_hf.training.gate_means`).
     """
     head = get_head(head)
     config = model.config
@@ -180,7 +182,7 @@ def render_model_card(
         else "| context | none: plain BERT, the baseline of the CASAN runs |",
         results=_results_table(task_name, eval_metrics),
         load_instructions=_load_instructions(model_name, head, casan),
-        training=_training_table(training, untrained_heads_warning(untrained_heads, head.name)),
+        training=_training_table(training, untrained_heads_warning(untrained_heads, head.name), gates),
         casan_version=__version__,
         transformers_version=transformers.__version__,
     )
@@ -262,12 +264,26 @@ def untrained_heads_warning(modules, head_name):
     return f"The source checkpoint has no weights for {names}: the {head_name} head starts random, so {consequence}."
 
 
-def _training_table(training, warning=""):
+def gates_table(gates):
+    """A Markdown table of `gate_means` output, one row per layer."""
+    layers = sorted({int(name.split("/")[1].removeprefix("layer_")) for name in gates})
+    rows = ["| layer | mean lambda_Q | mean lambda_K |", "| --- | --- | --- |"]
+    rows += [
+        f"| {layer} | {gates[f'gates/layer_{layer}/query']:.4f} | {gates[f'gates/layer_{layer}/key']:.4f} |"
+        for layer in layers
+    ]
+    return "\n".join(rows)
+
+
+def _training_table(training, warning="", gates=None):
     if not training:
         text = "Converted from BERT, not fine-tuned: the context parameters are freshly initialised (gate near 0)."
         return f"{text}\n\n**{warning}**" if warning else text
     rows = ["| hyper-parameter | value |", "| --- | --- |"]
     rows += [f"| {name} | `{value}` |" for name, value in training.items()]
+    if gates:
+        rows += ["", "Mean context gates over the real tokens of the evaluation data, at the end of training:", ""]
+        rows.append(gates_table(gates))
     return "\n".join(rows)
 
 
@@ -276,6 +292,7 @@ __all__ = [
     "check_output_dir",
     "copy_into",
     "eval_results_for",
+    "gates_table",
     "is_hub_id",
     "render_model_card",
     "save_hub_folder",

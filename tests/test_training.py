@@ -1,0 +1,62 @@
+"""The context's own learning rate and the gate monitor (casan_hf.training), alone and through run_glue.py."""
+
+import pytest
+import torch
+from tiny_models import padded_batch, tiny_config
+from transformers import TrainingArguments
+
+from casan_hf import CasanForSequenceClassification
+from casan_hf.training import CONTEXT_PARAMETER, CasanTrainer, CasanTrainingArguments, gate_means
+
+
+def trainer_for(tmp_path, context_learning_rate, **options):
+    torch.manual_seed(0)
+    model = CasanForSequenceClassification(tiny_config(num_labels=2, **options))
+    args = TrainingArguments(output_dir=str(tmp_path), learning_rate=1e-5, weight_decay=0.01, report_to="none")
+    return CasanTrainer(model=model, args=args, context_learning_rate=context_learning_rate)
+
+
+def test_the_optimizer_holds_the_context_at_its_own_rate(tmp_path):
+    trainer = trainer_for(tmp_path, 1e-3, context_type="deep_global")
+    optimizer = trainer.create_optimizer()
+    rate = {id(p): group["lr"] for group in optimizer.param_groups for p in group["params"]}
+    decay = {id(p): group["weight_decay"] for group in optimizer.param_groups for p in group["params"]}
+    named = dict(trainer.model.named_parameters())
+    assert len(rate) == sum(1 for group in optimizer.param_groups for _ in group["params"]) == len(named)
+    assert any(CONTEXT_PARAMETER in name for name in named)
+    for name, parameter in named.items():
+        assert rate[id(parameter)] == (1e-3 if CONTEXT_PARAMETER in name else 1e-5), name
+    # Weight decay follows transformers' rule for both rates: biases and LayerNorm weights take none.
+    assert decay[id(named["bert.encoder.layer.0.attention.self.context_mixer.context_weight"])] == 0.01
+    assert decay[id(named["bert.encoder.layer.0.attention.self.context_mixer.gate_bias"])] == 0.0
+    # The scheduler warms up and decays each group from its own peak.
+    scheduler = trainer.create_scheduler(num_training_steps=10, optimizer=optimizer)
+    assert sorted(set(scheduler.base_lrs)) == [1e-5, 1e-3]
+
+
+def test_without_a_context_rate_every_parameter_takes_the_base_rate(tmp_path):
+    optimizer = trainer_for(tmp_path, None, context_type="global").create_optimizer()
+    assert {group["lr"] for group in optimizer.param_groups} == {1e-5}
+
+
+def test_a_context_rate_needs_context(tmp_path):
+    with pytest.raises(ValueError, match="needs a CASAN model with context"):
+        trainer_for(tmp_path, 1e-3, context_type="none").create_optimizer()
+    with pytest.raises(ValueError, match="--context_learning_rate must be a positive number; got 0"):
+        CasanTrainingArguments(context_learning_rate=0)
+
+
+def test_gate_means_average_the_real_tokens_only():
+    torch.manual_seed(0)
+    model = CasanForSequenceClassification(tiny_config(context_type="deep", gate_bias_init=0.0)).eval()
+    input_ids, attention_mask = padded_batch([6, 3])
+    gates = gate_means(model, [{"input_ids": input_ids, "attention_mask": attention_mask}])
+    assert sorted(gates) == sorted(f"gates/layer_{i}/{t}" for i in range(3) for t in ("query", "key"))
+    assert gates["gates/layer_0/query"] == 0.0  # deep context: the first layer takes none
+    with torch.no_grad():
+        layer_gates = model(input_ids, attention_mask=attention_mask, output_context_gates=True).context_gates[1]
+    real = attention_mask.bool()
+    assert gates["gates/layer_1/key"] == pytest.approx(layer_gates[:, 1][real].mean().item(), abs=1e-6)
+    alone = gate_means(model, [{"input_ids": input_ids[1:, :3], "attention_mask": attention_mask[1:, :3]}])
+    padded = gate_means(model, [{"input_ids": input_ids[1:], "attention_mask": attention_mask[1:]}])
+    assert alone == pytest.approx(padded, abs=1e-6)
