@@ -4,8 +4,9 @@ The package's top folder holds the model files only: `configuration_casan.py`, `
 `context.py` and `pooling.py`, which `save_pretrained` copies next to the weights for
 `trust_remote_code=True` (they import only torch, transformers and each other). The tools around a model
 live in subpackages: `casan_hf.glue` (data and metrics), `casan_hf.hub` (the Hub folder and its card),
-`casan_hf.cli` (the scripts' options), `casan_hf.inspection` (gates and attention of one text) and
-`casan_hf.benchmark` (speed and memory against BERT).
+`casan_hf.cli` (the scripts' options), `casan_hf.training` (the context's learning rate, gate monitoring),
+`casan_hf.inspection` (gates and attention of one text) and `casan_hf.benchmark` (speed and memory against
+BERT).
 
 Importing the package registers `casan_bert` with `AutoConfig` and the `AutoModel...` classes of `HEADS`,
 so an installed casan_hf needs no remote code; `save_pretrained` still writes the code files and an
