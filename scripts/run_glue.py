@@ -21,12 +21,8 @@ import logging
 import os
 import sys
 from dataclasses import dataclass, field
-from pathlib import Path
 
-import datasets
 import numpy as np
-import torch
-import transformers
 from transformers import (
     AutoTokenizer,
     BertForSequenceClassification,
@@ -37,15 +33,14 @@ from transformers import (
     default_data_collator,
     set_seed,
 )
-from transformers.trainer_utils import get_last_checkpoint
 
 import casan_hf
 from casan_hf.cli import CasanArguments
 from casan_hf.glue.data import load_glue_data
 from casan_hf.glue.metrics import load_glue_metric
 from casan_hf.glue.tasks import GLUE_TASKS
-from casan_hf.hub import check_output_dir, render_model_card, write_model_card
 from casan_hf.training import CONTEXT_PARAMETER, CasanTrainer, CasanTrainingArguments, GateMonitor
+from casan_hf.training.runs import check_joined, find_checkpoint, launched_processes, setup_logging
 
 
 logger = logging.getLogger(__name__)
@@ -103,48 +98,8 @@ class DataTrainingArguments:
     )
 
 
-class GlueTrainer(CasanTrainer):
-    """A Trainer whose model card is casan_hf's (Hub metadata, measured dev scores and gates, remote-code loading)."""
-
-    def __init__(self, *args, card_kwargs, gate_monitor=None, **kwargs):
-        super().__init__(*args, callbacks=[gate_monitor] if gate_monitor else None, **kwargs)
-        self.card_kwargs = card_kwargs
-        self.card_eval_metrics = {}
-        self.gate_monitor = gate_monitor
-
-    def create_model_card(self, **kwargs):
-        if not self.is_world_process_zero():
-            return
-        model_name = self.args.hub_model_id or Path(self.args.output_dir).name
-        gates = self.gate_monitor.latest if self.gate_monitor else None
-        card = render_model_card(
-            self.model, model_name, eval_metrics=self.card_eval_metrics, gates=gates, **self.card_kwargs
-        )
-        write_model_card(self.args.output_dir, card)
-
-
-def launched_processes():
-    """How many processes the launcher started (torchrun and `accelerate launch --multi_gpu` say so in
-    WORLD_SIZE), after making sure that on a machine without GPUs they form one gloo group.
-
-    `TrainingArguments` joins CPU processes only when told the run is on the CPU: without that, each of N
-    processes trains alone as rank 0 and all write the same folder. `accelerate launch --cpu` with several
-    processes starts just one unless it has MPI; that is refused, not run as one.
-    """
-    world_size = int(os.environ.get("WORLD_SIZE", "1"))
-    if world_size > 1 and not torch.cuda.is_available():
-        os.environ["ACCELERATE_USE_CPU"] = "true"
-    elif world_size == 1 and "MASTER_PORT" in os.environ and os.environ.get("ACCELERATE_USE_CPU") == "True":
-        raise ValueError(
-            "`accelerate launch --cpu --num_processes N` started one process: accelerate runs several CPU "
-            "processes only through MPI (--mpirun_hostfile). Launch with `torchrun --nproc_per_node N` or "
-            "`accelerate launch --multi_gpu --num_processes N`, which run N processes joined with gloo on a CPU."
-        )
-    return world_size
-
-
 def parse_args():
-    """The four argument groups; a bad CASAN option value is a usage error, as a bad choice is."""
+    """The five argument groups; a bad CASAN option value is a usage error, as a bad choice is."""
     parser = HfArgumentParser(
         (ModelArguments, CasanArguments, CasanTrainingArguments, DataTrainingArguments, TrainingArguments)
     )
@@ -154,42 +109,6 @@ def parse_args():
         return parser.parse_args_into_dataclasses()
     except ValueError as error:
         parser.error(str(error))
-
-
-def setup_logging(training_args):
-    logging.basicConfig(
-        format="%(asctime)s - %(levelname)s - %(name)s - %(message)s",
-        datefmt="%m/%d/%Y %H:%M:%S",
-        handlers=[logging.StreamHandler(sys.stdout)],
-    )
-    if training_args.should_log:
-        transformers.utils.logging.set_verbosity_info()
-    log_level = training_args.get_process_log_level()
-    logger.setLevel(log_level)
-    datasets.utils.logging.set_verbosity(log_level)
-    transformers.utils.logging.set_verbosity(log_level)
-    transformers.utils.logging.enable_default_handler()
-    transformers.utils.logging.enable_explicit_format()
-
-
-def find_checkpoint(training_args, data_args):
-    """transformers' run_glue rule: resume from the last checkpoint in --output_dir, refuse other leftovers."""
-    if training_args.resume_from_checkpoint is not None:
-        if not os.path.isdir(training_args.resume_from_checkpoint):
-            raise ValueError(f"--resume_from_checkpoint {training_args.resume_from_checkpoint!r} is not a folder.")
-        return training_args.resume_from_checkpoint
-    output_dir = training_args.output_dir
-    last_checkpoint = None
-    if os.path.isdir(output_dir) and training_args.do_train and not data_args.overwrite_output_dir:
-        last_checkpoint = get_last_checkpoint(output_dir)
-    if last_checkpoint is None:
-        check_output_dir(output_dir, data_args.overwrite_output_dir, flag="--overwrite_output_dir")
-    else:
-        logger.info(
-            f"Checkpoint detected, resuming training at {last_checkpoint}. "
-            "Pass --overwrite_output_dir to train from scratch."
-        )
-    return last_checkpoint
 
 
 def load_model(model_args, casan_args, glue_data):
@@ -277,7 +196,7 @@ def prepare(model_args, casan_args, casan_training, data_args, training_args):
     for name in ("max_train_samples", "max_eval_samples"):
         if getattr(data_args, name) is not None and getattr(data_args, name) <= 0:
             raise ValueError(f"--{name} must be a positive number of examples; got {getattr(data_args, name)}.")
-    checkpoint = find_checkpoint(training_args, data_args)
+    checkpoint = find_checkpoint(training_args, data_args.overwrite_output_dir)
     with training_args.main_process_first(desc="loading the data"):
         glue_data = load_glue_data(
             data_args.task_name,
@@ -302,21 +221,11 @@ def prepare(model_args, casan_args, casan_training, data_args, training_args):
 def main():
     try:
         world_size = launched_processes()
+        model_args, casan_args, casan_training, data_args, training_args = parse_args()
+        check_joined(training_args, world_size)
     except ValueError as error:
         sys.exit(f"run_glue.py: error: {error}")
-    model_args, casan_args, casan_training, data_args, training_args = parse_args()
-    if training_args.world_size != world_size:
-        sys.exit(
-            f"run_glue.py: error: the launcher started {world_size} processes but Trainer joined "
-            f"{training_args.world_size}; pass --ddp_backend for this machine."
-        )
-    setup_logging(training_args)
-    logger.warning(
-        f"Process rank: {training_args.process_index} of world size {training_args.world_size}, "
-        f"device: {training_args.device}, n_gpu: {training_args.n_gpu}, "
-        f"distributed: {training_args.world_size > 1} ({training_args.parallel_mode.value}), "
-        f"16-bits training: {training_args.fp16 or training_args.bf16}"
-    )
+    setup_logging(training_args, logger)
     logger.info(f"Training/evaluation parameters {training_args}")
     try:
         checkpoint, glue_data, model, tokenizer = prepare(
@@ -355,7 +264,7 @@ def main():
             "seed": training_args.seed,
         },
     }
-    trainer = GlueTrainer(
+    trainer = CasanTrainer(
         model=model,
         args=training_args,
         train_dataset=train_dataset,

@@ -33,6 +33,7 @@ METRIC_NAMES = {
     "matthews_correlation": "Matthews correlation",
     "pearson": "Pearson correlation",
     "spearmanr": "Spearman correlation",
+    "perplexity": "Perplexity",
 }
 
 
@@ -41,8 +42,9 @@ def is_hub_id(name):
     return name is not None and not os.path.isdir(name) and not os.path.isabs(name) and name.count("/") <= 1
 
 
-def eval_results_for(task_name, dataset_id, eval_metrics):
-    """`EvalResult`s from `{split: {metric: value}}`; metrics without a known name (loss, runtime) are left out."""
+def eval_results_for(task_name, dataset_id, eval_metrics, task_type="text-classification"):
+    """`EvalResult`s from `{split: {metric: value}}`; metrics without a known name (loss, runtime) are left out.
+    `task_type` is the Hub task the scores measure (`fill-mask` for masked-LM perplexity)."""
     dataset_name = f"GLUE {task_name.upper()}" if task_name is not None else dataset_id
     results = []
     for split, metrics in eval_metrics.items():
@@ -51,8 +53,8 @@ def eval_results_for(task_name, dataset_id, eval_metrics):
                 continue
             results.append(
                 EvalResult(
-                    task_type="text-classification",
-                    task_name="Text Classification",
+                    task_type=task_type,
+                    task_name=task_type.replace("-", " ").title(),
                     dataset_type=dataset_id,
                     dataset_name=dataset_name,
                     dataset_config=task_name,
@@ -159,7 +161,8 @@ def render_model_card(
     if task_name is not None:
         tags += ["glue", task_name]
     on_hub = dataset_id == GLUE_HUB_ID
-    eval_results = eval_results_for(task_name, dataset_id, eval_metrics or {}) or None
+    task_type = head.pipeline_task or head.name
+    eval_results = eval_results_for(task_name, dataset_id, eval_metrics or {}, task_type) or None
     card_data = ModelCardData(
         model_name=model_name,
         base_model=base_model if is_hub_id(base_model) else None,
@@ -182,7 +185,9 @@ def render_model_card(
         else "| context | none: plain BERT, the baseline of the CASAN runs |",
         results=_results_table(task_name, eval_metrics),
         load_instructions=_load_instructions(model_name, head, casan),
-        training=_training_table(training, untrained_heads_warning(untrained_heads, head.name), gates),
+        training=_training_table(
+            training, untrained_heads_warning(untrained_heads, head.name, trained=bool(training)), gates
+        ),
         casan_version=__version__,
         transformers_version=transformers.__version__,
     )
@@ -250,11 +255,17 @@ def untrained_heads(missing_keys):
     return sorted({".".join(name.split(".")[:2]) for name in names if ".context_mixer." not in name})
 
 
-def untrained_heads_warning(modules, head_name):
-    """What a user must know about a head that starts random, or "" when there is none."""
+def untrained_heads_warning(modules, head_name, trained=False):
+    """What a user must know about a head that starts random (`trained`: and has learnt only in this run's
+    steps), or "" when there is none."""
     if not modules:
         return ""
     names = ", ".join(f"`{name}.*`" for name in modules)
+    if trained:
+        return (
+            f"The source checkpoint has no weights for {names}: the {head_name} head started random and has "
+            "learnt only in the training steps below."
+        )
     consequence = (
         "fill-mask predicts random words (p ~ 1 / vocabulary size) until the MLM head is trained, by "
         "continued masked-LM pre-training"
@@ -279,7 +290,8 @@ def _training_table(training, warning="", gates=None):
     if not training:
         text = "Converted from BERT, not fine-tuned: the context parameters are freshly initialised (gate near 0)."
         return f"{text}\n\n**{warning}**" if warning else text
-    rows = ["| hyper-parameter | value |", "| --- | --- |"]
+    rows = [f"**{warning}**", ""] if warning else []
+    rows += ["| hyper-parameter | value |", "| --- | --- |"]
     rows += [f"| {name} | `{value}` |" for name, value in training.items()]
     if gates:
         rows += ["", "Mean context gates over the real tokens of the evaluation data, at the end of training:", ""]

@@ -7,9 +7,12 @@ they start near sigmoid(gate_bias_init) = 0.018 and a context that stays unused 
 """
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 from transformers import Trainer, TrainerCallback
+
+from ..hub import render_model_card, write_model_card
 
 
 # Every parameter CASAN adds to BERT's attention lives in a layer's `context_mixer`.
@@ -56,20 +59,88 @@ def give_context_its_learning_rate(optimizer, model, learning_rate):
     return optimizer
 
 
-class CasanTrainer(Trainer):
-    """A `Trainer` that gives the context parameters `context_learning_rate` when one is set."""
+def is_new_parameter(name):
+    """Whether a parameter is new to a pretrained encoder: the context, or the masked-LM head (`cls.*`)."""
+    return CONTEXT_PARAMETER in name or name.startswith("cls.")
 
-    def __init__(self, *args, context_learning_rate=None, **kwargs):
-        super().__init__(*args, **kwargs)
+
+def freeze_pretrained(model):
+    """Freezes every parameter but the new ones and returns the frozen. A weight tied to a pretrained one (the
+    MLM decoder, tied to the word embeddings) is listed under the pretrained name, so it stays frozen."""
+    frozen = [parameter for name, parameter in model.named_parameters() if not is_new_parameter(name)]
+    for parameter in frozen:
+        parameter.requires_grad_(False)
+    return frozen
+
+
+class Unfreeze(TrainerCallback):
+    """Lets the `frozen` parameters train from optimizer step `step` on (also when a run resumes past it)."""
+
+    def __init__(self, frozen, step):
+        self.frozen, self.step = frozen, step
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        if state.global_step >= self.step and not self.frozen[0].requires_grad:
+            for parameter in self.frozen:
+                parameter.requires_grad_(True)
+
+
+class CasanTrainer(Trainer):
+    """A `Trainer` for CASAN runs.
+
+    - `context_learning_rate`: the context parameters' own peak learning rate (None: the base one).
+    - `frozen` and `unfreeze_after`: parameters that do not train until optimizer step `unfreeze_after` (never,
+      if None). They sit in the optimizer from the start without gradients, which AdamW leaves untouched,
+      weight decay included, so that they train on the same schedule once they are let go.
+    - `card_kwargs`: the model card is casan_hf's (`hub.render_model_card`), with the dev scores of
+      `card_eval_metrics` and the gates of `gate_monitor`, which is also a callback of the run.
+    """
+
+    def __init__(
+        self,
+        *args,
+        context_learning_rate=None,
+        frozen=(),
+        unfreeze_after=None,
+        card_kwargs=None,
+        gate_monitor=None,
+        **kwargs,
+    ):
+        callbacks = [gate_monitor] if gate_monitor else []
+        if unfreeze_after is not None:
+            callbacks.append(Unfreeze(frozen, unfreeze_after))
+        super().__init__(*args, callbacks=callbacks or None, **kwargs)
         self.context_learning_rate = context_learning_rate
+        self.frozen = list(frozen)
+        self.card_kwargs = card_kwargs
+        self.card_eval_metrics = {}
+        self.gate_monitor = gate_monitor
 
     def create_optimizer(self, model=None):
-        optimizer = super().create_optimizer(model)
+        for parameter in self.frozen:  # in the optimizer, without gradients until they are let go
+            parameter.requires_grad_(True)
+        try:
+            optimizer = super().create_optimizer(model)
+        finally:
+            for parameter in self.frozen:
+                parameter.requires_grad_(False)
         if self.context_learning_rate is not None:
             give_context_its_learning_rate(
                 optimizer, self.model if model is None else model, self.context_learning_rate
             )
         return optimizer
+
+    def create_model_card(self, **kwargs):
+        if self.card_kwargs is None:
+            return super().create_model_card(**kwargs)
+        if not self.is_world_process_zero():
+            return
+        model_name = self.args.hub_model_id or Path(self.args.output_dir).name
+        gates = self.gate_monitor.latest if self.gate_monitor else None
+        card = render_model_card(
+            self.model, model_name, eval_metrics=self.card_eval_metrics, gates=gates, **self.card_kwargs
+        )
+        write_model_card(self.args.output_dir, card)
 
 
 @torch.no_grad()
@@ -120,6 +191,9 @@ __all__ = [
     "CasanTrainer",
     "CasanTrainingArguments",
     "GateMonitor",
+    "Unfreeze",
+    "freeze_pretrained",
+    "is_new_parameter",
     "gate_means",
     "give_context_its_learning_rate",
 ]

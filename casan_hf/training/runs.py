@@ -1,0 +1,89 @@
+"""The plumbing every CASAN training script shares: processes that really form one run, transformers'
+logging, and resuming from the last checkpoint (or refusing a folder that holds other files)."""
+
+import logging
+import os
+import sys
+
+import datasets
+import torch
+import transformers
+from transformers.trainer_utils import get_last_checkpoint
+
+from ..hub import check_output_dir
+
+
+logger = logging.getLogger(__name__)
+
+
+def launched_processes():
+    """How many processes the launcher started (torchrun and `accelerate launch --multi_gpu` say so in
+    WORLD_SIZE), after making sure that on a machine without GPUs they form one gloo group.
+
+    `TrainingArguments` joins CPU processes only when told the run is on the CPU: without that, each of N
+    processes trains alone as rank 0 and all write the same folder. `accelerate launch --cpu` with several
+    processes starts just one unless it has MPI; that is refused, not run as one.
+    """
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    if world_size > 1 and not torch.cuda.is_available():
+        os.environ["ACCELERATE_USE_CPU"] = "true"
+    elif world_size == 1 and "MASTER_PORT" in os.environ and os.environ.get("ACCELERATE_USE_CPU") == "True":
+        raise ValueError(
+            "`accelerate launch --cpu --num_processes N` started one process: accelerate runs several CPU "
+            "processes only through MPI (--mpirun_hostfile). Launch with `torchrun --nproc_per_node N` or "
+            "`accelerate launch --multi_gpu --num_processes N`, which run N processes joined with gloo on a CPU."
+        )
+    return world_size
+
+
+def check_joined(training_args, world_size):
+    """A ValueError when Trainer did not join the processes the launcher started."""
+    if training_args.world_size != world_size:
+        raise ValueError(
+            f"the launcher started {world_size} processes but Trainer joined {training_args.world_size}; "
+            "pass --ddp_backend for this machine."
+        )
+
+
+def setup_logging(training_args, logger):
+    """transformers' example-script logging, and one line per process: its rank, the world size, the device."""
+    logging.basicConfig(
+        format="%(asctime)s - %(levelname)s - %(name)s - %(message)s",
+        datefmt="%m/%d/%Y %H:%M:%S",
+        handlers=[logging.StreamHandler(sys.stdout)],
+    )
+    if training_args.should_log:
+        transformers.utils.logging.set_verbosity_info()
+    log_level = training_args.get_process_log_level()
+    for name in (logger.name, "casan_hf"):  # the script's messages and the library's
+        logging.getLogger(name).setLevel(log_level)
+    datasets.utils.logging.set_verbosity(log_level)
+    transformers.utils.logging.set_verbosity(log_level)
+    transformers.utils.logging.enable_default_handler()
+    transformers.utils.logging.enable_explicit_format()
+    logger.warning(
+        f"Process rank: {training_args.process_index} of world size {training_args.world_size}, "
+        f"device: {training_args.device}, n_gpu: {training_args.n_gpu}, "
+        f"distributed: {training_args.world_size > 1} ({training_args.parallel_mode.value}), "
+        f"16-bits training: {training_args.fp16 or training_args.bf16}"
+    )
+
+
+def find_checkpoint(training_args, overwrite_output_dir):
+    """transformers' run_glue rule: resume from the last checkpoint in --output_dir, refuse other leftovers."""
+    if training_args.resume_from_checkpoint is not None:
+        if not os.path.isdir(training_args.resume_from_checkpoint):
+            raise ValueError(f"--resume_from_checkpoint {training_args.resume_from_checkpoint!r} is not a folder.")
+        return training_args.resume_from_checkpoint
+    output_dir = training_args.output_dir
+    last_checkpoint = None
+    if os.path.isdir(output_dir) and training_args.do_train and not overwrite_output_dir:
+        last_checkpoint = get_last_checkpoint(output_dir)
+    if last_checkpoint is None:
+        check_output_dir(output_dir, overwrite_output_dir, flag="--overwrite_output_dir")
+    else:
+        logger.info(
+            f"Checkpoint detected, resuming training at {last_checkpoint}. "
+            "Pass --overwrite_output_dir to train from scratch."
+        )
+    return last_checkpoint

@@ -1,0 +1,325 @@
+#!/usr/bin/env python
+"""Continued masked-LM pre-training of a CASAN model, or of its plain-BERT twin with the same recipe.
+
+In the conventions of transformers' `examples/pytorch/language-modeling/run_mlm.py`: `HfArgumentParser`,
+`TrainingArguments`, `Trainer` and `DataCollatorForLanguageModeling` (whole-word masking as an option). One
+text per line (a sentence), truncated to --max_seq_length. What is added:
+
+- `--model_name_or_path` may be a BERT checkpoint (converted with the `--context_*` options) or a CASAN
+  checkpoint (continued); `--baseline` trains the unmodified `BertForMaskedLM` on the same text and steps;
+- text from `--train_file` (.txt, one text a line; .csv/.json with a `--text_column`), from the *training*
+  sentences of GLUE tasks in `--glue_dir` (`--glue_tasks`; never their dev sets), or a Hub dataset when online;
+  --validation_split_percentage of it is held out for the eval loss and perplexity;
+- `--train_only_new_parameters` trains the context and the MLM head with every pretrained weight frozen,
+  `--unfreeze_after_steps N` lets the rest train from step N on; `--context_learning_rate` as in run_glue;
+- `--output_dir` ends up as a Hub folder that `run_glue.py` and `AutoModelFor...from_pretrained(...,
+  trust_remote_code=True)` continue from. A checkpoint without an MLM head (a sentence encoder such as
+  all-MiniLM-L6-v2) starts that head at random, for CASAN and the twin alike: the log and the card say so.
+
+    python scripts/run_mlm.py --model_name_or_path <bert> --context_type deep_global --glue_dir ../shared/glue \
+        --glue_tasks rte --do_train --do_eval --max_steps 1000 --output_dir out/mlm-rte
+"""
+
+import logging
+import math
+import os
+import sys
+from dataclasses import dataclass, field
+
+from datasets import Dataset, load_dataset
+from transformers import (
+    AutoTokenizer,
+    BertForMaskedLM,
+    DataCollatorForLanguageModeling,
+    HfArgumentParser,
+    PreTrainedConfig,
+    TrainingArguments,
+    set_seed,
+)
+
+from casan_hf import CasanForMaskedLM
+from casan_hf.cli import CasanArguments
+from casan_hf.glue.data import load_glue_data
+from casan_hf.glue.tasks import GLUE_TASKS
+from casan_hf.hub import untrained_heads, untrained_heads_warning
+from casan_hf.training import (
+    CONTEXT_PARAMETER,
+    CasanTrainer,
+    CasanTrainingArguments,
+    GateMonitor,
+    freeze_pretrained,
+)
+from casan_hf.training.runs import check_joined, find_checkpoint, launched_processes, setup_logging
+
+
+logger = logging.getLogger(__name__)
+
+TEXT_FILE_TYPES = {".txt": "text", ".csv": "csv", ".json": "json", ".jsonl": "json"}
+
+
+@dataclass
+class ModelArguments:
+    """Which checkpoint to start from (how a BERT checkpoint is made context-aware: `CasanArguments`)."""
+
+    model_name_or_path: str = field(
+        metadata={"help": "A BERT checkpoint (converted) or a CASAN checkpoint (continued): folder or Hub id."}
+    )
+    baseline: bool = field(
+        default=False, metadata={"help": "Train the unmodified BERT (BertForMaskedLM) with the same recipe."}
+    )
+    train_only_new_parameters: bool = field(
+        default=False, metadata={"help": "Train the context and the MLM head only; every pretrained weight frozen."}
+    )
+    unfreeze_after_steps: int | None = field(
+        default=None, metadata={"help": "With --train_only_new_parameters: let everything train from this step."}
+    )
+    tokenizer_name: str | None = field(default=None, metadata={"help": "Tokenizer, if not the checkpoint's own."})
+    cache_dir: str | None = field(default=None, metadata={"help": "Where downloaded models and data are stored."})
+    base_model: str | None = field(
+        default=None, metadata={"help": "Hub id of the starting checkpoint, for the model card."}
+    )
+    license: str = field(default="apache-2.0", metadata={"help": "License written on the model card."})
+
+
+@dataclass
+class DataArguments:
+    """The text to train on, one text a line."""
+
+    train_file: str | None = field(default=None, metadata={"help": "A .txt (one text a line), .csv or .json file."})
+    text_column: str = field(default="text", metadata={"help": "The text column of a .csv or .json file."})
+    glue_dir: str | None = field(default=None, metadata={"help": "Folder of the original GLUE TSVs."})
+    glue_tasks: list[str] | None = field(
+        default=None,
+        metadata={"help": "GLUE tasks whose training sentences are the text.", "choices": list(GLUE_TASKS)},
+    )
+    dataset_name: str | None = field(default=None, metadata={"help": "A Hub dataset (needs a connection)."})
+    dataset_config_name: str | None = field(default=None, metadata={"help": "Its configuration."})
+    validation_split_percentage: float = field(
+        default=5.0, metadata={"help": "Percent of the texts held out for the eval loss and perplexity."}
+    )
+    max_seq_length: int = field(default=128, metadata={"help": "Longer texts are truncated."})
+    mlm_probability: float = field(default=0.15, metadata={"help": "Share of the tokens masked."})
+    whole_word_mask: bool = field(default=False, metadata={"help": "Mask whole words rather than word pieces."})
+    max_train_samples: int | None = field(default=None, metadata={"help": "Keep the first N training texts."})
+    max_eval_samples: int | None = field(default=None, metadata={"help": "Keep the first N held-out texts."})
+    preprocessing_num_workers: int | None = field(default=None, metadata={"help": "Processes for tokenisation."})
+    overwrite_output_dir: bool = field(
+        default=False, metadata={"help": "Write into a non-empty --output_dir (without it, the run stops)."}
+    )
+
+    def __post_init__(self):
+        sources = [self.train_file, self.glue_dir, self.dataset_name]
+        if sum(source is not None for source in sources) != 1:
+            raise ValueError("Give exactly one source of text: --train_file, --glue_dir or --dataset_name.")
+        if (self.glue_dir is None) != (self.glue_tasks is None):
+            raise ValueError("--glue_dir and --glue_tasks go together: the tasks whose training sentences to use.")
+        if self.train_file is not None and os.path.splitext(self.train_file)[1] not in TEXT_FILE_TYPES:
+            raise ValueError(f"--train_file {self.train_file!r} must end in one of {', '.join(TEXT_FILE_TYPES)}.")
+        if not 0 < self.validation_split_percentage < 100:
+            raise ValueError(
+                f"--validation_split_percentage must be in (0, 100); got {self.validation_split_percentage}."
+            )
+        for name in ("max_train_samples", "max_eval_samples"):
+            if getattr(self, name) is not None and getattr(self, name) <= 0:
+                raise ValueError(f"--{name} must be a positive number of texts; got {getattr(self, name)}.")
+
+
+def parse_args():
+    parser = HfArgumentParser(
+        (ModelArguments, CasanArguments, CasanTrainingArguments, DataArguments, TrainingArguments)
+    )
+    try:
+        if len(sys.argv) == 2 and sys.argv[1].endswith(".json"):
+            return parser.parse_json_file(json_file=os.path.abspath(sys.argv[1]))
+        return parser.parse_args_into_dataclasses()
+    except ValueError as error:
+        parser.error(str(error))
+
+
+def load_texts(data_args, cache_dir):
+    """Every text of the chosen source as a one-column ("text") dataset, empty lines dropped."""
+    if data_args.glue_dir is not None:
+        texts = []
+        for task in data_args.glue_tasks:
+            train = load_glue_data(task, glue_dir=data_args.glue_dir, need_eval=False, cache_dir=cache_dir)
+            texts += [text for column in train.text_columns for text in train.datasets["train"][column]]
+        dataset = Dataset.from_dict({"text": texts})
+    elif data_args.train_file is not None:
+        if not os.path.isfile(data_args.train_file):
+            raise ValueError(f"--train_file {data_args.train_file!r} does not exist.")
+        builder = TEXT_FILE_TYPES[os.path.splitext(data_args.train_file)[1]]
+        dataset = load_dataset(builder, data_files=data_args.train_file, cache_dir=cache_dir)["train"]
+    else:
+        dataset = load_dataset(
+            data_args.dataset_name, data_args.dataset_config_name, split="train", cache_dir=cache_dir
+        )
+    column = "text" if data_args.glue_dir is not None or dataset.column_names == ["text"] else data_args.text_column
+    if column not in dataset.column_names:
+        raise ValueError(f"The text has no column {column!r}; it has {dataset.column_names}. Pass --text_column.")
+    dataset = dataset.select_columns([column])
+    if column != "text":
+        dataset = dataset.rename_column(column, "text")
+    dataset = dataset.filter(lambda row: row["text"] is not None and row["text"].strip() != "")
+    if len(dataset) < 2:
+        raise ValueError(f"Masked-LM training needs at least two texts (one to hold out); got {len(dataset)}.")
+    return dataset
+
+
+def load_model(model_args, casan_args):
+    """BertForMaskedLM for --baseline; otherwise CASAN, converted from BERT or continued. Returns it with the
+    head modules the checkpoint had no weights for."""
+    saved = PreTrainedConfig.get_config_dict(model_args.model_name_or_path, cache_dir=model_args.cache_dir)[0]
+    if model_args.baseline:
+        if casan_args.casan_kwargs():
+            raise ValueError(f"--baseline trains plain BERT; drop the options {sorted(casan_args.casan_kwargs())}.")
+        if saved.get("model_type") != "bert":
+            raise ValueError(
+                f"--baseline needs a BERT checkpoint; this one has model_type {saved.get('model_type')!r}."
+            )
+        model_class, kwargs = BertForMaskedLM, {}
+    else:
+        model_class, kwargs = CasanForMaskedLM, casan_args.casan_kwargs()
+    model, loading = model_class.from_pretrained(
+        model_args.model_name_or_path, cache_dir=model_args.cache_dir, output_loading_info=True, **kwargs
+    )
+    return model, untrained_heads(loading["missing_keys"])
+
+
+def prepare(model_args, casan_args, casan_training, data_args, training_args):
+    """Everything that can fail on bad input, before any training: output folder, text, model, options."""
+    if not (training_args.do_train or training_args.do_eval):
+        raise ValueError("Nothing to do: pass --do_train and/or --do_eval.")
+    if model_args.unfreeze_after_steps is not None and not model_args.train_only_new_parameters:
+        raise ValueError("--unfreeze_after_steps needs --train_only_new_parameters (nothing is frozen otherwise).")
+    checkpoint = find_checkpoint(training_args, data_args.overwrite_output_dir)
+    with training_args.main_process_first(desc="loading the text"):
+        texts = load_texts(data_args, model_args.cache_dir)
+    set_seed(training_args.seed)
+    model, new_heads = load_model(model_args, casan_args)
+    has_context = any(CONTEXT_PARAMETER in name for name, _ in model.named_parameters())
+    if casan_training.context_learning_rate is not None and not has_context:
+        raise ValueError("--context_learning_rate needs a CASAN model with context; this model has none.")
+    tokenizer = AutoTokenizer.from_pretrained(
+        model_args.tokenizer_name or model_args.model_name_or_path, cache_dir=model_args.cache_dir
+    )
+    return checkpoint, texts, model, new_heads, tokenizer
+
+
+def tokenize(texts, tokenizer, data_args, training_args):
+    """Held-out split (seeded) and tokenised texts: `{"train": ..., "validation": ...}`."""
+    split = texts.train_test_split(test_size=data_args.validation_split_percentage / 100, seed=training_args.seed)
+
+    def encode(batch):
+        return tokenizer(
+            batch["text"],
+            truncation=True,
+            max_length=data_args.max_seq_length,
+            return_special_tokens_mask=True,
+            return_offsets_mapping=data_args.whole_word_mask,
+        )
+
+    with training_args.main_process_first(desc="tokenising the text"):
+        tokenized = split.map(
+            encode,
+            batched=True,
+            num_proc=data_args.preprocessing_num_workers,
+            remove_columns=["text"],
+            desc="Running tokenizer on the text",
+        )
+    return {
+        "train": take(tokenized["train"], data_args.max_train_samples),
+        "validation": take(tokenized["test"], data_args.max_eval_samples),
+    }
+
+
+def take(dataset, limit):
+    return dataset if limit is None else dataset.select(range(min(limit, len(dataset))))
+
+
+def main():
+    try:
+        world_size = launched_processes()
+        model_args, casan_args, casan_training, data_args, training_args = parse_args()
+        check_joined(training_args, world_size)
+    except ValueError as error:
+        sys.exit(f"run_mlm.py: error: {error}")
+    setup_logging(training_args, logger)
+    try:
+        checkpoint, texts, model, new_heads, tokenizer = prepare(
+            model_args, casan_args, casan_training, data_args, training_args
+        )
+    except ValueError as error:
+        logger.error(str(error))
+        sys.exit(f"run_mlm.py: error: {error}")
+    if new_heads:
+        logger.warning(f"WARNING: {untrained_heads_warning(new_heads, 'masked-lm')}")
+
+    frozen = freeze_pretrained(model) if model_args.train_only_new_parameters else []
+    splits = tokenize(texts, tokenizer, data_args, training_args)
+    collator = DataCollatorForLanguageModeling(
+        tokenizer,
+        mlm_probability=data_args.mlm_probability,
+        whole_word_mask=data_args.whole_word_mask,
+        pad_to_multiple_of=8 if training_args.fp16 or training_args.bf16 else None,
+    )
+    monitors_gates = casan_training.monitor_gates and getattr(model.config, "context_type", "none") != "none"
+    trainer = CasanTrainer(
+        model=model,
+        args=training_args,
+        train_dataset=splits["train"] if training_args.do_train else None,
+        eval_dataset=splits["validation"],
+        processing_class=tokenizer,
+        data_collator=collator,
+        context_learning_rate=casan_training.context_learning_rate,
+        frozen=frozen,
+        unfreeze_after=model_args.unfreeze_after_steps,
+        gate_monitor=GateMonitor(casan_training.gate_batches) if monitors_gates else None,
+        card_kwargs={
+            "head": "masked-lm",
+            "base_model": model_args.base_model or model_args.model_name_or_path,
+            "dataset_id": data_args.dataset_name
+            or data_args.train_file
+            or f"GLUE training sentences: {', '.join(data_args.glue_tasks or [])}",
+            "license": model_args.license,
+            "untrained_heads": new_heads,
+            "training": {
+                "learning_rate": training_args.learning_rate,
+                "context_learning_rate": casan_training.context_learning_rate,
+                "train_only_new_parameters": model_args.train_only_new_parameters,
+                "unfreeze_after_steps": model_args.unfreeze_after_steps,
+                "per_device_train_batch_size": training_args.per_device_train_batch_size,
+                "world_size": training_args.world_size,
+                "max_steps": training_args.max_steps,
+                "num_train_epochs": training_args.num_train_epochs,
+                "max_seq_length": data_args.max_seq_length,
+                "mlm_probability": data_args.mlm_probability,
+                "whole_word_mask": data_args.whole_word_mask,
+                "seed": training_args.seed,
+            },
+        },
+    )
+
+    if training_args.do_train:
+        train_result = trainer.train(resume_from_checkpoint=checkpoint)
+        trainer.save_model()  # weights, config with auto_map, code files, tokenizer
+        metrics = {**train_result.metrics, "train_samples": len(splits["train"])}
+        trainer.log_metrics("train", metrics)
+        trainer.save_metrics("train", metrics)
+
+    if training_args.do_eval:
+        metrics = trainer.evaluate()
+        metrics["eval_samples"] = len(splits["validation"])
+        metrics["perplexity"] = math.exp(metrics["eval_loss"]) if metrics["eval_loss"] < 100 else float("inf")
+        trainer.card_eval_metrics["validation"] = {"perplexity": metrics["perplexity"]}
+        trainer.log_metrics("eval", metrics)
+        trainer.save_metrics("eval", metrics)
+
+    if training_args.do_train:
+        trainer.save_state()  # after evaluation: the log history holds the final perplexity and gates
+        trainer.create_model_card()
+    if training_args.push_to_hub:
+        trainer.push_to_hub(finetuned_from=model_args.model_name_or_path, tasks="fill-mask")
+
+
+if __name__ == "__main__":
+    main()

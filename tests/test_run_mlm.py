@@ -1,0 +1,155 @@
+"""scripts/run_mlm.py: continued masked-LM pre-training of CASAN and its BERT twin, on text files or GLUE
+training sentences, with frozen-base and unfreeze modes, resuming, the Hub folder, and bad input."""
+
+import importlib.util
+import sys
+
+import pytest
+import torch
+from conftest import REPO_ROOT
+from fresh_process import run_without_casan_hf
+from glue_helpers import TINY_RUN, card_metadata, make_tiny_bert, read_json, run_glue
+from safetensors.torch import load_file
+
+from casan_hf import CasanForMaskedLM
+from casan_hf.training import is_new_parameter
+
+
+RUN_MLM = REPO_ROOT / "scripts" / "run_mlm.py"
+TINY_MLM = ["--max_seq_length", "32", "--per_device_train_batch_size", "8", "--per_device_eval_batch_size", "8",
+            "--report_to", "none", "--logging_steps", "1", "--dataloader_pin_memory", "False",
+            "--validation_split_percentage", "25", "--save_strategy", "no"]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def tiny_bert(tmp_path_factory, minilm_path):
+    """A BERT encoder without an MLM head, as sentence encoders come."""
+    return make_tiny_bert(tmp_path_factory.mktemp("tiny_bert"), minilm_path)
+
+
+@pytest.fixture(scope="module")
+def text_file(tmp_path_factory):
+    subjects = ["the film", "a dog", "my neighbour", "the old train", "this song", "our team", "the river"]
+    verbs = ["was great", "ran fast", "looked tired", "sounded strange", "won again"]
+    path = tmp_path_factory.mktemp("text") / "sentences.txt"
+    path.write_text("\n".join(f"{s} {v} ." for s in subjects for v in verbs) + "\n\n")
+    return path
+
+
+@pytest.fixture
+def run_mlm(monkeypatch):
+    spec = importlib.util.spec_from_file_location("run_mlm", RUN_MLM)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+
+    def run(args):
+        monkeypatch.setattr(sys, "argv", ["run_mlm.py", *map(str, args)])
+        module.main()
+
+    return run
+
+
+def source_weights(folder):
+    return load_file(f"{folder}/model.safetensors")
+
+
+@pytest.mark.parametrize("flags", [["--context_type", "global"], ["--baseline"]], ids=["casan", "baseline"])
+def test_casan_and_its_twin_train_and_report_perplexity(run_mlm, tiny_bert, text_file, tmp_path, flags, caplog):
+    output_dir = tmp_path / "out"
+    run_mlm(["--model_name_or_path", tiny_bert, "--train_file", text_file, "--do_train", "--do_eval",
+             "--max_steps", "2", "--output_dir", output_dir, *flags, *TINY_MLM])  # fmt: skip
+    assert "WARNING: The source checkpoint has no weights for `cls.predictions.*`" in caplog.text
+    results = read_json(output_dir / "eval_results.json")
+    assert results["perplexity"] > 1 and results["eval_samples"] == 9  # 25% of 35 sentences, empty lines dropped
+    config = read_json(output_dir / "config.json")
+    casan = flags[0] != "--baseline"
+    assert config["architectures"] == (["CasanForMaskedLM"] if casan else ["BertForMaskedLM"])
+    card = (output_dir / "README.md").read_text()
+    assert "the masked-lm head started random and has learnt only in the training steps below" in card
+    assert ("| layer | mean lambda_Q |" in card) == casan
+    (result,) = card_metadata(output_dir)["model-index"][0]["results"]
+    assert result["task"]["type"] == "fill-mask" and result["metrics"][0]["type"] == "perplexity"
+    history = read_json(output_dir / "trainer_state.json")["log_history"]
+    assert any("gates/layer_1/key" in entry for entry in history) == casan
+
+
+def test_frozen_base_leaves_every_pretrained_weight_bit_identical(run_mlm, tiny_bert, text_file, tmp_path):
+    output_dir = tmp_path / "frozen"
+    run_mlm(["--model_name_or_path", tiny_bert, "--train_file", text_file, "--do_train", "--max_steps", "2",
+             "--context_type", "deep", "--train_only_new_parameters", "--learning_rate", "1e-2",
+             "--output_dir", output_dir, *TINY_MLM])  # fmt: skip
+    before, after = source_weights(tiny_bert), source_weights(output_dir)
+    pretrained = [name for name in after if not is_new_parameter(name) and f"{name.removeprefix('bert.')}" in before]
+    assert len(pretrained) > 10
+    for name in pretrained:
+        assert torch.equal(after[name], before[name.removeprefix("bert.")]), name
+    assert after["cls.predictions.bias"].abs().sum() > 0  # the head trained (it starts at zero)
+
+
+def test_unfreezing_lets_the_pretrained_weights_train(run_mlm, tiny_bert, text_file, tmp_path):
+    output_dir = tmp_path / "unfrozen"
+    run_mlm(["--model_name_or_path", tiny_bert, "--train_file", text_file, "--do_train", "--max_steps", "3",
+             "--context_type", "global", "--train_only_new_parameters", "--unfreeze_after_steps", "1",
+             "--learning_rate", "1e-2", "--output_dir", output_dir, *TINY_MLM])  # fmt: skip
+    before, after = source_weights(tiny_bert), source_weights(output_dir)
+    name = "encoder.layer.0.attention.self.query.weight"
+    assert not torch.equal(after[f"bert.{name}"], before[name])
+
+
+def test_an_interrupted_run_resumes(run_mlm, tiny_bert, text_file, tmp_path):
+    output_dir = tmp_path / "resume"
+    common = ["--model_name_or_path", tiny_bert, "--train_file", text_file, "--do_train", "--context_type", "global",
+              "--output_dir", output_dir, *TINY_MLM, "--save_strategy", "steps", "--save_steps", "1"]  # fmt: skip
+    run_mlm([*common, "--max_steps", "2"])
+    run_mlm([*common, "--max_steps", "3"])
+    assert read_json(output_dir / "trainer_state.json")["global_step"] == 3
+
+
+LOAD = """
+from transformers import AutoModelForMaskedLM, AutoModelForSequenceClassification
+for auto_class in (AutoModelForMaskedLM, AutoModelForSequenceClassification):
+    model = auto_class.from_pretrained("mlm", trust_remote_code=True)
+    print(type(model).__name__, type(model).__module__.split(".")[0])
+"""
+
+
+def test_the_continued_folder_fine_tunes_and_loads_without_casan_hf(run_mlm, tiny_bert, text_file, tmp_path, glue_dir):
+    run_mlm(["--model_name_or_path", tiny_bert, "--train_file", text_file, "--do_train", "--max_steps", "1",
+             "--context_type", "deep_global", "--output_dir", tmp_path / "mlm", *TINY_MLM])  # fmt: skip
+    result = run_glue(["--model_name_or_path", tmp_path / "mlm", "--task_name", "rte", "--glue_dir", glue_dir,
+                       "--do_train", "--max_steps", "1", "--output_dir", tmp_path / "glue", *TINY_RUN],
+                      cwd=tmp_path)  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert read_json(tmp_path / "glue" / "config.json")["context_type"] == "deep_global"
+    assert run_without_casan_hf(LOAD, tmp_path).split() == [
+        "CasanForMaskedLM", "transformers_modules", "CasanForSequenceClassification", "transformers_modules",
+    ]  # fmt: skip
+    assert CasanForMaskedLM.from_pretrained(tmp_path / "mlm").config.context_type == "deep_global"
+
+
+def test_glue_text_is_the_training_sentences_only(glue_dir):
+    spec = importlib.util.spec_from_file_location("run_mlm", RUN_MLM)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    texts = module.load_texts(module.DataArguments(glue_dir=str(glue_dir), glue_tasks=["rte"]), cache_dir=None)
+    train_rows = sum(1 for _ in open(glue_dir / "RTE" / "train.tsv", encoding="utf-8")) - 1
+    assert len(texts) == 2 * train_rows  # both sentences of every training pair, no dev sentence
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        ([], "Give exactly one source of text"),
+        (["--train_file", "t.txt", "--glue_dir", "g", "--glue_tasks", "rte"], "Give exactly one source of text"),
+        (["--train_file", "missing.txt"], "--train_file 'missing.txt' does not exist"),
+        (["--train_file", "t.tsv"], "must end in one of .txt, .csv, .json, .jsonl"),
+        (["--train_file", "TEXT", "--unfreeze_after_steps", "2"], "--unfreeze_after_steps needs --train_only_new"),
+    ],
+)
+def test_bad_input_stops_before_training(run_mlm, tiny_bert, text_file, tmp_path, flags, message):
+    flags = [str(text_file) if flag == "TEXT" else flag for flag in flags]
+    with pytest.raises(
+        SystemExit, match="run_mlm.py: error: .*" if "--unfreeze" in message or "missing" in message else None
+    ):
+        run_mlm(["--model_name_or_path", tiny_bert, *flags, "--do_train", "--output_dir", tmp_path / "out", *TINY_MLM])
+    assert not (tmp_path / "out").exists()
