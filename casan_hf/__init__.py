@@ -25,6 +25,7 @@ from .modeling_casan import (
     CasanForTokenClassification,
     CasanModel,
     CasanPreTrainedModel,
+    casan_twin,
 )
 
 
@@ -58,5 +59,6 @@ __all__ = [
     "CasanForTokenClassification",
     "CasanModel",
     "CasanPreTrainedModel",
+    "casan_twin",
     "get_head",
 ]

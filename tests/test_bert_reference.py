@@ -5,10 +5,10 @@ import inspect
 
 import pytest
 import torch
-from tiny_models import BERT_TWINS, CONTEXT_TYPES, TINY, comparable_outputs, head_inputs, padded_batch
+from tiny_models import BERT_TWINS, CONTEXT_TYPES, TINY, comparable_outputs, head_inputs, padded_batch, tiny_config
 from transformers import AutoTokenizer, BertConfig, BertModel
 
-from casan_hf import CasanForSequenceClassification, CasanModel
+from casan_hf import CasanForSequenceClassification, CasanModel, casan_twin
 
 
 SENTENCES = [
@@ -113,3 +113,27 @@ def test_forward_kwargs_are_typed_as_bert_s(casan_class, bert_class):
     casan = inspect.signature(casan_class.forward).parameters["kwargs"].annotation
     assert casan == inspect.signature(bert_class.forward).parameters["kwargs"].annotation
     assert casan is not inspect.Parameter.empty
+
+
+@pytest.mark.parametrize("casan_class,bert_class", BERT_TWINS.items(), ids=[c.__name__ for c in BERT_TWINS])
+def test_casan_twin_of_a_loaded_bert_is_that_bert_at_none(casan_class, bert_class):
+    """In memory, no disk: the twin of every BERT head has its weights, and at "none" its exact outputs."""
+    torch.manual_seed(0)
+    bert = bert_class(BertConfig(**TINY, num_labels=2)).eval()
+    inputs = head_inputs(casan_class, *padded_batch([9, 5, 7]))
+    twin = casan_twin(bert, context_type="none")
+    assert type(twin) is casan_class and not twin.training and twin.name_or_path == ""
+    with torch.no_grad():
+        expected, actual = comparable_outputs(bert(**inputs)), comparable_outputs(twin(**inputs))
+    assert expected.keys() == actual.keys()
+    for name in expected:
+        assert torch.equal(actual[name], expected[name]), name
+    context = casan_twin(bert, context_type="deep_global", context_rank=4)
+    bert_weights = bert.state_dict()
+    for name, tensor in context.state_dict().items():
+        assert ".context_mixer." in name or torch.equal(tensor, bert_weights[name]), name
+
+
+def test_casan_twin_refuses_other_models():
+    with pytest.raises(ValueError, match="casan_twin takes a BERT model, one of BertModel, .*; got CasanModel"):
+        casan_twin(CasanModel(tiny_config()))
