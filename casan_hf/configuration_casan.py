@@ -17,7 +17,11 @@ from transformers import BertConfig
 CONTEXT_TYPES = ("global", "deep", "deep_global", "none")
 CONTEXT_TARGETS = ("query", "key")
 GATE_KINDS = ("dynamic", "fixed")
-CLASSIFIER_POOLINGS = ("cls", "mean", "structured")
+CLASSIFIER_POOLINGS = ("cls", "mean", "structured", "generalized")
+# The poolings that attend over the tokens with `pooling_hops` heads of width `pooling_hidden`.
+ATTENTIVE_POOLINGS = ("structured", "generalized")
+# Generalized pooling's three diversity penalties (Chen et al. 2018), each with a weight and a margin.
+GENERALIZED_PENALTIES = ("parameter", "attention", "output")
 
 # The context types whose context is one vector per sentence (masked means), rather than per token.
 SENTENCE_CONTEXTS = ("global", "deep_global")
@@ -106,10 +110,13 @@ def _positive_int(name):
     return check
 
 
-def _check_pooling_penalty(value):
-    if not _is_number(value) or not 0.0 <= value < float("inf"):
-        raise ValueError(f"`pooling_penalty` must be a finite number >= 0 (0 turns the penalty off); got {value!r}.")
-    return float(value)
+def _non_negative(name, meaning):
+    def check(value):
+        if not _is_number(value) or not 0.0 <= value < float("inf"):
+            raise ValueError(f"`{name}` must be a finite number >= 0 ({meaning}); got {value!r}.")
+        return float(value)
+
+    return check
 
 
 @dataclass(frozen=True)
@@ -129,6 +136,7 @@ class CasanOption:
     help: str
     choices: tuple | None = None
     structural: bool = False
+    poolings: tuple = ()  # for a pooling option: the `classifier_pooling` values it shapes
 
 
 OPTIONS = (
@@ -201,29 +209,63 @@ OPTIONS = (
         'The sentence vector the classifier reads. "cls": BERT\'s pooler on [CLS] (`bert.pooler.*`, so BERT '
         'classifiers load unchanged); "mean": the masked mean of the last layer over the real tokens; '
         '"structured": the structured self-attentive embedding of Lin et al. (2017), `pooling_hops` attention '
-        "distributions over the real tokens, concatenated. The last two read no pooler, so those heads build "
-        "none (a BERT checkpoint's pooler weights are skipped).",
+        'distributions over the real tokens, concatenated; "generalized": the vector-based multi-head pooling of '
+        "Chen et al. (2018), whose `pooling_hops` heads weigh every hidden dimension of every token on its own. "
+        "The last three read no pooler, so those heads build none (a BERT checkpoint's pooler weights are "
+        "skipped).",
         choices=CLASSIFIER_POOLINGS,
     ),
     CasanOption(
         "pooling_hops",
         "pooling",
         _positive_int("pooling_hops"),
-        'r, the number of attention hops of "structured" pooling; the classifier reads r * hidden_size '
-        "features. A few hops suffice for sentence-pair tasks and keep the classifier small.",
+        'r, the number of attention hops (heads, for "generalized") of the attentive poolings; the classifier '
+        "reads r * hidden_size features. A few hops suffice for sentence-pair tasks and keep the classifier "
+        "small.",
+        poolings=ATTENTIVE_POOLINGS,
     ),
     CasanOption(
         "pooling_hidden",
         "pooling",
         _positive_int("pooling_hidden"),
-        'd_a, the hidden width of the hop scorer W_s2 tanh(W_s1 H^T) of "structured" pooling.',
+        'd_a, the hidden width of the hop scorer: W_s2 tanh(W_s1 H^T) for "structured", W_2^i ReLU(W_1^i H^T '
+        '+ b_1^i) + b_2^i for each head of "generalized".',
+        poolings=ATTENTIVE_POOLINGS,
     ),
     CasanOption(
         "pooling_penalty",
         "pooling",
-        _check_pooling_penalty,
+        _non_negative("pooling_penalty", "0 turns the penalty off"),
         "Weight of Lin et al.'s penalty ||A A^T - I||_F^2 (averaged over the batch), added to the loss when "
         "labels are given; it keeps the hops from all attending to the same tokens. 0 turns it off.",
+        poolings=("structured",),
+    ),
+    *(
+        option
+        for penalty, pulls_apart in (
+            ("parameter", "the heads' first-layer weights W_1^i: ||W_1^i - W_1^j||_F^2"),
+            ("attention", "the heads' attention matrices A^i: ||A^i - A^j||_F^2, averaged over the batch"),
+            ("output", "the heads' outputs v^i: ||v^i - v^j||^2, averaged over the batch"),
+        )
+        for option in (
+            CasanOption(
+                f"pooling_{penalty}_penalty",
+                "pooling",
+                _non_negative(f"pooling_{penalty}_penalty", "0 turns the penalty off"),
+                f"Weight mu of generalized pooling's {penalty} penalty, sum over pairs of heads i < j of "
+                f"max(margin - d_ij, 0), where d_ij is the distance between {pulls_apart}; added to the loss "
+                "when labels are given. 0 turns it off.",
+                poolings=("generalized",),
+            ),
+            CasanOption(
+                f"pooling_{penalty}_margin",
+                "pooling",
+                _non_negative(f"pooling_{penalty}_margin", "the distance the penalty asks for"),
+                f"The margin (threshold lambda) of generalized pooling's {penalty} penalty: pairs of heads "
+                "farther apart than it cost nothing.",
+                poolings=("generalized",),
+            ),
+        )
     ),
 )
 
@@ -316,6 +358,12 @@ class CasanConfig(BertConfig):
     pooling_hops: int = 4
     pooling_hidden: int = 128
     pooling_penalty: float = 1.0
+    pooling_parameter_penalty: float = 0.0
+    pooling_parameter_margin: float = 1.0
+    pooling_attention_penalty: float = 0.0
+    pooling_attention_margin: float = 1.0
+    pooling_output_penalty: float = 0.0
+    pooling_output_margin: float = 1.0
 
     def __post_init__(self, **kwargs):
         super().__post_init__(**kwargs)

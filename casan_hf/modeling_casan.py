@@ -414,7 +414,7 @@ class CasanForSequenceClassification(CasanPreTrainedModel):
         logits = self.classifier(self.dropout(pooled))
         loss = self.loss_function(labels, logits, self.config) if labels is not None else None
         return CasanSequenceClassifierOutput(
-            loss=self.pooling.add_penalty(loss, hops),
+            loss=self.pooling.add_penalty(loss, hops, pooled),
             logits=logits,
             pooling_attentions=hops if output_pooling_attentions else None,
             **encoder_extras(outputs),
@@ -464,7 +464,7 @@ class CasanForMultipleChoice(CasanPreTrainedModel):
             hops.unflatten(0, (-1, num_choices)) if output_pooling_attentions and hops is not None else None
         )
         return CasanMultipleChoiceOutput(
-            loss=self.pooling.add_penalty(loss, hops),
+            loss=self.pooling.add_penalty(loss, hops, pooled),
             logits=logits,
             pooling_attentions=returned_hops,
             **encoder_extras(outputs),

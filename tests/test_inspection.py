@@ -89,3 +89,13 @@ def test_max_length_truncates_and_bert_classifier_loads_with_its_head(tmp_path, 
     inspection = inspect_attention(model, loaded_tokenizer, TEXT, PAIR, max_length=8)
     assert len(inspection.tokens) == 8 and inspection.tokens.count("[SEP]") == 2
     assert inspection.logits.shape == (2,) and inspection.query_gates is None
+
+
+def test_generalized_pooling_heads_are_shown_averaged_over_the_hidden_dimensions(tokenizer):
+    torch.manual_seed(0)
+    model = CasanForSequenceClassification(tiny_config(classifier_pooling="generalized", pooling_hops=3)).eval()
+    inspection = inspect_attention(model, tokenizer, TEXT, PAIR)
+    with torch.no_grad():
+        expected = model(**tokenizer(TEXT, PAIR, return_tensors="pt"), output_pooling_attentions=True)
+    torch.testing.assert_close(inspection.pooling_attentions, expected.pooling_attentions[0].mean(-1))
+    torch.testing.assert_close(inspection.pooling_attentions.sum(-1), torch.ones(3))

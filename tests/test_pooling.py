@@ -25,6 +25,8 @@ INVALID = [
     ("pooling_penalty", -0.5),
     ("pooling_penalty", float("inf")),
     ("pooling_penalty", "1"),
+    ("pooling_attention_penalty", -1.0),
+    ("pooling_output_margin", "1"),
 ]
 
 
@@ -153,9 +155,10 @@ def test_save_and_load_round_trip_is_exact(tmp_path, pooling):
         )
 
 
-def test_structured_pooling_loads_with_trust_remote_code_without_casan_hf(tmp_path):
+@pytest.mark.parametrize("pooling", ["structured", "generalized"])
+def test_attentive_pooling_loads_with_trust_remote_code_without_casan_hf(tmp_path, pooling):
     input_ids, attention_mask = padded_batch(LENGTHS)
-    model = seeded(CasanForSequenceClassification, classifier_pooling="structured")
+    model = seeded(CasanForSequenceClassification, classifier_pooling=pooling)
     model.save_pretrained(tmp_path / "model")
     assert (tmp_path / "model" / "pooling.py").is_file()
     with torch.no_grad():
@@ -187,7 +190,7 @@ def test_invalid_pooling_options_are_refused_by_the_constructor(name, value):
 
 
 def test_allowed_poolings_are_listed():
-    with pytest.raises(ValueError, match="'cls', 'mean', 'structured'; got 'max'"):
+    with pytest.raises(ValueError, match="'cls', 'mean', 'structured', 'generalized'; got 'max'"):
         CasanConfig(classifier_pooling="max")
 
 
@@ -222,3 +225,72 @@ def test_pooling_may_change_when_a_casan_checkpoint_is_loaded(tmp_path):
     assert model.config.classifier_pooling == "structured"
     assert {"pooling.hidden.weight", "pooling.hops.weight"} <= set(info["missing_keys"])
     assert {name for name in info["unexpected_keys"]} == {"bert.pooler.dense.weight", "bert.pooler.dense.bias"}
+
+
+def generalized(**overrides):
+    return SentencePooling(
+        tiny_config(classifier_pooling="generalized", pooling_hops=3, pooling_hidden=8, **overrides)
+    )
+
+
+def test_generalized_heads_weigh_every_dimension_over_the_real_tokens_only():
+    torch.manual_seed(0)
+    pooling = generalized()
+    input_ids, attention_mask = padded_batch(LENGTHS)
+    hidden = torch.randn(*input_ids.shape, TINY["hidden_size"])
+    pooled, attention = pooling(hidden, attention_mask)
+    assert pooled.shape == (len(LENGTHS), 3 * TINY["hidden_size"]) and pooling.output_size == pooled.shape[1]
+    assert attention.shape == (len(LENGTHS), 3, max(LENGTHS), TINY["hidden_size"])
+    real = attention_mask[:, None, :, None].expand_as(attention).bool()
+    assert torch.all(attention[~real] == 0) and torch.all(attention[real] > 0)
+    torch.testing.assert_close(attention.sum(2), torch.ones(len(LENGTHS), 3, TINY["hidden_size"]))
+    # The paper's formula, head by head: A^i = softmax_t(W_2^i ReLU(W_1^i h_t + b_1^i) + b_2^i), v^i = sum_t a_t h_t.
+    for row, length in enumerate(LENGTHS):
+        tokens = hidden[row, :length]
+        for i, head in enumerate(pooling.heads):
+            w1 = pooling.hidden.weight[i * 8 : (i + 1) * 8]
+            b1 = pooling.hidden.bias[i * 8 : (i + 1) * 8]
+            weights = torch.softmax(torch.relu(tokens @ w1.T + b1) @ head.weight.T + head.bias, dim=0)
+            torch.testing.assert_close(attention[row, i, :length], weights)
+            torch.testing.assert_close(pooled[row, i * 32 : (i + 1) * 32], (weights * tokens).sum(0))
+
+
+@pytest.mark.parametrize("penalty", ["parameter", "attention", "output"])
+def test_each_generalized_penalty_is_the_hinge_over_pairs_of_heads(penalty):
+    """Against a hand computation: sum over pairs i < j of max(margin - distance_ij, 0), times the weight."""
+    input_ids, attention_mask = padded_batch(LENGTHS)
+    labels = torch.tensor([0, 1, 1])
+    options = {"classifier_pooling": "generalized", "pooling_hops": 3, "pooling_hidden": 8}
+    model = seeded(CasanForSequenceClassification, **options, **{f"pooling_{penalty}_margin": 50.0})
+    with torch.no_grad():
+        plain = model(input_ids, attention_mask=attention_mask, labels=labels, output_pooling_attentions=True)
+        model.config.update({f"pooling_{penalty}_penalty": 0.5})
+        penalised = model(input_ids, attention_mask=attention_mask, labels=labels).loss
+        hidden = model.bert(input_ids, attention_mask=attention_mask).last_hidden_state
+    _, attention = model.pooling(hidden, attention_mask)
+    vectors = (attention * hidden[:, None]).sum(2)  # (batch, heads, d)
+    weights = model.pooling.hidden.weight.unflatten(0, (3, 8))
+    hinge = 0.0
+    for i in range(3):
+        for j in range(i + 1, 3):
+            distance = {
+                "parameter": (weights[i] - weights[j]).pow(2).sum(),
+                "attention": (attention[:, i] - attention[:, j]).pow(2).sum(dim=(1, 2)).mean(),
+                "output": (vectors[:, i] - vectors[:, j]).pow(2).sum(-1).mean(),
+            }[penalty]
+            hinge += max(50.0 - float(distance), 0.0)
+    assert hinge > 0
+    torch.testing.assert_close(penalised, plain.loss + 0.5 * hinge, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("attn_implementation", ("eager", "sdpa"))
+def test_generalized_pooling_ignores_padding(attn_implementation):
+    input_ids, attention_mask = padded_batch(LENGTHS)
+    model = seeded(CasanForSequenceClassification, classifier_pooling="generalized", context_type="deep_global")
+    model.set_attn_implementation(attn_implementation)
+    with torch.no_grad():
+        batch = model(input_ids, attention_mask=attention_mask, output_pooling_attentions=True)
+        for row, length in enumerate(LENGTHS):
+            alone = model(input_ids[row : row + 1, :length], output_pooling_attentions=True)
+            torch.testing.assert_close(batch.logits[row], alone.logits[0], atol=1e-5, rtol=0)
+            torch.testing.assert_close(batch.pooling_attentions[row, :, :length], alone.pooling_attentions[0])

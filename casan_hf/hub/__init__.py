@@ -19,7 +19,7 @@ import transformers
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
 from .. import __version__
-from ..configuration_casan import get_head, option_names
+from ..configuration_casan import OPTIONS, get_head, option_names
 from ..glue.tasks import GLUE_HUB_ID, GLUE_TASKS
 
 
@@ -199,8 +199,8 @@ def _option_rows(config, head):
     """The CASAN options that shape this model: the context, and the pooling of a sentence-vector head."""
     names = list(option_names("context"))
     if head.pools_sentence:
-        # The hop options shape only the structured pooling.
-        names += option_names("pooling") if config.classifier_pooling == "structured" else ["classifier_pooling"]
+        names.append("classifier_pooling")
+        names += [option.name for option in OPTIONS if config.classifier_pooling in option.poolings]
     return "\n".join(f"| {name} | `{getattr(config, name)}` |" for name in names)
 
 

@@ -11,7 +11,7 @@ import torch
 import transformers
 from transformers import AutoConfig, AutoModel, AutoTokenizer
 
-from ..configuration_casan import HEADS, CasanConfig
+from ..configuration_casan import ATTENTIVE_POOLINGS, HEADS, CasanConfig
 
 
 # The heads that classify a sentence vector say more than the encoder: their logits and the structured
@@ -36,7 +36,8 @@ class AttentionInspection:
             lambda_Q and lambda_K, how much the context shaped each token's query and key; 0 where a layer
             takes no context. `None` for a model without context (plain BERT).
         pooling_attentions (`torch.FloatTensor` of shape `(pooling_hops, num_tokens)`):
-            the hops of `classifier_pooling="structured"`; `None` for other models.
+            the hops of `classifier_pooling="structured"`, or the heads of `"generalized"` with each token's
+            weights averaged over the hidden dimensions; `None` for other models.
         logits (`torch.FloatTensor`): the head's logits for this text; `None` for a bare encoder.
     """
 
@@ -68,7 +69,8 @@ def inspect_attention(model, tokenizer, text, text_pair=None, max_length=None):
     switched to eager and eval for this call only."""
     encoded = tokenizer(text, text_pair, truncation=max_length is not None, max_length=max_length, return_tensors="pt")
     is_casan = isinstance(model.config, CasanConfig)
-    structured = is_casan and getattr(model, "pooling", None) is not None and model.pooling.kind == "structured"
+    pooling = getattr(model, "pooling", None) if is_casan else None
+    structured = pooling is not None and pooling.kind in ATTENTIVE_POOLINGS
     multiple_choice = type(model).__name__.endswith("ForMultipleChoice")
     inputs = {
         name: (tensor[:, None] if multiple_choice else tensor).to(model.device) for name, tensor in encoded.items()
@@ -89,6 +91,8 @@ def inspect_attention(model, tokenizer, text, text_pair=None, max_length=None):
 
     gates = torch.stack(outputs.context_gates)[:, 0].float().cpu() if is_casan else None
     hops = outputs.pooling_attentions if structured else None
+    if hops is not None and pooling.kind == "generalized":
+        hops = hops.mean(-1)  # each token's weight per head, averaged over the hidden dimensions
     logits = outputs.get("logits")
     return AttentionInspection(
         tokens=tokenizer.convert_ids_to_tokens(encoded["input_ids"][0].tolist()),
