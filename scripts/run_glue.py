@@ -18,7 +18,6 @@ In the conventions of transformers' `examples/pytorch/text-classification/run_gl
 """
 
 import logging
-import os
 import sys
 from dataclasses import dataclass, field
 
@@ -27,7 +26,6 @@ from transformers import (
     AutoTokenizer,
     BertForSequenceClassification,
     DataCollatorWithPadding,
-    HfArgumentParser,
     PreTrainedConfig,
     TrainingArguments,
     default_data_collator,
@@ -40,7 +38,7 @@ from casan_hf.glue.data import load_glue_data
 from casan_hf.glue.metrics import load_glue_metric
 from casan_hf.glue.tasks import GLUE_TASKS
 from casan_hf.training import CONTEXT_PARAMETER, CasanTrainer, CasanTrainingArguments, GateMonitor
-from casan_hf.training.runs import check_joined, find_checkpoint, launched_processes, setup_logging
+from casan_hf.training.runs import find_checkpoint, parse_run_args, setup_logging
 
 
 logger = logging.getLogger(__name__)
@@ -96,19 +94,6 @@ class DataTrainingArguments:
     overwrite_output_dir: bool = field(
         default=False, metadata={"help": "Write into a non-empty --output_dir (without it, the run stops)."}
     )
-
-
-def parse_args():
-    """The five argument groups; a bad CASAN option value is a usage error, as a bad choice is."""
-    parser = HfArgumentParser(
-        (ModelArguments, CasanArguments, CasanTrainingArguments, DataTrainingArguments, TrainingArguments)
-    )
-    try:
-        if len(sys.argv) == 2 and sys.argv[1].endswith(".json"):
-            return parser.parse_json_file(json_file=os.path.abspath(sys.argv[1]))
-        return parser.parse_args_into_dataclasses()
-    except ValueError as error:
-        parser.error(str(error))
 
 
 def load_model(model_args, casan_args, glue_data):
@@ -219,12 +204,10 @@ def prepare(model_args, casan_args, casan_training, data_args, training_args):
 
 
 def main():
-    try:
-        world_size = launched_processes()
-        model_args, casan_args, casan_training, data_args, training_args = parse_args()
-        check_joined(training_args, world_size)
-    except ValueError as error:
-        sys.exit(f"run_glue.py: error: {error}")
+    model_args, casan_args, casan_training, data_args, training_args = parse_run_args(
+        (ModelArguments, CasanArguments, CasanTrainingArguments, DataTrainingArguments, TrainingArguments),
+        "run_glue.py",
+    )
     setup_logging(training_args, logger)
     logger.info(f"Training/evaluation parameters {training_args}")
     try:

@@ -31,7 +31,6 @@ from transformers import (
     AutoTokenizer,
     BertForMaskedLM,
     DataCollatorForLanguageModeling,
-    HfArgumentParser,
     PreTrainedConfig,
     TrainingArguments,
     set_seed,
@@ -49,7 +48,7 @@ from casan_hf.training import (
     GateMonitor,
     freeze_pretrained,
 )
-from casan_hf.training.runs import check_joined, find_checkpoint, launched_processes, setup_logging
+from casan_hf.training.runs import find_checkpoint, parse_run_args, setup_logging
 
 
 logger = logging.getLogger(__name__)
@@ -122,18 +121,6 @@ class DataArguments:
         for name in ("max_train_samples", "max_eval_samples"):
             if getattr(self, name) is not None and getattr(self, name) <= 0:
                 raise ValueError(f"--{name} must be a positive number of texts; got {getattr(self, name)}.")
-
-
-def parse_args():
-    parser = HfArgumentParser(
-        (ModelArguments, CasanArguments, CasanTrainingArguments, DataArguments, TrainingArguments)
-    )
-    try:
-        if len(sys.argv) == 2 and sys.argv[1].endswith(".json"):
-            return parser.parse_json_file(json_file=os.path.abspath(sys.argv[1]))
-        return parser.parse_args_into_dataclasses()
-    except ValueError as error:
-        parser.error(str(error))
 
 
 def load_texts(data_args, cache_dir):
@@ -237,12 +224,9 @@ def take(dataset, limit):
 
 
 def main():
-    try:
-        world_size = launched_processes()
-        model_args, casan_args, casan_training, data_args, training_args = parse_args()
-        check_joined(training_args, world_size)
-    except ValueError as error:
-        sys.exit(f"run_mlm.py: error: {error}")
+    model_args, casan_args, casan_training, data_args, training_args = parse_run_args(
+        (ModelArguments, CasanArguments, CasanTrainingArguments, DataArguments, TrainingArguments), "run_mlm.py"
+    )
     setup_logging(training_args, logger)
     try:
         checkpoint, texts, model, new_heads, tokenizer = prepare(

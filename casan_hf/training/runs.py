@@ -8,6 +8,7 @@ import sys
 import datasets
 import torch
 import transformers
+from transformers import HfArgumentParser
 from transformers.trainer_utils import get_last_checkpoint
 
 from ..hub import check_output_dir
@@ -43,6 +44,29 @@ def check_joined(training_args, world_size):
             f"the launcher started {world_size} processes but Trainer joined {training_args.world_size}; "
             "pass --ddp_backend for this machine."
         )
+
+
+def parse_run_args(dataclass_types, script):
+    """A training script's arguments, from the command line or one .json file (as transformers' scripts take
+    them), `TrainingArguments` last, once it is sure that the launcher's processes form one run. A bad value
+    is a usage error; a launch that would not be one run stops with `<script>: error: ...`."""
+    try:
+        world_size = launched_processes()
+    except ValueError as error:
+        sys.exit(f"{script}: error: {error}")
+    parser = HfArgumentParser(dataclass_types)
+    try:
+        if len(sys.argv) == 2 and sys.argv[1].endswith(".json"):
+            args = parser.parse_json_file(json_file=os.path.abspath(sys.argv[1]))
+        else:
+            args = parser.parse_args_into_dataclasses()
+    except ValueError as error:
+        parser.error(str(error))
+    try:
+        check_joined(args[-1], world_size)
+    except ValueError as error:
+        sys.exit(f"{script}: error: {error}")
+    return args
 
 
 def setup_logging(training_args, logger):
