@@ -40,7 +40,14 @@ from transformers.utils import TransformersKwargs
 from transformers.utils.generic import can_return_tuple, merge_with_config_defaults
 from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 
-from .configuration_casan import CONTEXT_TARGETS, HEADS, SENTENCE_CONTEXTS, STRUCTURAL_OPTIONS, CasanConfig
+from .configuration_casan import (
+    CONTEXT_TARGETS,
+    HEADS,
+    OPTION_CHECKS,
+    SENTENCE_CONTEXTS,
+    STRUCTURAL_OPTIONS,
+    CasanConfig,
+)
 from .context import CasanContextMixer, context_source, layer_context, mean_weights
 from .pooling import SentencePooling
 
@@ -594,18 +601,21 @@ class CasanForMaskedLM(CasanPreTrainedModel):
 def casan_twin(model, **options):
     """The CASAN model with the weights of a loaded transformers BERT model, built in memory (no save and
     reload): the same head, config, dtype, device, attention backend and train/eval mode, plus the CASAN
-    `options`. Only the context (and a structured pooling) is new; at `context_type="none"` its outputs are
+    `options`. Only the context (and an attentive pooling) is new; at `context_type="none"` its outputs are
     the source's. Like `from_pretrained` of a BERT checkpoint, the result has no checkpoint of its own yet."""
     casan_names = {head.class_name.replace("Casan", "Bert", 1): head.class_name for head in HEADS}
     source_name = type(model).__name__
     if source_name not in casan_names:
         raise ValueError(f"casan_twin takes a BERT model, one of {', '.join(casan_names)}; got {source_name}.")
+    unknown = sorted(set(options) - set(OPTION_CHECKS))
+    if unknown:
+        raise ValueError(f"casan_twin takes CASAN options, one of {', '.join(OPTION_CHECKS)}; got {unknown}.")
     config = CasanConfig.from_dict(model.config.to_dict(), **options)
     config._attn_implementation = model.config._attn_implementation
     twin = globals()[casan_names[source_name]](config)
     missing, unexpected = twin.load_state_dict(model.state_dict(), strict=False)
     new = [key for key in missing if ".context_mixer." not in key and not key.startswith("pooling.")]
-    dropped = [key for key in unexpected if ".pooler." not in key]  # "mean" and "structured" read no pooler
+    dropped = [key for key in unexpected if ".pooler." not in key]  # only "cls" pooling reads the pooler
     if new or dropped:
         raise ValueError(f"{source_name} does not fit {type(twin).__name__}: missing {new}, unexpected {dropped}.")
     twin.name_or_path = ""

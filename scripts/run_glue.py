@@ -37,8 +37,8 @@ from casan_hf.cli import CasanArguments
 from casan_hf.glue.data import load_glue_data
 from casan_hf.glue.metrics import load_glue_metric
 from casan_hf.glue.tasks import GLUE_TASKS
-from casan_hf.training import CONTEXT_PARAMETER, CasanTrainer, CasanTrainingArguments, GateMonitor
-from casan_hf.training.runs import find_checkpoint, parse_run_args, setup_logging
+from casan_hf.training import CasanTrainer, CasanTrainingArguments, check_training_options, gate_monitor_for
+from casan_hf.training.runs import find_checkpoint, parse_run_args, sequence_length, setup_logging, take
 
 
 logger = logging.getLogger(__name__)
@@ -131,12 +131,7 @@ def load_model(model_args, casan_args, glue_data):
 
 
 def tokenize(glue_data, tokenizer, data_args, training_args):
-    if data_args.max_seq_length > tokenizer.model_max_length:
-        logger.warning(
-            f"--max_seq_length {data_args.max_seq_length} is longer than the model's maximum "
-            f"({tokenizer.model_max_length}); using {tokenizer.model_max_length}."
-        )
-    max_seq_length = min(data_args.max_seq_length, tokenizer.model_max_length)
+    max_seq_length = sequence_length(data_args.max_seq_length, tokenizer, logger)
     padding = "max_length" if data_args.pad_to_max_length else False
 
     def preprocess(batch):
@@ -152,15 +147,6 @@ def tokenize(glue_data, tokenizer, data_args, training_args):
             load_from_cache_file=not data_args.overwrite_cache,
             desc="Running tokenizer on dataset",
         )
-
-
-def monitors_gates(model, casan_training):
-    """Gates are watched by default for CASAN models with context; plain BERT and context "none" have none."""
-    return casan_training.monitor_gates and getattr(model.config, "context_type", "none") != "none"
-
-
-def take(dataset, limit):
-    return dataset if limit is None else dataset.select(range(min(limit, len(dataset))))
 
 
 def metrics_function(glue_data, task_name):
@@ -194,9 +180,7 @@ def prepare(model_args, casan_args, casan_training, data_args, training_args):
         )
     set_seed(training_args.seed)
     model = load_model(model_args, casan_args, glue_data)
-    has_context = any(CONTEXT_PARAMETER in name for name, _ in model.named_parameters())
-    if casan_training.context_learning_rate is not None and not has_context:
-        raise ValueError("--context_learning_rate needs a CASAN model with context; this model has none.")
+    check_training_options(model, casan_training)
     tokenizer = AutoTokenizer.from_pretrained(
         model_args.tokenizer_name or model_args.model_name_or_path, cache_dir=model_args.cache_dir
     )
@@ -257,7 +241,7 @@ def main():
         compute_metrics=metrics_function(glue_data, data_args.task_name),
         card_kwargs=card_kwargs,
         context_learning_rate=casan_training.context_learning_rate,
-        gate_monitor=GateMonitor(casan_training.gate_batches) if monitors_gates(model, casan_training) else None,
+        gate_monitor=gate_monitor_for(model, casan_training),
     )
 
     if training_args.do_train:

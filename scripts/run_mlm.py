@@ -42,13 +42,13 @@ from casan_hf.glue.data import load_glue_data
 from casan_hf.glue.tasks import GLUE_TASKS
 from casan_hf.hub import untrained_heads, untrained_heads_warning
 from casan_hf.training import (
-    CONTEXT_PARAMETER,
     CasanTrainer,
     CasanTrainingArguments,
-    GateMonitor,
+    check_training_options,
     freeze_pretrained,
+    gate_monitor_for,
 )
-from casan_hf.training.runs import find_checkpoint, parse_run_args, setup_logging
+from casan_hf.training.runs import find_checkpoint, parse_run_args, sequence_length, setup_logging, take
 
 
 logger = logging.getLogger(__name__)
@@ -178,14 +178,17 @@ def prepare(model_args, casan_args, casan_training, data_args, training_args):
         raise ValueError("Nothing to do: pass --do_train and/or --do_eval.")
     if model_args.unfreeze_after_steps is not None and not model_args.train_only_new_parameters:
         raise ValueError("--unfreeze_after_steps needs --train_only_new_parameters (nothing is frozen otherwise).")
+    if model_args.unfreeze_after_steps is not None and training_args.world_size > 1:
+        raise ValueError(
+            "--unfreeze_after_steps runs in one process only: distributed training keeps in step only the "
+            "parameters that train from the start."
+        )
     checkpoint = find_checkpoint(training_args, data_args.overwrite_output_dir)
     with training_args.main_process_first(desc="loading the text"):
         texts = load_texts(data_args, model_args.cache_dir)
     set_seed(training_args.seed)
     model, new_heads = load_model(model_args, casan_args)
-    has_context = any(CONTEXT_PARAMETER in name for name, _ in model.named_parameters())
-    if casan_training.context_learning_rate is not None and not has_context:
-        raise ValueError("--context_learning_rate needs a CASAN model with context; this model has none.")
+    check_training_options(model, casan_training)
     tokenizer = AutoTokenizer.from_pretrained(
         model_args.tokenizer_name or model_args.model_name_or_path, cache_dir=model_args.cache_dir
     )
@@ -196,13 +199,17 @@ def tokenize(texts, tokenizer, data_args, training_args):
     """Held-out split (seeded) and tokenised texts: `{"train": ..., "validation": ...}`."""
     split = texts.train_test_split(test_size=data_args.validation_split_percentage / 100, seed=training_args.seed)
 
+    max_length = sequence_length(data_args.max_seq_length, tokenizer, logger)
+
     def encode(batch):
         return tokenizer(
             batch["text"],
             truncation=True,
-            max_length=data_args.max_seq_length,
+            max_length=max_length,
             return_special_tokens_mask=True,
             return_offsets_mapping=data_args.whole_word_mask,
+            # The collator pads every column but the word offsets, so whole-word masking pads here.
+            padding="max_length" if data_args.whole_word_mask else False,
         )
 
     with training_args.main_process_first(desc="tokenising the text"):
@@ -217,10 +224,6 @@ def tokenize(texts, tokenizer, data_args, training_args):
         "train": take(tokenized["train"], data_args.max_train_samples),
         "validation": take(tokenized["test"], data_args.max_eval_samples),
     }
-
-
-def take(dataset, limit):
-    return dataset if limit is None else dataset.select(range(min(limit, len(dataset))))
 
 
 def main():
@@ -239,6 +242,8 @@ def main():
         logger.warning(f"WARNING: {untrained_heads_warning(new_heads, 'masked-lm')}")
 
     frozen = freeze_pretrained(model) if model_args.train_only_new_parameters else []
+    # The collator reads the special-token mask and the word offsets, which the model's forward does not take.
+    training_args.remove_unused_columns = False
     splits = tokenize(texts, tokenizer, data_args, training_args)
     collator = DataCollatorForLanguageModeling(
         tokenizer,
@@ -246,7 +251,6 @@ def main():
         whole_word_mask=data_args.whole_word_mask,
         pad_to_multiple_of=8 if training_args.fp16 or training_args.bf16 else None,
     )
-    monitors_gates = casan_training.monitor_gates and getattr(model.config, "context_type", "none") != "none"
     trainer = CasanTrainer(
         model=model,
         args=training_args,
@@ -257,7 +261,7 @@ def main():
         context_learning_rate=casan_training.context_learning_rate,
         frozen=frozen,
         unfreeze_after=model_args.unfreeze_after_steps,
-        gate_monitor=GateMonitor(casan_training.gate_batches) if monitors_gates else None,
+        gate_monitor=gate_monitor_for(model, casan_training),
         card_kwargs={
             "head": "masked-lm",
             "base_model": model_args.base_model or model_args.model_name_or_path,

@@ -42,6 +42,8 @@ def test_without_a_context_rate_every_parameter_takes_the_base_rate(tmp_path):
 def test_a_context_rate_needs_context(tmp_path):
     with pytest.raises(ValueError, match="needs a CASAN model with context"):
         trainer_for(tmp_path, 1e-3, context_type="none").create_optimizer()
+    with pytest.raises(ValueError, match="unfreeze_after needs frozen parameters"):
+        CasanTrainer(model=CasanForSequenceClassification(tiny_config()), unfreeze_after=1)
     with pytest.raises(ValueError, match="--context_learning_rate must be a positive number; got 0"):
         CasanTrainingArguments(context_learning_rate=0)
 

@@ -102,7 +102,7 @@ def sentence_transformers_pipeline(source):
     if not os.path.isdir(source):
         from huggingface_hub import snapshot_download
 
-        source = snapshot_download(source, allow_patterns=[*SENTENCE_TRANSFORMERS_FILES, "*_*/*"])
+        source = snapshot_download(source, allow_patterns=[*SENTENCE_TRANSFORMERS_FILES, "*/*"])
     modules_file = os.path.join(source, "modules.json")
     if not os.path.isfile(modules_file):
         raise ValueError(f"{source!r} is not a sentence-transformers model: it has no modules.json.")
@@ -114,8 +114,14 @@ def sentence_transformers_pipeline(source):
             f"{modules_file!r} must start with the Transformer module at path ''; it starts with {encoder}."
         )
     paths = [os.path.join(source, name) for name in SENTENCE_TRANSFORMERS_FILES]
-    paths += [os.path.join(source, module["path"]) for module in modules[1:]]
-    return [path for path in paths if os.path.exists(path)]
+    paths = [path for path in paths if os.path.isfile(path)]
+    for module in modules[1:]:
+        folder = os.path.join(source, module["path"])
+        if os.path.isdir(folder):
+            paths.append(folder)
+        elif not module["type"].endswith(".Normalize"):  # normalisation has no files; every other module has
+            raise ValueError(f"{modules_file!r} lists the module folder {module['path']!r}, which {source!r} lacks.")
+    return paths
 
 
 def copy_into(paths, output_dir):
@@ -123,7 +129,7 @@ def copy_into(paths, output_dir):
     for path in paths:
         target = os.path.join(output_dir, os.path.basename(path))
         if os.path.isdir(path):
-            shutil.copytree(path, target)
+            shutil.copytree(path, target, dirs_exist_ok=True)
         else:
             shutil.copy(path, target)
     return [os.path.basename(path) for path in paths]

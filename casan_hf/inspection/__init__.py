@@ -70,14 +70,14 @@ def inspect_attention(model, tokenizer, text, text_pair=None, max_length=None):
     encoded = tokenizer(text, text_pair, truncation=max_length is not None, max_length=max_length, return_tensors="pt")
     is_casan = isinstance(model.config, CasanConfig)
     pooling = getattr(model, "pooling", None) if is_casan else None
-    structured = pooling is not None and pooling.kind in ATTENTIVE_POOLINGS
+    attentive = pooling is not None and pooling.kind in ATTENTIVE_POOLINGS
     multiple_choice = type(model).__name__.endswith("ForMultipleChoice")
     inputs = {
         name: (tensor[:, None] if multiple_choice else tensor).to(model.device) for name, tensor in encoded.items()
     }
     if is_casan:
         inputs["output_context_gates"] = True
-    if structured:
+    if attentive:
         inputs["output_pooling_attentions"] = True
 
     attn_implementation, training = model.config._attn_implementation, model.training
@@ -90,7 +90,7 @@ def inspect_attention(model, tokenizer, text, text_pair=None, max_length=None):
         model.train(training)
 
     gates = torch.stack(outputs.context_gates)[:, 0].float().cpu() if is_casan else None
-    hops = outputs.pooling_attentions if structured else None
+    hops = outputs.pooling_attentions if attentive else None
     if hops is not None and pooling.kind == "generalized":
         hops = hops.mean(-1)  # each token's weight per head, averaged over the hidden dimensions
     logits = outputs.get("logits")

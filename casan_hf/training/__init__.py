@@ -42,13 +42,28 @@ class CasanTrainingArguments:
             raise ValueError(f"--gate_batches must be a positive number of batches; got {self.gate_batches}.")
 
 
+def has_context(model):
+    return any(CONTEXT_PARAMETER in name for name, _ in model.named_parameters())
+
+
+def check_training_options(model, casan_training):
+    """Refuses a context learning rate for a model without context (plain BERT, context_type "none")."""
+    if casan_training.context_learning_rate is not None and not has_context(model):
+        raise ValueError("--context_learning_rate needs a CASAN model with context; this model has none.")
+
+
+def gate_monitor_for(model, casan_training):
+    """The run's GateMonitor, or None: the gates are watched by default for every model with context."""
+    return GateMonitor(casan_training.gate_batches) if casan_training.monitor_gates and has_context(model) else None
+
+
 def give_context_its_learning_rate(optimizer, model, learning_rate):
     """Moves the context parameters of every param group of a freshly built `optimizer` into a group of their
     own (same weight decay) at `learning_rate`. The scheduler, built after the optimizer, then warms up and
     decays each group from its own peak."""
     context = {id(p) for name, p in model.named_parameters() if CONTEXT_PARAMETER in name}
     if not context:
-        raise ValueError("--context_learning_rate needs a CASAN model with context; this model has none.")
+        raise ValueError("a context learning rate needs a CASAN model with context; this model has none.")
     for group in list(optimizer.param_groups):
         params = [p for p in group["params"] if id(p) in context]
         if params:
@@ -106,8 +121,10 @@ class CasanTrainer(Trainer):
         gate_monitor=None,
         **kwargs,
     ):
-        callbacks = [gate_monitor] if gate_monitor else []
+        callbacks = list(kwargs.pop("callbacks", None) or []) + ([gate_monitor] if gate_monitor else [])
         if unfreeze_after is not None:
+            if not frozen:
+                raise ValueError("unfreeze_after needs frozen parameters to let go.")
             callbacks.append(Unfreeze(frozen, unfreeze_after))
         super().__init__(*args, callbacks=callbacks or None, **kwargs)
         self.context_learning_rate = context_learning_rate
@@ -150,13 +167,13 @@ def gate_means(model, batches):
     sums, tokens = None, 0
     for batch in batches:
         inputs = {name: value.to(model.device) for name, value in batch.items() if name != "labels"}
-        gates = torch.stack(model(**inputs, output_context_gates=True).context_gates)  # (layers, batch, 2, n)
+        gates = torch.stack(model(**inputs, output_context_gates=True).context_gates).float()  # (layers, b, 2, n)
         mask = inputs.get("attention_mask", torch.ones(gates.shape[1], gates.shape[-1], device=gates.device))
-        mask = mask.reshape(gates.shape[1], -1).to(gates.dtype)  # multiple choice: one row per choice
+        mask = mask.reshape(gates.shape[1], -1).float()  # multiple choice: one row per choice
         batch_sums = (gates * mask[None, :, None, :]).sum(dim=(1, 3))
         sums = batch_sums if sums is None else sums + batch_sums
         tokens += int(mask.sum())
-    means = (sums / max(tokens, 1)).float().cpu()
+    means = (sums / max(tokens, 1)).cpu()
     return {
         f"gates/layer_{layer}/{target}": round(float(means[layer, channel]), 6)
         for layer in range(means.shape[0])
@@ -191,6 +208,9 @@ __all__ = [
     "CasanTrainer",
     "CasanTrainingArguments",
     "GateMonitor",
+    "check_training_options",
+    "gate_monitor_for",
+    "has_context",
     "Unfreeze",
     "freeze_pretrained",
     "is_new_parameter",

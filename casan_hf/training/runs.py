@@ -26,9 +26,11 @@ def launched_processes():
     processes starts just one unless it has MPI; that is refused, not run as one.
     """
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
-    if world_size > 1 and not torch.cuda.is_available():
+    if world_size > 1 and not torch.accelerator.is_available():
         os.environ["ACCELERATE_USE_CPU"] = "true"
-    elif world_size == 1 and "MASTER_PORT" in os.environ and os.environ.get("ACCELERATE_USE_CPU") == "True":
+    elif (
+        world_size == 1 and "MASTER_PORT" in os.environ and os.environ.get("ACCELERATE_USE_CPU", "").lower() == "true"
+    ):
         raise ValueError(
             "`accelerate launch --cpu --num_processes N` started one process: accelerate runs several CPU "
             "processes only through MPI (--mpirun_hostfile). Launch with `torchrun --nproc_per_node N` or "
@@ -91,6 +93,21 @@ def setup_logging(training_args, logger):
         f"distributed: {training_args.world_size > 1} ({training_args.parallel_mode.value}), "
         f"16-bits training: {training_args.fp16 or training_args.bf16}"
     )
+
+
+def take(dataset, limit):
+    """The first `limit` examples of `dataset` (all of them for None)."""
+    return dataset if limit is None else dataset.select(range(min(limit, len(dataset))))
+
+
+def sequence_length(requested, tokenizer, logger):
+    """`--max_seq_length`, no longer than the model takes."""
+    if requested > tokenizer.model_max_length:
+        logger.warning(
+            f"--max_seq_length {requested} is longer than the model's maximum ({tokenizer.model_max_length}); "
+            f"using {tokenizer.model_max_length}."
+        )
+    return min(requested, tokenizer.model_max_length)
 
 
 def find_checkpoint(training_args, overwrite_output_dir):
