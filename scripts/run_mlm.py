@@ -26,6 +26,7 @@ import os
 import sys
 from dataclasses import dataclass, field
 
+import torch
 from datasets import Dataset, load_dataset
 from transformers import (
     AutoTokenizer,
@@ -195,8 +196,35 @@ def prepare(model_args, casan_args, casan_training, data_args, training_args):
     return checkpoint, texts, model, new_heads, tokenizer
 
 
+class MaskOnceCollator(DataCollatorForLanguageModeling):
+    """Masks each training batch anew, and passes through examples that come masked already (the held-out
+    text, masked once with the run's seed), their labels padded with -100. Every evaluation then scores the
+    same masks: the twins' perplexities differ by the model alone."""
+
+    def torch_call(self, examples):
+        if "labels" not in examples[0]:
+            return super().torch_call(examples)
+        labels = [example["labels"] for example in examples]
+        inputs = [{name: value for name, value in example.items() if name != "labels"} for example in examples]
+        batch = self.tokenizer.pad(inputs, return_tensors="pt", pad_to_multiple_of=self.pad_to_multiple_of)
+        width = batch["input_ids"].shape[1]
+        batch["labels"] = torch.tensor([list(row) + [-100] * (width - len(row)) for row in labels])
+        return batch
+
+
+def collator_for(tokenizer, data_args, training_args, seed=None):
+    return MaskOnceCollator(
+        tokenizer,
+        mlm_probability=data_args.mlm_probability,
+        whole_word_mask=data_args.whole_word_mask,
+        pad_to_multiple_of=8 if training_args.fp16 or training_args.bf16 else None,
+        seed=seed,
+    )
+
+
 def tokenize(texts, tokenizer, data_args, training_args):
-    """Held-out split (seeded) and tokenised texts: `{"train": ..., "validation": ...}`."""
+    """Held-out split (seeded) and tokenised texts: `{"train": ..., "validation": ...}`; the held-out texts
+    are masked once, with the run's seed."""
     split = texts.train_test_split(test_size=data_args.validation_split_percentage / 100, seed=training_args.seed)
 
     max_length = sequence_length(data_args.max_seq_length, tokenizer, logger)
@@ -220,9 +248,18 @@ def tokenize(texts, tokenizer, data_args, training_args):
             remove_columns=["text"],
             desc="Running tokenizer on the text",
         )
+    masker = collator_for(tokenizer, data_args, training_args, seed=training_args.seed)
+
+    def mask_once(example):
+        masked = masker([example])
+        return {"input_ids": masked["input_ids"][0].tolist(), "labels": masked["labels"][0].tolist()}
+
+    validation = take(tokenized["test"], data_args.max_eval_samples).map(mask_once, desc="Masking the held-out text")
     return {
         "train": take(tokenized["train"], data_args.max_train_samples),
-        "validation": take(tokenized["test"], data_args.max_eval_samples),
+        "validation": validation.remove_columns(
+            [name for name in ("special_tokens_mask", "offset_mapping") if name in validation.column_names]
+        ),
     }
 
 
@@ -245,12 +282,7 @@ def main():
     # The collator reads the special-token mask and the word offsets, which the model's forward does not take.
     training_args.remove_unused_columns = False
     splits = tokenize(texts, tokenizer, data_args, training_args)
-    collator = DataCollatorForLanguageModeling(
-        tokenizer,
-        mlm_probability=data_args.mlm_probability,
-        whole_word_mask=data_args.whole_word_mask,
-        pad_to_multiple_of=8 if training_args.fp16 or training_args.bf16 else None,
-    )
+    collator = collator_for(tokenizer, data_args, training_args)
     trainer = CasanTrainer(
         model=model,
         args=training_args,

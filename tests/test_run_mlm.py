@@ -161,3 +161,20 @@ def test_bad_input_stops_before_training(run_mlm, tiny_bert, text_file, tmp_path
         run_mlm(["--model_name_or_path", tiny_bert, *flags, "--do_train", "--output_dir", tmp_path / "out", *TINY_MLM])
     assert message in f"{exit_info.value.code} {capsys.readouterr().err}"  # a usage error, or run_mlm.py: error
     assert not (tmp_path / "out").exists()
+
+
+def test_the_held_out_text_is_masked_once_and_alike_for_every_run(minilm_path, text_file):
+    from transformers import AutoTokenizer, TrainingArguments
+
+    spec = importlib.util.spec_from_file_location("run_mlm", RUN_MLM)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    tokenizer = AutoTokenizer.from_pretrained(minilm_path)
+    data_args = module.DataArguments(train_file=str(text_file), validation_split_percentage=25)
+    training_args = TrainingArguments(output_dir="unused", seed=7, report_to="none")
+    texts = module.load_texts(data_args, cache_dir=None)
+    first, second = (module.tokenize(texts, tokenizer, data_args, training_args)["validation"] for _ in range(2))
+    assert first["labels"] == second["labels"] and first["input_ids"] == second["input_ids"]
+    assert any(label != -100 for row in first["labels"] for label in row)  # something is masked
+    batch = module.collator_for(tokenizer, data_args, training_args)([first[0], first[1]])
+    assert batch["labels"][0, : len(first[0]["labels"])].tolist() == first[0]["labels"]  # passed through
