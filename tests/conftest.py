@@ -1,5 +1,6 @@
 """Shared fixtures: no test may reach the network, and every test can use the real MiniLM checkpoint."""
 
+import importlib.util
 import os
 from pathlib import Path
 
@@ -13,6 +14,14 @@ import pytest  # noqa: E402
 
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def load_script(name):
+    """The module of `scripts/<name>.py`, loaded in this process: its functions run without interpreter start-up."""
+    spec = importlib.util.spec_from_file_location(name, REPO_ROOT / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 @pytest.fixture(scope="session")

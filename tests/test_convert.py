@@ -1,11 +1,11 @@
 """scripts/convert_bert_to_casan.py: BERT in, Hub-ready CASAN folder out, never over someone's files."""
 
-import importlib.util
 import subprocess
 import sys
 
 import pytest
 import torch
+from conftest import load_script
 from glue_helpers import CONVERT, card_metadata, make_tiny_bert, read_json
 from transformers import AutoTokenizer, BertModel
 
@@ -21,10 +21,7 @@ def convert(*args, cwd):
 @pytest.fixture(scope="module")
 def convert_main():
     """The script's main(argv), run in this process: usage errors cost no interpreter start-up."""
-    spec = importlib.util.spec_from_file_location("convert_bert_to_casan", CONVERT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.main
+    return load_script("convert_bert_to_casan").main
 
 
 @pytest.fixture(scope="module")

@@ -1,24 +1,16 @@
 """scripts/export_onnx.py: any CASAN folder to ONNX with dynamic batch and length, checked against PyTorch."""
 
-import importlib.util
-
 import onnxruntime
 import pytest
-from conftest import REPO_ROOT
+from conftest import load_script
 from glue_helpers import make_tiny_bert
 
 from casan_hf import HEAD_CLASSES
 
 
-SCRIPT = REPO_ROOT / "scripts" / "export_onnx.py"
-
-
 @pytest.fixture(scope="module")
 def export_main():
-    spec = importlib.util.spec_from_file_location("export_onnx", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.main
+    return load_script("export_onnx").main
 
 
 @pytest.mark.parametrize(

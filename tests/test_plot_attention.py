@@ -1,7 +1,6 @@
 """scripts/plot_attention.py writes one valid PNG of the planned size for CASAN checkpoints of every kind
 and plain BERT, and refuses bad flags with usage errors that name the allowed range."""
 
-import importlib.util
 import re
 import struct
 import subprocess
@@ -9,7 +8,7 @@ import sys
 
 import pytest
 import torch
-from conftest import REPO_ROOT
+from conftest import REPO_ROOT, load_script
 from tiny_models import TINY, tiny_config
 from tiny_tokenizer import tiny_tokenizer
 from transformers import BertConfig, BertModel
@@ -21,14 +20,7 @@ SCRIPT = REPO_ROOT / "scripts" / "plot_attention.py"
 TEXT, PAIR = "The film was gripping, funny and not at all dull!", "I liked it."
 
 
-def load_script():
-    spec = importlib.util.spec_from_file_location("plot_attention", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-plot_attention = load_script()
+plot_attention = load_script("plot_attention")
 
 
 PRINTED = re.compile(r"Wrote .*: (\d+) tokens, (\d+x\d+) pixels\.")

@@ -2,15 +2,15 @@
 evaluation, the Hub folder and its model card, a fresh-process `trust_remote_code` load, two processes under
 torchrun and accelerate, resuming, pushing (up to the upload) and every bad input."""
 
-import importlib.util
 import shutil
 import sys
 from pathlib import Path
 
 import pytest
 import torch
+from conftest import load_script
 from fresh_process import run_without_casan_hf
-from glue_helpers import RUN_GLUE, TINY_RUN, card_metadata, make_tiny_bert, read_json, run_glue, write_synthetic_glue
+from glue_helpers import TINY_RUN, card_metadata, make_tiny_bert, read_json, run_glue, write_synthetic_glue
 from transformers import AutoTokenizer
 
 from casan_hf import CasanForSequenceClassification
@@ -37,10 +37,7 @@ def tiny_bert(tmp_path_factory, minilm_path):
 
 @pytest.fixture(scope="module")
 def run_glue_module():
-    spec = importlib.util.spec_from_file_location("run_glue", RUN_GLUE)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("run_glue")
 
 
 @pytest.fixture

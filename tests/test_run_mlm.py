@@ -1,12 +1,11 @@
 """scripts/run_mlm.py: continued masked-LM pre-training of CASAN and its BERT twin, on text files or GLUE
 training sentences, with frozen-base and unfreeze modes, resuming, the Hub folder, and bad input."""
 
-import importlib.util
 import sys
 
 import pytest
 import torch
-from conftest import REPO_ROOT
+from conftest import load_script
 from fresh_process import run_without_casan_hf
 from glue_helpers import TINY_RUN, card_metadata, make_tiny_bert, read_json, run_glue
 from safetensors.torch import load_file
@@ -15,7 +14,6 @@ from casan_hf import CasanForMaskedLM
 from casan_hf.training import is_new_parameter
 
 
-RUN_MLM = REPO_ROOT / "scripts" / "run_mlm.py"
 TINY_MLM = ["--max_seq_length", "32", "--per_device_train_batch_size", "8", "--per_device_eval_batch_size", "8",
             "--report_to", "none", "--logging_steps", "1", "--dataloader_pin_memory", "False",
             "--validation_split_percentage", "25", "--save_strategy", "no"]  # fmt: skip
@@ -38,9 +36,7 @@ def text_file(tmp_path_factory):
 
 @pytest.fixture
 def run_mlm(monkeypatch):
-    spec = importlib.util.spec_from_file_location("run_mlm", RUN_MLM)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_script("run_mlm")
 
     def run(args):
         monkeypatch.setattr(sys, "argv", ["run_mlm.py", *map(str, args)])
@@ -137,9 +133,7 @@ def test_the_continued_folder_fine_tunes_and_loads_without_casan_hf(run_mlm, tin
 
 
 def test_glue_text_is_the_training_sentences_only(glue_dir):
-    spec = importlib.util.spec_from_file_location("run_mlm", RUN_MLM)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_script("run_mlm")
     texts = module.load_texts(module.DataArguments(glue_dir=str(glue_dir), glue_tasks=["rte"]), cache_dir=None)
     train_rows = sum(1 for _ in open(glue_dir / "RTE" / "train.tsv", encoding="utf-8")) - 1
     assert len(texts) == 2 * train_rows  # both sentences of every training pair, no dev sentence
@@ -166,9 +160,7 @@ def test_bad_input_stops_before_training(run_mlm, tiny_bert, text_file, tmp_path
 def test_the_held_out_text_is_masked_once_and_alike_for_every_run(minilm_path, text_file):
     from transformers import AutoTokenizer, TrainingArguments
 
-    spec = importlib.util.spec_from_file_location("run_mlm", RUN_MLM)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_script("run_mlm")
     tokenizer = AutoTokenizer.from_pretrained(minilm_path)
     data_args = module.DataArguments(train_file=str(text_file), validation_split_percentage=25)
     training_args = TrainingArguments(output_dir="unused", seed=7, report_to="none")
