@@ -32,12 +32,11 @@ def _flag_type(annotation):
     return (PositiveInt if annotation is int else annotation) | None
 
 
-def _field(option):
-    default = option_defaults()[option.name]
+def _field(option, default, annotation):
     metadata = {"help": f"{option.help} Not given: a CASAN checkpoint's own value, else {default!r}."}
     if option.choices is not None:
         metadata["choices"] = option.choices
-    return option.name, _flag_type(option_types()[option.name]), dataclasses.field(default=None, metadata=metadata)
+    return option.name, _flag_type(annotation), dataclasses.field(default=None, metadata=metadata)
 
 
 def _casan_kwargs(self, *groups):
@@ -54,9 +53,10 @@ def _check_given_options(self):
         setattr(self, name, OPTION_CHECKS[name](int(value) if isinstance(value, PositiveInt) else value))
 
 
+_DEFAULTS, _TYPES = option_defaults(), option_types()
 CasanArguments = dataclasses.make_dataclass(
     "CasanArguments",
-    [_field(option) for option in OPTIONS],
+    [_field(option, _DEFAULTS[option.name], _TYPES[option.name]) for option in OPTIONS],
     namespace={"casan_kwargs": _casan_kwargs, "__post_init__": _check_given_options, "__module__": __name__},
 )
 CasanArguments.__doc__ = "The CASAN options (`configuration_casan.OPTIONS`) as command-line flags."

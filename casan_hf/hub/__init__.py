@@ -102,12 +102,12 @@ def sentence_transformers_pipeline(source):
     if not os.path.isdir(source):
         from huggingface_hub import snapshot_download
 
-        source = snapshot_download(source, allow_patterns=[*SENTENCE_TRANSFORMERS_FILES, "*/*"])
+        # modules.json first: it names the folders to fetch, and nothing else of the repository is needed.
+        listing = snapshot_download(source, allow_patterns=["modules.json"])
+        folders = [f"{module['path']}/*" for module in _read_modules(listing)[1:]]
+        source = snapshot_download(source, allow_patterns=[*SENTENCE_TRANSFORMERS_FILES, *folders])
     modules_file = os.path.join(source, "modules.json")
-    if not os.path.isfile(modules_file):
-        raise ValueError(f"{source!r} is not a sentence-transformers model: it has no modules.json.")
-    with open(modules_file, encoding="utf-8") as handle:
-        modules = json.load(handle)
+    modules = _read_modules(source)
     encoder = modules[0] if modules else {}
     if encoder.get("type") != "sentence_transformers.models.Transformer" or encoder.get("path") != "":
         raise ValueError(
@@ -122,6 +122,14 @@ def sentence_transformers_pipeline(source):
         elif not module["type"].endswith(".Normalize"):  # normalisation has no files; every other module has
             raise ValueError(f"{modules_file!r} lists the module folder {module['path']!r}, which {source!r} lacks.")
     return paths
+
+
+def _read_modules(folder):
+    path = os.path.join(folder, "modules.json")
+    if not os.path.isfile(path):
+        raise ValueError(f"{folder!r} is not a sentence-transformers model: it has no modules.json.")
+    with open(path, encoding="utf-8") as handle:
+        return json.load(handle)
 
 
 def copy_into(paths, output_dir):
