@@ -8,16 +8,30 @@ live in subpackages: `casan_hf.glue` (data and metrics), `casan_hf.hub` (the Hub
 `casan_hf.inspection` (gates and attention of one text) and `casan_hf.benchmark` (speed and memory against
 BERT).
 
-Importing the package registers `casan_bert` with `AutoConfig` and the `AutoModel...` classes of `HEADS`,
-so an installed casan_hf needs no remote code; `save_pretrained` still writes the code files and an
+Importing the package registers each family's CASAN model type (`casan_bert`, `casan_roberta`,
+`casan_xlm-roberta`, `casan_electra`) with `AutoConfig` and the `AutoModel...` classes of `HEADS`, so an
+installed casan_hf needs no remote code; `save_pretrained` still writes the code files and an
 `auto_map` so that anyone can load a saved folder with `trust_remote_code=True`.
 """
 
 import transformers
 
-from . import modeling_casan
-from .configuration_casan import CONTEXT_TARGETS, CONTEXT_TYPES, GATE_KINDS, HEADS, CasanConfig, get_head
+from .configuration_casan import (
+    CONTEXT_TARGETS,
+    CONTEXT_TYPES,
+    FAMILIES,
+    FAMILY_CONFIGS,
+    GATE_KINDS,
+    HEADS,
+    CasanConfig,
+    CasanElectraConfig,
+    CasanRobertaConfig,
+    CasanXLMRobertaConfig,
+    get_family,
+    get_head,
+)
 from .modeling_casan import (
+    MODEL_CLASSES,
     CasanForMaskedLM,
     CasanForMultipleChoice,
     CasanForQuestionAnswering,
@@ -25,22 +39,26 @@ from .modeling_casan import (
     CasanForTokenClassification,
     CasanModel,
     CasanPreTrainedModel,
+    casan_class,
     casan_twin,
 )
 
 
 __version__ = "0.1.0"
 
-# Head name -> CASAN model class, for every row of `HEADS`.
-HEAD_CLASSES = {head.name: getattr(modeling_casan, head.class_name) for head in HEADS}
+# Head name -> BERT's CASAN class; `MODEL_CLASSES` and `casan_class` hold every family's.
+HEAD_CLASSES = {head.name: MODEL_CLASSES[("bert", head.name)] for head in HEADS}
 
 
 def _register_auto_classes():
-    transformers.AutoConfig.register(CasanConfig.model_type, CasanConfig, exist_ok=True)
-    CasanConfig.register_for_auto_class("AutoConfig")
-    for head in HEADS:
-        getattr(transformers, head.auto_class).register(CasanConfig, HEAD_CLASSES[head.name], exist_ok=True)
-        HEAD_CLASSES[head.name].register_for_auto_class(head.auto_class)
+    for family in FAMILIES:
+        config_class = FAMILY_CONFIGS[family.name]
+        transformers.AutoConfig.register(config_class.model_type, config_class, exist_ok=True)
+        config_class.register_for_auto_class("AutoConfig")
+        for head in HEADS:
+            model_class = MODEL_CLASSES[(family.name, head.name)]
+            getattr(transformers, head.auto_class).register(config_class, model_class, exist_ok=True)
+            model_class.register_for_auto_class(head.auto_class)
 
 
 _register_auto_classes()
@@ -50,8 +68,14 @@ __all__ = [
     "CONTEXT_TYPES",
     "GATE_KINDS",
     "HEADS",
+    "FAMILIES",
+    "FAMILY_CONFIGS",
     "HEAD_CLASSES",
+    "MODEL_CLASSES",
     "CasanConfig",
+    "CasanElectraConfig",
+    "CasanRobertaConfig",
+    "CasanXLMRobertaConfig",
     "CasanForMaskedLM",
     "CasanForMultipleChoice",
     "CasanForQuestionAnswering",
@@ -59,6 +83,8 @@ __all__ = [
     "CasanForTokenClassification",
     "CasanModel",
     "CasanPreTrainedModel",
+    "casan_class",
     "casan_twin",
+    "get_family",
     "get_head",
 ]

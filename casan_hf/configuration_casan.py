@@ -280,16 +280,17 @@ def option_names(*groups):
 
 @dataclass(frozen=True)
 class Head:
-    """One CASAN model class.
+    """One CASAN head, built for every family.
 
-    `name` is what the converter's `--head` and the model card call it; `pipeline_task` the transformers
-    pipeline that serves it (None where transformers has none); `pools_sentence` whether it classifies a
-    sentence vector, and so takes the "pooling" options; `takes_num_labels` whether its output width is the
-    user's `num_labels`.
+    `name` is what the converter's `--head` and the model card call it; `suffix` ends the class names
+    (`CasanRobertaForSequenceClassification`, and transformers' `RobertaForSequenceClassification` it
+    mirrors); `pipeline_task` the transformers pipeline that serves it (None where transformers has none);
+    `pools_sentence` whether it classifies a sentence vector, and so takes the "pooling" options;
+    `takes_num_labels` whether its output width is the user's `num_labels`.
     """
 
     name: str
-    class_name: str
+    suffix: str
     auto_class: str
     pipeline_task: str | None
     pools_sentence: bool = False
@@ -297,10 +298,10 @@ class Head:
 
 
 HEADS = (
-    Head("base", "CasanModel", "AutoModel", "feature-extraction"),
+    Head("base", "Model", "AutoModel", "feature-extraction"),
     Head(
         "sequence-classification",
-        "CasanForSequenceClassification",
+        "ForSequenceClassification",
         "AutoModelForSequenceClassification",
         "text-classification",
         pools_sentence=True,
@@ -308,14 +309,14 @@ HEADS = (
     ),
     Head(
         "token-classification",
-        "CasanForTokenClassification",
+        "ForTokenClassification",
         "AutoModelForTokenClassification",
         "token-classification",
         takes_num_labels=True,
     ),
-    Head("question-answering", "CasanForQuestionAnswering", "AutoModelForQuestionAnswering", None),
-    Head("multiple-choice", "CasanForMultipleChoice", "AutoModelForMultipleChoice", None, pools_sentence=True),
-    Head("masked-lm", "CasanForMaskedLM", "AutoModelForMaskedLM", "fill-mask"),
+    Head("question-answering", "ForQuestionAnswering", "AutoModelForQuestionAnswering", None),
+    Head("multiple-choice", "ForMultipleChoice", "AutoModelForMultipleChoice", None, pools_sentence=True),
+    Head("masked-lm", "ForMaskedLM", "AutoModelForMaskedLM", "fill-mask"),
 )
 
 
@@ -327,11 +328,59 @@ def get_head(name):
     raise ValueError(f"Unknown head {name!r}; choose one of {', '.join(head.name for head in HEADS)}.")
 
 
-# Every class a saved folder can be loaded as with `trust_remote_code=True`.
-AUTO_MAP = {
-    "AutoConfig": "configuration_casan.CasanConfig",
-    **{head.auto_class: f"modeling_casan.{head.class_name}" for head in HEADS},
-}
+@dataclass(frozen=True)
+class Family:
+    """One family of BERT-style encoders that CASAN converts: its checkpoints' `model_type` (`name`), the
+    prefix of transformers' class names (`RobertaForMaskedLM`) and of CASAN's (`CasanRobertaForMaskedLM`;
+    BERT's classes keep the plain `CasanModel`, ...), and the attribute that holds the encoder in every head
+    (`roberta.encoder.layer.0...`). A CASAN checkpoint of the family says `model_type` "casan_<name>"."""
+
+    name: str
+    transformers_prefix: str
+    class_prefix: str
+    base_model_prefix: str
+
+    @property
+    def model_type(self):
+        return f"casan_{self.name}"
+
+    @property
+    def config_class_name(self):
+        return f"Casan{self.class_prefix}Config"
+
+    def class_name(self, head):
+        return f"Casan{self.class_prefix}{head.suffix}"
+
+    def source_class_name(self, head):
+        return f"{self.transformers_prefix}{head.suffix}"
+
+    def auto_map(self):
+        """Every class a saved folder of this family can be loaded as with `trust_remote_code=True`."""
+        return {
+            "AutoConfig": f"configuration_casan.{self.config_class_name}",
+            **{head.auto_class: f"modeling_casan.{self.class_name(head)}" for head in HEADS},
+        }
+
+
+FAMILIES = (
+    Family("bert", "Bert", "", "bert"),
+    Family("roberta", "Roberta", "Roberta", "roberta"),
+    Family("xlm-roberta", "XLMRoberta", "XLMRoberta", "roberta"),
+    Family("electra", "Electra", "Electra", "electra"),
+)
+
+
+def get_family(model_type):
+    """The family of a checkpoint's `model_type`, its own ("roberta") or CASAN's ("casan_roberta"), or a
+    ValueError naming the types CASAN loads."""
+    for family in FAMILIES:
+        if model_type in (family.name, family.model_type):
+            return family
+    allowed = [name for family in FAMILIES for name in (family.name, family.model_type)]
+    raise ValueError(
+        f"Checkpoint has model_type {model_type!r}; CASAN models load {', '.join(map(repr, allowed))} checkpoints."
+    )
+
 
 OPTION_CHECKS = {option.name: option.check for option in OPTIONS}
 
@@ -369,7 +418,7 @@ class CasanConfig(BertConfig):
         super().__post_init__(**kwargs)
         # A converted BERT config.json says model_type "bert"; the class attribute must win.
         self.__dict__.pop("model_type", None)
-        self.auto_map = dict(AUTO_MAP)
+        self.auto_map = get_family(self.model_type).auto_map()
         self.check_context_options()
 
     def __setattr__(self, name, value):
@@ -398,6 +447,66 @@ class CasanConfig(BertConfig):
         """d_c, the width of the context matrix C of layer `layer_index` (0-based)."""
         per_layer = {"global": 1, "deep": layer_index, "deep_global": layer_index + 1, "none": 0}
         return per_layer[self.context_type] * self.hidden_size
+
+
+class CasanRobertaConfig(CasanConfig):
+    r"""
+    [`CasanConfig`] for RoBERTa checkpoints: `RobertaConfig`'s defaults (its vocabulary and special tokens)
+    and the CASAN options.
+    """
+
+    model_type = "casan_roberta"
+
+    vocab_size: int = 50265
+    pad_token_id: int | None = 1
+    bos_token_id: int | None = 0
+    eos_token_id: int | list[int] | None = 2
+
+
+class CasanXLMRobertaConfig(CasanRobertaConfig):
+    r"""
+    [`CasanConfig`] for XLM-RoBERTa checkpoints: `XLMRobertaConfig`'s defaults and the CASAN options.
+    """
+
+    model_type = "casan_xlm-roberta"
+
+    vocab_size: int = 30522
+
+
+class CasanElectraConfig(CasanConfig):
+    r"""
+    [`CasanConfig`] for ELECTRA discriminator checkpoints: `ElectraConfig`'s fields and defaults (the
+    embedding width, projected to the hidden width when they differ; the multiple-choice summary) and the
+    CASAN options. The multiple-choice head summarises the sentence vector of `classifier_pooling`, which
+    takes the place of ELECTRA's `summary_type`: that must be "first" (the [CLS] token, as in every ELECTRA
+    checkpoint), which is what `classifier_pooling="cls"` reads.
+    """
+
+    model_type = "casan_electra"
+
+    embedding_size: int = 128
+    hidden_size: int = 256
+    num_attention_heads: int = 4
+    intermediate_size: int = 1024
+    summary_type: str = "first"
+    summary_use_proj: bool = True
+    summary_activation: str = "gelu"
+    summary_last_dropout: float | int = 0.1
+
+    def check_context_options(self):
+        super().check_context_options()
+        if self.summary_type != "first":
+            raise ValueError(
+                f"CASAN ELECTRA models take summary_type 'first' (the sentence vector comes from "
+                f"`classifier_pooling`); got {self.summary_type!r}."
+            )
+
+
+# The CASAN config of each family, by the family's name.
+FAMILY_CONFIGS = {
+    config_class.model_type.removeprefix("casan_"): config_class
+    for config_class in (CasanConfig, CasanRobertaConfig, CasanXLMRobertaConfig, CasanElectraConfig)
+}
 
 
 def option_defaults():
@@ -431,4 +540,4 @@ def _options_docstring():
 CasanConfig.__doc__ += _options_docstring() + "\n"
 
 
-__all__ = ["CasanConfig"]
+__all__ = ["CasanConfig", "CasanElectraConfig", "CasanRobertaConfig", "CasanXLMRobertaConfig"]

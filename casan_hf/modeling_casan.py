@@ -1,9 +1,13 @@
-"""Context-aware self-attention BERT models (Yang et al., AAAI 2019), in the layout of `transformers`' BERT.
+"""Context-aware self-attention encoders (Yang et al., AAAI 2019) in the layout of `transformers`' BERT,
+RoBERTa, XLM-RoBERTa and ELECTRA models.
 
-Every submodule keeps BERT's name (`bert.embeddings`, `bert.encoder.layer.N.attention.self.query`, ...),
-so any BERT checkpoint loads unchanged and only the context parameters
-(`...attention.self.context_mixer.*`) are new. The BERT building blocks that CASAN leaves alone are
-imported from `transformers` rather than copied.
+Every submodule keeps its family's name (`roberta.embeddings`, `roberta.encoder.layer.N.attention.self.query`,
+`classifier.out_proj`, ...), so any checkpoint of the family loads unchanged and only the context parameters
+(`...attention.self.context_mixer.*`) are new. The four families share one encoder (their layers are BERT's)
+and differ in embeddings, pooler and heads, which are imported from `transformers` rather than copied and
+listed once per family in `FAMILY_MODULES`. BERT's classes are written out (`CasanModel`,
+`CasanForSequenceClassification`, ...); each other family's are derived from them (and, for masked LM, from
+the family's own head) at the end of this file, named as in `FAMILIES`.
 """
 
 from collections.abc import Callable
@@ -34,6 +38,24 @@ from transformers.models.bert.modeling_bert import (
     BertSelfOutput,
     eager_attention_forward,
 )
+from transformers.models.electra.modeling_electra import (
+    ElectraClassificationHead,
+    ElectraEmbeddings,
+    ElectraGeneratorPredictions,
+    ElectraSequenceSummary,
+)
+from transformers.models.roberta.modeling_roberta import (
+    RobertaClassificationHead,
+    RobertaEmbeddings,
+    RobertaLMHead,
+    RobertaPooler,
+)
+from transformers.models.xlm_roberta.modeling_xlm_roberta import (
+    XLMRobertaClassificationHead,
+    XLMRobertaEmbeddings,
+    XLMRobertaLMHead,
+    XLMRobertaPooler,
+)
 from transformers.processing_utils import Unpack
 from transformers.pytorch_utils import apply_chunking_to_forward
 from transformers.utils import TransformersKwargs
@@ -42,17 +64,58 @@ from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 
 from .configuration_casan import (
     CONTEXT_TARGETS,
+    FAMILIES,
+    FAMILY_CONFIGS,
     HEADS,
     OPTION_CHECKS,
     SENTENCE_CONTEXTS,
     STRUCTURAL_OPTIONS,
     CasanConfig,
+    get_family,
+    get_head,
 )
 from .context import CasanContextMixer, context_source, layer_context, mean_weights
 from .pooling import SentencePooling
 
 
-LOADABLE_MODEL_TYPES = ("bert", "casan_bert")
+@dataclass(frozen=True)
+class FamilyModules:
+    """The modules a family's CASAN models take from transformers, so that its checkpoints load unchanged.
+
+    `pooler` is None where the family has none (ELECTRA). `classification_head` is the dense head that
+    RoBERTa-style sequence classifiers put on the first token, None where the classifier is one linear layer
+    on the pooler (BERT). `choice_summary` is ELECTRA's multiple-choice summary, None where multiple choice
+    reads the pooler. `pooled_heads` are the heads whose `classifier_pooling="cls"` vector is the pooler's
+    output; the others read the first token itself. `lm_head` is the masked-LM head's first module.
+    """
+
+    embeddings: type
+    pooler: type | None
+    classification_head: type | None
+    choice_summary: type | None
+    pooled_heads: tuple
+    lm_head: type
+
+
+FAMILY_MODULES = {
+    "bert": FamilyModules(
+        BertEmbeddings, BertPooler, None, None, ("sequence-classification", "multiple-choice"), BertOnlyMLMHead
+    ),
+    "roberta": FamilyModules(
+        RobertaEmbeddings, RobertaPooler, RobertaClassificationHead, None, ("multiple-choice",), RobertaLMHead
+    ),
+    "xlm-roberta": FamilyModules(
+        XLMRobertaEmbeddings,
+        XLMRobertaPooler,
+        XLMRobertaClassificationHead,
+        None,
+        ("multiple-choice",),
+        XLMRobertaLMHead,
+    ),
+    "electra": FamilyModules(
+        ElectraEmbeddings, None, ElectraClassificationHead, ElectraSequenceSummary, (), ElectraGeneratorPredictions
+    ),
+}
 
 
 @dataclass
@@ -215,6 +278,10 @@ class CasanEncoder(nn.Module):
 
 
 class CasanPreTrainedModel(PreTrainedModel):
+    """Shared by every CASAN model; `family` says whose checkpoints it loads (BERT's here, each derived
+    family's class sets its own, with its config class and base model prefix)."""
+
+    family = get_family("bert")
     config_class = CasanConfig
     config: CasanConfig
     base_model_prefix = "bert"
@@ -236,6 +303,11 @@ class CasanPreTrainedModel(PreTrainedModel):
         return True
 
     def __init__(self, config, *inputs, **kwargs):
+        if config.model_type != self.config_class.model_type:
+            raise ValueError(
+                f"{type(self).__name__} takes a {self.config_class.__name__} (model_type "
+                f"{self.config_class.model_type!r}); got model_type {config.model_type!r}."
+            )
         if config.is_decoder or config.add_cross_attention:
             raise ValueError(
                 "CASAN models are bidirectional encoders: `is_decoder` and `add_cross_attention` must be False "
@@ -244,14 +316,29 @@ class CasanPreTrainedModel(PreTrainedModel):
         config.check_context_options()
         super().__init__(config, *inputs, **kwargs)
 
+    @property
+    def family_modules(self):
+        return FAMILY_MODULES[self.family.name]
+
+    def build_base_model(self, config, add_pooling_layer):
+        """The family's `CasanModel`, stored under the family's prefix (`bert`, `roberta`, `electra`) as in
+        transformers, so that the checkpoints' weight names match."""
+        base_model = casan_class(self.family, "base")(config, add_pooling_layer=add_pooling_layer)
+        setattr(self, self.base_model_prefix, base_model)
+
+    def builds_pooler(self, head_name):
+        """Whether the head reads its family's pooler: only for `classifier_pooling="cls"`, and only in the
+        heads of `FamilyModules.pooled_heads`."""
+        return self.config.classifier_pooling == "cls" and head_name in self.family_modules.pooled_heads
+
     @torch.no_grad()
     def _init_weights(self, module):
-        """BERT's initialisation, plus the context parameters: U ~ N(0, context_init_range), the gate
-        vectors too, and the gate bias at `gate_bias_init` so that a converted checkpoint starts near BERT."""
+        """The families' initialisation, plus the context parameters: U ~ N(0, context_init_range), the gate
+        vectors too, and the gate bias at `gate_bias_init` so that a converted checkpoint starts near its source."""
         super()._init_weights(module)
-        if isinstance(module, BertLMPredictionHead):
+        if isinstance(module, (BertLMPredictionHead, RobertaLMHead, XLMRobertaLMHead)):
             init.zeros_(module.bias)
-        elif isinstance(module, BertEmbeddings):
+        elif isinstance(module, tuple(modules.embeddings for modules in FAMILY_MODULES.values())):
             init.copy_(module.position_ids, torch.arange(module.position_ids.shape[-1]).expand((1, -1)))
             init.zeros_(module.token_type_ids)
         elif isinstance(module, CasanContextMixer):
@@ -267,13 +354,13 @@ class CasanPreTrainedModel(PreTrainedModel):
 
     @classmethod
     def from_pretrained(cls, pretrained_model_name_or_path, *model_args, **kwargs):
-        """Loads a BERT checkpoint (converted: the context parameters are new) or a CASAN checkpoint
-        (continued: its context options must not change, or its trained context would be dropped or
-        replaced by random weights). The auto classes pass a ready `config`, so that is checked too.
+        """Loads a checkpoint of the class's family (converted: the context parameters are new) or a CASAN
+        checkpoint of it (continued: its context options must not change, or its trained context would be
+        dropped or replaced by random weights). The auto classes pass a ready `config`, so that is checked too.
 
         A converted model is a new model: like one built from a config, it has no checkpoint of its own until
-        it is saved, so its `name_or_path` is empty rather than the BERT checkpoint's. What reloads a model
-        from its `name_or_path` (a PEFT adapter records it as its base) must not get plain BERT back."""
+        it is saved, so its `name_or_path` is empty rather than the source checkpoint's. What reloads a model
+        from its `name_or_path` (a PEFT adapter records it as its base) must not get the plain source back."""
         saved = None
         if pretrained_model_name_or_path is not None:
             hub_kwargs = {
@@ -284,35 +371,37 @@ class CasanPreTrainedModel(PreTrainedModel):
             saved, _ = PreTrainedConfig.get_config_dict(pretrained_model_name_or_path, **hub_kwargs)
             config = kwargs.get("config")
             requested = kwargs if not isinstance(config, PreTrainedConfig) else config.to_dict()
-            check_checkpoint_fits(saved, requested)
+            check_checkpoint_fits(saved, requested, cls.family)
         loaded = super().from_pretrained(pretrained_model_name_or_path, *model_args, **kwargs)
-        if saved is not None and saved.get("model_type") != CasanConfig.model_type:
+        if saved is not None and saved.get("model_type") != cls.family.model_type:
             (loaded[0] if isinstance(loaded, tuple) else loaded).name_or_path = ""
         return loaded
 
 
-def check_checkpoint_fits(saved_config, requested):
-    """Raises a ValueError when a checkpoint cannot become the requested CASAN model without losing weights."""
+def check_checkpoint_fits(saved_config, requested, family):
+    """Raises a ValueError when a checkpoint cannot become the requested CASAN model of `family` without
+    losing weights."""
     model_type = saved_config.get("model_type")
-    if model_type not in LOADABLE_MODEL_TYPES:
+    if model_type not in (family.name, family.model_type):
         raise ValueError(
-            f"Checkpoint has model_type {model_type!r}; CASAN models load "
-            f"{' or '.join(map(repr, LOADABLE_MODEL_TYPES))} "
-            "checkpoints."
+            f"Checkpoint has model_type {model_type!r}; CASAN {family.name} models load "
+            f"{family.name!r} or {family.model_type!r} checkpoints. For another family use its classes "
+            f"({', '.join(repr(other.name) for other in FAMILIES)}), or the auto classes."
         )
-    if model_type != "casan_bert":
+    if model_type != family.model_type:
         return
-    defaults = CasanConfig()
+    config_class = FAMILY_CONFIGS[family.name]
+    defaults = config_class()
     for name in STRUCTURAL_OPTIONS:
         if name not in requested:
             continue
-        wanted = getattr(CasanConfig(**{name: requested[name]}), name)
+        wanted = getattr(config_class(**{name: requested[name]}), name)
         have = saved_config.get(name, getattr(defaults, name))
         if wanted != have:
             raise ValueError(
                 f"This CASAN checkpoint was trained with {name}={have!r}; it cannot be loaded with {name}={wanted!r} "
                 f"(its context parameters would be dropped or re-initialised). Load it without `{name}`, or convert "
-                "the original BERT checkpoint instead."
+                f"the original {family.name} checkpoint instead."
             )
 
 
@@ -326,11 +415,18 @@ def encoder_extras(outputs):
 
 
 class CasanModel(CasanPreTrainedModel):
+    """The encoder: the family's embeddings (ELECTRA's projected to the hidden width when they are narrower),
+    the context-aware layers, and the family's pooler where it has one."""
+
     def __init__(self, config, add_pooling_layer=True):
         super().__init__(config)
-        self.embeddings = BertEmbeddings(config)
+        modules = self.family_modules
+        self.embeddings = modules.embeddings(config)
+        embedding_size = getattr(config, "embedding_size", config.hidden_size)
+        if embedding_size != config.hidden_size:
+            self.embeddings_project = nn.Linear(embedding_size, config.hidden_size)
         self.encoder = CasanEncoder(config)
-        self.pooler = BertPooler(config) if add_pooling_layer else None
+        self.pooler = modules.pooler(config) if add_pooling_layer and modules.pooler is not None else None
         self.post_init()
 
     def get_input_embeddings(self):
@@ -363,6 +459,8 @@ class CasanModel(CasanPreTrainedModel):
             token_type_ids=token_type_ids,
             inputs_embeds=inputs_embeds,
         )
+        if hasattr(self, "embeddings_project"):
+            embedding_output = self.embeddings_project(embedding_output)
         extended_mask = create_bidirectional_mask(
             config=self.config, inputs_embeds=embedding_output, attention_mask=attention_mask
         )
@@ -383,17 +481,30 @@ def classifier_dropout(config):
     return nn.Dropout(rate)
 
 
+def first_token_head(head_class, config, in_features):
+    """A RoBERTa-style classification head (dense, activation, out_proj, applied to the first token of what it
+    is given) whose dense layer reads `in_features`, the width of the sentence vector."""
+    head = head_class(config)
+    head.dense = nn.Linear(in_features, config.hidden_size)
+    return head
+
+
 class CasanForSequenceClassification(CasanPreTrainedModel):
     """Single-label, multi-label or regression classifier on the sentence vector of `classifier_pooling`
-    (BERT's pooled [CLS] vector by default)."""
+    (by default the family's own: BERT's pooled [CLS] vector, RoBERTa's and ELECTRA's dense head on the first
+    token)."""
 
     def __init__(self, config):
         super().__init__(config)
         self.num_labels = config.num_labels
-        self.bert = CasanModel(config, add_pooling_layer=config.classifier_pooling == "cls")
+        self.build_base_model(config, add_pooling_layer=self.builds_pooler("sequence-classification"))
         self.pooling = SentencePooling(config)
-        self.dropout = classifier_dropout(config)
-        self.classifier = nn.Linear(self.pooling.output_size, config.num_labels)
+        head_class = self.family_modules.classification_head
+        if head_class is None:
+            self.dropout = classifier_dropout(config)
+            self.classifier = nn.Linear(self.pooling.output_size, config.num_labels)
+        else:
+            self.classifier = first_token_head(head_class, config, self.pooling.output_size)
         self.post_init()
 
     @can_return_tuple
@@ -408,7 +519,7 @@ class CasanForSequenceClassification(CasanPreTrainedModel):
         output_pooling_attentions=False,
         **kwargs: Unpack[TransformersKwargs],
     ) -> CasanSequenceClassifierOutput:
-        outputs = self.bert(
+        outputs = self.base_model(
             input_ids,
             attention_mask=attention_mask,
             token_type_ids=token_type_ids,
@@ -418,7 +529,10 @@ class CasanForSequenceClassification(CasanPreTrainedModel):
             **kwargs,
         )
         pooled, hops = self.pooling(outputs.last_hidden_state, attention_mask, outputs.pooler_output)
-        logits = self.classifier(self.dropout(pooled))
+        if self.family_modules.classification_head is None:
+            logits = self.classifier(self.dropout(pooled))
+        else:
+            logits = self.classifier(pooled[:, None])
         loss = self.loss_function(labels, logits, self.config) if labels is not None else None
         return CasanSequenceClassifierOutput(
             loss=self.pooling.add_penalty(loss, hops, pooled),
@@ -429,12 +543,22 @@ class CasanForSequenceClassification(CasanPreTrainedModel):
 
 
 class CasanForMultipleChoice(CasanPreTrainedModel):
+    """Scores each choice from its sentence vector: through dropout and one linear layer (BERT, RoBERTa), or
+    through ELECTRA's summary (a dense layer and activation) and one linear layer."""
+
     def __init__(self, config):
         super().__init__(config)
-        self.bert = CasanModel(config, add_pooling_layer=config.classifier_pooling == "cls")
+        self.build_base_model(config, add_pooling_layer=self.builds_pooler("multiple-choice"))
         self.pooling = SentencePooling(config)
-        self.dropout = classifier_dropout(config)
-        self.classifier = nn.Linear(self.pooling.output_size, 1)
+        summary_class = self.family_modules.choice_summary
+        if summary_class is None:
+            self.dropout = classifier_dropout(config)
+            self.classifier = nn.Linear(self.pooling.output_size, 1)
+        else:
+            self.sequence_summary = summary_class(config)
+            if config.summary_use_proj:
+                self.sequence_summary.summary = nn.Linear(self.pooling.output_size, config.hidden_size)
+            self.classifier = nn.Linear(config.hidden_size if config.summary_use_proj else self.pooling.output_size, 1)
         self.post_init()
 
     @can_return_tuple
@@ -455,7 +579,7 @@ class CasanForMultipleChoice(CasanPreTrainedModel):
         def flat(tensor):
             return None if tensor is None else tensor.flatten(0, 1)
 
-        outputs = self.bert(
+        outputs = self.base_model(
             flat(input_ids),
             attention_mask=flat(attention_mask),
             token_type_ids=flat(token_type_ids),
@@ -465,7 +589,10 @@ class CasanForMultipleChoice(CasanPreTrainedModel):
             **kwargs,
         )
         pooled, hops = self.pooling(outputs.last_hidden_state, flat(attention_mask), outputs.pooler_output)
-        logits = self.classifier(self.dropout(pooled)).view(-1, num_choices)
+        if self.family_modules.choice_summary is None:
+            logits = self.classifier(self.dropout(pooled)).view(-1, num_choices)
+        else:
+            logits = self.classifier(self.sequence_summary(pooled[:, None])).view(-1, num_choices)
         loss = nn.functional.cross_entropy(logits, labels) if labels is not None else None
         returned_hops = (
             hops.unflatten(0, (-1, num_choices)) if output_pooling_attentions and hops is not None else None
@@ -482,7 +609,7 @@ class CasanForTokenClassification(CasanPreTrainedModel):
     def __init__(self, config):
         super().__init__(config)
         self.num_labels = config.num_labels
-        self.bert = CasanModel(config, add_pooling_layer=False)
+        self.build_base_model(config, add_pooling_layer=False)
         self.dropout = classifier_dropout(config)
         self.classifier = nn.Linear(config.hidden_size, config.num_labels)
         self.post_init()
@@ -498,7 +625,7 @@ class CasanForTokenClassification(CasanPreTrainedModel):
         labels=None,
         **kwargs: Unpack[TransformersKwargs],
     ) -> CasanTokenClassifierOutput:
-        outputs = self.bert(
+        outputs = self.base_model(
             input_ids,
             attention_mask=attention_mask,
             token_type_ids=token_type_ids,
@@ -516,7 +643,7 @@ class CasanForQuestionAnswering(CasanPreTrainedModel):
     def __init__(self, config):
         super().__init__(config)
         self.num_labels = config.num_labels
-        self.bert = CasanModel(config, add_pooling_layer=False)
+        self.build_base_model(config, add_pooling_layer=False)
         self.qa_outputs = nn.Linear(config.hidden_size, config.num_labels)
         self.post_init()
 
@@ -532,7 +659,7 @@ class CasanForQuestionAnswering(CasanPreTrainedModel):
         end_positions=None,
         **kwargs: Unpack[TransformersKwargs],
     ) -> CasanQuestionAnsweringOutput:
-        outputs = self.bert(
+        outputs = self.base_model(
             input_ids,
             attention_mask=attention_mask,
             token_type_ids=token_type_ids,
@@ -553,6 +680,10 @@ class CasanForQuestionAnswering(CasanPreTrainedModel):
 
 
 class CasanForMaskedLM(CasanPreTrainedModel):
+    """Masked LM with BERT's head (`cls.predictions`, its decoder tied to the word embeddings). The heads of the
+    other families subclass it with their own modules: `add_lm_head`, `lm_logits`, the output embeddings and
+    the tied weights."""
+
     _tied_weights_keys = {
         "cls.predictions.decoder.weight": "bert.embeddings.word_embeddings.weight",
         "cls.predictions.decoder.bias": "cls.predictions.bias",
@@ -560,9 +691,15 @@ class CasanForMaskedLM(CasanPreTrainedModel):
 
     def __init__(self, config):
         super().__init__(config)
-        self.bert = CasanModel(config, add_pooling_layer=False)
-        self.cls = BertOnlyMLMHead(config)
+        self.build_base_model(config, add_pooling_layer=False)
+        self.add_lm_head(config)
         self.post_init()
+
+    def add_lm_head(self, config):
+        self.cls = BertOnlyMLMHead(config)
+
+    def lm_logits(self, sequence_output):
+        return self.cls(sequence_output)
 
     def get_output_embeddings(self):
         return self.cls.predictions.decoder
@@ -582,7 +719,7 @@ class CasanForMaskedLM(CasanPreTrainedModel):
         labels=None,
         **kwargs: Unpack[TransformersKwargs],
     ) -> CasanMaskedLMOutput:
-        outputs = self.bert(
+        outputs = self.base_model(
             input_ids,
             attention_mask=attention_mask,
             token_type_ids=token_type_ids,
@@ -591,28 +728,119 @@ class CasanForMaskedLM(CasanPreTrainedModel):
             return_dict=True,
             **kwargs,
         )
-        logits = self.cls(outputs.last_hidden_state)
+        logits = self.lm_logits(outputs.last_hidden_state)
         loss = None
         if labels is not None:
             loss = self.loss_function(logits, labels, vocab_size=self.config.vocab_size)
         return CasanMaskedLMOutput(loss=loss, logits=logits, **encoder_extras(outputs))
 
 
+class CasanForMaskedLMWithRobertaHead(CasanForMaskedLM):
+    """RoBERTa's and XLM-RoBERTa's masked-LM head, `lm_head` (its decoder tied to the word embeddings)."""
+
+    _tied_weights_keys = {
+        "lm_head.decoder.weight": "roberta.embeddings.word_embeddings.weight",
+        "lm_head.decoder.bias": "lm_head.bias",
+    }
+
+    def add_lm_head(self, config):
+        self.lm_head = self.family_modules.lm_head(config)
+
+    def lm_logits(self, sequence_output):
+        return self.lm_head(sequence_output)
+
+    def get_output_embeddings(self):
+        return self.lm_head.decoder
+
+    def set_output_embeddings(self, new_embeddings):
+        self.lm_head.decoder = new_embeddings
+
+
+class CasanForMaskedLMWithElectraHead(CasanForMaskedLM):
+    """ELECTRA's generator head: `generator_predictions` (dense to the embedding width, gelu, LayerNorm) and
+    `generator_lm_head`, tied to the word embeddings. A discriminator checkpoint has none: it starts random."""
+
+    _tied_weights_keys = {"generator_lm_head.weight": "electra.embeddings.word_embeddings.weight"}
+
+    def add_lm_head(self, config):
+        self.generator_predictions = self.family_modules.lm_head(config)
+        self.generator_lm_head = nn.Linear(config.embedding_size, config.vocab_size)
+
+    def lm_logits(self, sequence_output):
+        return self.generator_lm_head(self.generator_predictions(sequence_output))
+
+    def get_output_embeddings(self):
+        return self.generator_lm_head
+
+    def set_output_embeddings(self, new_embeddings):
+        self.generator_lm_head = new_embeddings
+
+
+# BERT's class of each head; the other families' classes derive from them (masked LM: from the family's head).
+BERT_CLASSES = {
+    "base": CasanModel,
+    "sequence-classification": CasanForSequenceClassification,
+    "token-classification": CasanForTokenClassification,
+    "question-answering": CasanForQuestionAnswering,
+    "multiple-choice": CasanForMultipleChoice,
+    "masked-lm": CasanForMaskedLM,
+}
+MASKED_LM_CLASSES = {
+    "bert": CasanForMaskedLM,
+    "roberta": CasanForMaskedLMWithRobertaHead,
+    "xlm-roberta": CasanForMaskedLMWithRobertaHead,
+    "electra": CasanForMaskedLMWithElectraHead,
+}
+
+
+def _family_class(family, head):
+    """The CASAN class of `head` for `family`: BERT's class itself, or a subclass that loads the family's
+    checkpoints (its config class, base model prefix and embeddings)."""
+    parent = MASKED_LM_CLASSES[family.name] if head.name == "masked-lm" else BERT_CLASSES[head.name]
+    if family.name == "bert":
+        return parent
+    name = family.class_name(head)
+    attributes = {
+        "__module__": __name__,
+        "__qualname__": name,
+        "__doc__": f"{parent.__doc__ or ''}\n\n    Loads {family.name} checkpoints ({family.source_class_name(head)})",
+        "family": family,
+        "config_class": FAMILY_CONFIGS[family.name],
+        "base_model_prefix": family.base_model_prefix,
+        "_no_split_modules": [FAMILY_MODULES[family.name].embeddings.__name__, "CasanLayer"],
+    }
+    return type(name, (parent,), attributes)
+
+
+# Every CASAN model class, by (family name, head name); each is also a name of this module, for `auto_map`.
+MODEL_CLASSES = {(family.name, head.name): _family_class(family, head) for family in FAMILIES for head in HEADS}
+globals().update({model_class.__name__: model_class for model_class in MODEL_CLASSES.values()})
+
+
+def casan_class(family, head_name):
+    """The CASAN class of `head_name` for a `Family`, or for a checkpoint's `model_type` ("roberta" or
+    "casan_roberta")."""
+    family = get_family(family) if isinstance(family, str) else family
+    return MODEL_CLASSES[(family.name, get_head(head_name).name)]
+
+
 def casan_twin(model, **options):
-    """The CASAN model with the weights of a loaded transformers BERT model, built in memory (no save and
-    reload): the same head, config, dtype, device, attention backend and train/eval mode, plus the CASAN
-    `options`. Only the context (and an attentive pooling) is new; at `context_type="none"` its outputs are
-    the source's. Like `from_pretrained` of a BERT checkpoint, the result has no checkpoint of its own yet."""
-    casan_names = {head.class_name.replace("Casan", "Bert", 1): head.class_name for head in HEADS}
+    """The CASAN model with the weights of a loaded transformers model of a supported family (BERT, RoBERTa,
+    XLM-RoBERTa, ELECTRA; any head of `HEADS`), built in memory (no save and reload): the same head, config,
+    dtype, device, attention backend and train/eval mode, plus the CASAN `options`. Only the context (and an
+    attentive pooling) is new; at `context_type="none"` its outputs are the source's. Like `from_pretrained` of
+    a source checkpoint, the result has no checkpoint of its own yet."""
+    sources = {family.source_class_name(head): (family, head) for family in FAMILIES for head in HEADS}
     source_name = type(model).__name__
-    if source_name not in casan_names:
-        raise ValueError(f"casan_twin takes a BERT model, one of {', '.join(casan_names)}; got {source_name}.")
+    if source_name not in sources:
+        raise ValueError(f"casan_twin takes one of {', '.join(sources)}; got {source_name}.")
     unknown = sorted(set(options) - set(OPTION_CHECKS))
     if unknown:
         raise ValueError(f"casan_twin takes CASAN options, one of {', '.join(OPTION_CHECKS)}; got {unknown}.")
-    config = CasanConfig.from_dict(model.config.to_dict(), **options)
+    family, head = sources[source_name]
+    config = FAMILY_CONFIGS[family.name].from_dict(model.config.to_dict(), **options)
     config._attn_implementation = model.config._attn_implementation
-    twin = globals()[casan_names[source_name]](config)
+    twin = casan_class(family, head.name)(config)
     missing, unexpected = twin.load_state_dict(model.state_dict(), strict=False)
     new = [key for key in missing if ".context_mixer." not in key and not key.startswith("pooling.")]
     dropped = [key for key in unexpected if ".pooler." not in key]  # only "cls" pooling reads the pooler
@@ -623,7 +851,9 @@ def casan_twin(model, **options):
 
 
 __all__ = [
+    "casan_class",
     "casan_twin",
+    "MODEL_CLASSES",
     "CasanForMaskedLM",
     "CasanForMultipleChoice",
     "CasanForQuestionAnswering",

@@ -1,7 +1,9 @@
 """The sentence vector of the heads that classify one (sequence classification, multiple choice), chosen by
 `classifier_pooling`:
 
-- `"cls"`: BERT's pooler on [CLS], which lives in the encoder (`bert.pooler.*`) so BERT classifiers load;
+- `"cls"`: the family's own sentence vector: the pooler's output where the head reads a pooler (BERT; RoBERTa's
+  multiple choice; the pooler lives in the encoder, `bert.pooler.*`, so the source's classifiers load), else
+  the first token itself, to which RoBERTa's and ELECTRA's heads apply their own dense layer;
 - `"mean"`: the masked mean of the last layer over the real tokens;
 - `"structured"`: the structured self-attentive sentence embedding (Lin et al., ICLR 2017). Instead of one
   vector, r attention hops over the last layer's real tokens each pick out a part of the sentence:
@@ -45,7 +47,7 @@ class SentencePooling(nn.Module):
 
     def forward(self, hidden_states, token_mask=None, pooler_output=None):
         if self.kind == "cls":
-            return pooler_output, None
+            return (hidden_states[:, 0] if pooler_output is None else pooler_output), None
         if self.kind == "mean":
             return masked_mean(hidden_states, token_mask), None
         if self.kind == "structured":

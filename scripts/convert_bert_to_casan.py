@@ -1,10 +1,10 @@
 #!/usr/bin/env python
-"""Converts a BERT checkpoint into a Hub-ready CASAN folder.
+"""Converts a BERT, RoBERTa, XLM-RoBERTa or ELECTRA (discriminator) checkpoint into a Hub-ready CASAN folder.
 
 The folder holds the weights (safetensors), a config with `auto_map`, the model's code files, the tokenizer
 and a model card, so that `AutoModel...from_pretrained(folder, trust_remote_code=True)` loads it without
 casan_hf installed and `huggingface-cli upload` can publish it as is. The context parameters are new
-(initialised so that the model starts close to the BERT it came from); fine-tune before use.
+(initialised so that the model starts close to the checkpoint it came from); fine-tune before use.
 
     python scripts/convert_bert_to_casan.py --model_name_or_path bert-base-uncased \
         --output_dir casan-bert-base --context_type deep_global --head sequence-classification --num_labels 2
@@ -14,9 +14,9 @@ import os
 import sys
 from dataclasses import dataclass, field
 
-from transformers import AutoTokenizer, HfArgumentParser
+from transformers import AutoTokenizer, HfArgumentParser, PreTrainedConfig
 
-from casan_hf import HEAD_CLASSES, HEADS, get_head
+from casan_hf import HEADS, casan_class, get_head
 from casan_hf.cli import CasanArguments, PositiveInt
 from casan_hf.hub import (
     check_output_dir,
@@ -33,7 +33,11 @@ from casan_hf.hub import (
 class ConvertArguments:
     """What to convert, into which head, and where to write the Hub folder."""
 
-    model_name_or_path: str = field(metadata={"help": "A BERT checkpoint: local folder or Hub id."})
+    model_name_or_path: str = field(
+        metadata={
+            "help": "A BERT, RoBERTa, XLM-RoBERTa or ELECTRA checkpoint (or a CASAN one): local folder or Hub id."
+        }
+    )
     output_dir: str = field(metadata={"help": "Where the Hub-ready folder is written."})
     overwrite: bool = field(default=False, metadata={"help": "Write into a non-empty --output_dir."})
     head: str = field(
@@ -104,7 +108,8 @@ def main(argv=None):
     if args.num_labels is not None:
         kwargs["num_labels"] = int(args.num_labels)
     try:
-        model, loading = HEAD_CLASSES[args.head].from_pretrained(
+        model_type = PreTrainedConfig.get_config_dict(args.model_name_or_path)[0].get("model_type")
+        model, loading = casan_class(model_type, args.head).from_pretrained(
             args.model_name_or_path, output_loading_info=True, **kwargs
         )
     except ValueError as error:

@@ -21,7 +21,7 @@ from transformers import AutoConfig, AutoTokenizer, HfArgumentParser
 from transformers.exporters.configs import OnnxConfig
 from transformers.exporters.exporter_onnx import OnnxExporter
 
-from casan_hf import HEAD_CLASSES, HEADS
+from casan_hf import FAMILIES, HEADS, casan_class
 from casan_hf.hub import check_output_dir
 
 
@@ -45,9 +45,10 @@ class ExportArguments:
 def head_of(config):
     """The HEADS row of the folder's architecture."""
     architecture = (config.architectures or ["CasanModel"])[0]
-    for head in HEADS:
-        if head.class_name == architecture:
-            return head
+    for family in FAMILIES:
+        for head in HEADS:
+            if family.class_name(head) == architecture:
+                return head
     raise ValueError(f"{architecture!r} is not a CASAN architecture; CASAN folders hold one of the HEADS.")
 
 
@@ -76,10 +77,11 @@ def main(argv=None):
     (args,) = parser.parse_args_into_dataclasses(args=argv)
     try:
         check_output_dir(args.output_dir, args.overwrite, flag="--overwrite")
-        head = head_of(AutoConfig.from_pretrained(args.model_name_or_path))
+        config = AutoConfig.from_pretrained(args.model_name_or_path)
+        head = head_of(config)
     except ValueError as error:
         parser.error(str(error))
-    model = HEAD_CLASSES[head.name].from_pretrained(args.model_name_or_path).eval()
+    model = casan_class(config.model_type, head.name).from_pretrained(args.model_name_or_path).eval()
     tokenizer = AutoTokenizer.from_pretrained(args.model_name_or_path)
 
     print(f"Exporting {type(model).__name__} ({model.config.context_type} context) with dynamic batch and length")

@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from transformers import (
+    AutoModelForSequenceClassification,
     AutoTokenizer,
-    BertForSequenceClassification,
     DataCollatorWithPadding,
     PreTrainedConfig,
     TrainingArguments,
@@ -53,7 +53,10 @@ class ModelArguments:
     )
     baseline: bool = field(
         default=False,
-        metadata={"help": "Fine-tune the unmodified BERT (BertForSequenceClassification) with the same settings."},
+        metadata={
+            "help": "Fine-tune the unmodified source model (BertForSequenceClassification, ...) with the same "
+            "settings."
+        },
     )
     tokenizer_name: str | None = field(default=None, metadata={"help": "Tokenizer, if not the checkpoint's own."})
     cache_dir: str | None = field(default=None, metadata={"help": "Where downloaded models and data are stored."})
@@ -97,7 +100,8 @@ class DataTrainingArguments:
 
 
 def load_model(model_args, casan_args, glue_data):
-    """BERT for --baseline; otherwise CASAN, converted from BERT or continued from a CASAN checkpoint."""
+    """The source family's own model for --baseline; otherwise CASAN, converted from a BERT, RoBERTa,
+    XLM-RoBERTa or ELECTRA checkpoint or continued from a CASAN one."""
     saved = PreTrainedConfig.get_config_dict(model_args.model_name_or_path, cache_dir=model_args.cache_dir)[0]
     model_type = saved.get("model_type")
     label_kwargs = (
@@ -117,15 +121,17 @@ def load_model(model_args, casan_args, glue_data):
     if model_args.baseline:
         if casan_args.casan_kwargs():
             raise ValueError(
-                f"--baseline fine-tunes plain BERT; drop the context options {sorted(casan_args.casan_kwargs())}."
+                f"--baseline fine-tunes the plain source model; drop the context options "
+                f"{sorted(casan_args.casan_kwargs())}."
             )
-        if model_type != "bert":
+        if casan_hf.get_family(model_type).name != model_type:
             raise ValueError(
-                f"--baseline needs a BERT checkpoint (model_type 'bert'); {model_args.model_name_or_path!r} "
-                f"has model_type {model_type!r}."
+                f"--baseline needs the source checkpoint (model_type one of "
+                f"{', '.join(repr(family.name) for family in casan_hf.FAMILIES)}); "
+                f"{model_args.model_name_or_path!r} has model_type {model_type!r}."
             )
-        return BertForSequenceClassification.from_pretrained(model_args.model_name_or_path, **common)
-    return casan_hf.CasanForSequenceClassification.from_pretrained(
+        return AutoModelForSequenceClassification.from_pretrained(model_args.model_name_or_path, **common)
+    return casan_hf.casan_class(model_type, "sequence-classification").from_pretrained(
         model_args.model_name_or_path, **common, **casan_args.casan_kwargs()
     )
 

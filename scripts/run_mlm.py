@@ -5,8 +5,9 @@ In the conventions of transformers' `examples/pytorch/language-modeling/run_mlm.
 `TrainingArguments`, `Trainer` and `DataCollatorForLanguageModeling` (whole-word masking as an option). One
 text per line (a sentence), truncated to --max_seq_length. What is added:
 
-- `--model_name_or_path` may be a BERT checkpoint (converted with the `--context_*` options) or a CASAN
-  checkpoint (continued); `--baseline` trains the unmodified `BertForMaskedLM` on the same text and steps;
+- `--model_name_or_path` may be a BERT, RoBERTa, XLM-RoBERTa or ELECTRA checkpoint (converted with the
+  `--context_*` options) or a CASAN checkpoint (continued); `--baseline` trains the unmodified source model
+  (`BertForMaskedLM`, ...) on the same text and steps;
 - text from `--train_file` (.txt, one text a line; .csv/.json with a `--text_column`), from the *training*
   sentences of GLUE tasks in `--glue_dir` (`--glue_tasks`; never their dev sets), or a Hub dataset when online;
   --validation_split_percentage of it is held out for the eval loss and perplexity;
@@ -29,15 +30,15 @@ from dataclasses import dataclass, field
 import torch
 from datasets import Dataset, load_dataset
 from transformers import (
+    AutoModelForMaskedLM,
     AutoTokenizer,
-    BertForMaskedLM,
     DataCollatorForLanguageModeling,
     PreTrainedConfig,
     TrainingArguments,
     set_seed,
 )
 
-from casan_hf import CasanForMaskedLM
+from casan_hf import FAMILIES, casan_class, get_family
 from casan_hf.cli import CasanArguments
 from casan_hf.glue.data import load_glue_data
 from casan_hf.glue.tasks import GLUE_TASKS
@@ -65,7 +66,8 @@ class ModelArguments:
         metadata={"help": "A BERT checkpoint (converted) or a CASAN checkpoint (continued): folder or Hub id."}
     )
     baseline: bool = field(
-        default=False, metadata={"help": "Train the unmodified BERT (BertForMaskedLM) with the same recipe."}
+        default=False,
+        metadata={"help": "Train the unmodified source model (e.g. BertForMaskedLM) with the same recipe."},
     )
     train_only_new_parameters: bool = field(
         default=False, metadata={"help": "Train the context and the MLM head only; every pretrained weight frozen."}
@@ -154,19 +156,23 @@ def load_texts(data_args, cache_dir):
 
 
 def load_model(model_args, casan_args):
-    """BertForMaskedLM for --baseline; otherwise CASAN, converted from BERT or continued. Returns it with the
-    head modules the checkpoint had no weights for."""
+    """The source family's own masked LM for --baseline; otherwise CASAN, converted or continued. Returns it
+    with the head modules the checkpoint had no weights for."""
     saved = PreTrainedConfig.get_config_dict(model_args.model_name_or_path, cache_dir=model_args.cache_dir)[0]
+    model_type = saved.get("model_type")
     if model_args.baseline:
         if casan_args.casan_kwargs():
-            raise ValueError(f"--baseline trains plain BERT; drop the options {sorted(casan_args.casan_kwargs())}.")
-        if saved.get("model_type") != "bert":
             raise ValueError(
-                f"--baseline needs a BERT checkpoint; this one has model_type {saved.get('model_type')!r}."
+                f"--baseline trains the plain source model; drop the options {sorted(casan_args.casan_kwargs())}."
             )
-        model_class, kwargs = BertForMaskedLM, {}
+        if get_family(model_type).name != model_type:
+            raise ValueError(
+                f"--baseline needs the source checkpoint (model_type one of "
+                f"{', '.join(repr(family.name) for family in FAMILIES)}); this one has model_type {model_type!r}."
+            )
+        model_class, kwargs = AutoModelForMaskedLM, {}
     else:
-        model_class, kwargs = CasanForMaskedLM, casan_args.casan_kwargs()
+        model_class, kwargs = casan_class(model_type, "masked-lm"), casan_args.casan_kwargs()
     model, loading = model_class.from_pretrained(
         model_args.model_name_or_path, cache_dir=model_args.cache_dir, output_loading_info=True, **kwargs
     )

@@ -10,7 +10,10 @@ from transformers import AutoConfig, BertConfig, BertModel
 
 from casan_hf import CasanConfig, CasanForSequenceClassification, CasanModel
 from casan_hf.cli import CasanArguments
-from casan_hf.configuration_casan import AUTO_MAP, OPTION_CHECKS, OPTION_GROUPS, OPTIONS, option_names
+from casan_hf.configuration_casan import FAMILIES, OPTION_CHECKS, OPTION_GROUPS, OPTIONS, get_family, option_names
+
+
+AUTO_MAP = get_family("bert").auto_map()
 
 
 TINY = dict(vocab_size=99, hidden_size=32, num_hidden_layers=3, num_attention_heads=4, intermediate_size=37)
@@ -165,7 +168,14 @@ def test_every_head_names_real_transformers_classes_and_pipelines():
 
     for head in casan_hf.HEADS:
         assert hasattr(transformers, head.auto_class), head
-        assert casan_hf.HEAD_CLASSES[head.name].__name__ == head.class_name
         assert head.pipeline_task is None or head.pipeline_task in SUPPORTED_TASKS, head
-        assert AUTO_MAP[head.auto_class] == f"modeling_casan.{head.class_name}"
-    assert len(AUTO_MAP) == len(casan_hf.HEADS) + 1
+        for family in FAMILIES:
+            casan_class = casan_hf.casan_class(family.name, head.name)
+            assert casan_class.__name__ == family.class_name(head)
+            assert hasattr(transformers, family.source_class_name(head)), (family, head)
+            assert family.auto_map()[head.auto_class] == f"modeling_casan.{family.class_name(head)}"
+    for family in FAMILIES:
+        assert len(family.auto_map()) == len(casan_hf.HEADS) + 1
+        config_class = casan_hf.FAMILY_CONFIGS[family.name]
+        assert config_class.__name__ == family.config_class_name and config_class.model_type == family.model_type
+        assert getattr(transformers, f"{family.transformers_prefix}Config").model_type == family.name

@@ -1,17 +1,18 @@
-"""A saved folder works for people who only have transformers: every head loads with
+"""A saved folder works for people who only have transformers: every head of every family loads with
 trust_remote_code=True in a fresh process where casan_hf cannot be imported, with identical outputs."""
 
 import json
 
 import torch
 from fresh_process import run_without_casan_hf
-from tiny_models import BERT_TWINS, comparable_outputs, head_inputs, padded_batch, tiny_config
+from tiny_models import comparable_outputs, head_inputs, padded_batch, tiny_config
 from transformers import AutoTokenizer
 
-from casan_hf import HEADS, CasanForSequenceClassification
+from casan_hf import FAMILIES, HEADS, CasanForSequenceClassification, casan_class
 
 
-AUTO_CLASS = {head.class_name: head.auto_class for head in HEADS}
+# (CASAN class, its family, the auto class that loads it) for every family and head.
+EVERY_CLASS = [(casan_class(family, head.name), family, head.auto_class) for family in FAMILIES for head in HEADS]
 
 LOAD_EVERY_HEAD = """
 import json, sys, torch, transformers
@@ -34,12 +35,13 @@ print("loaded", len(cases))
 
 def test_every_head_loads_in_a_fresh_process_without_casan_hf(tmp_path):
     cases = []
-    for casan_class in BERT_TWINS:
+    for model_class, family, auto_class in EVERY_CLASS:
         torch.manual_seed(0)
-        model = casan_class(tiny_config(context_type="deep_global", num_labels=2, gate_bias_init=0.0)).eval()
-        folder = tmp_path / casan_class.__name__
+        config = tiny_config(family.name, context_type="deep_global", num_labels=2, gate_bias_init=0.0)
+        model = model_class(config).eval()
+        folder = tmp_path / model_class.__name__
         model.save_pretrained(folder)
-        inputs = head_inputs(casan_class, *padded_batch([6, 3]))
+        inputs = head_inputs(model_class, *padded_batch([6, 3]))
         with torch.no_grad():
             outputs = model(**inputs, output_context_gates=True)
         expected = comparable_outputs(outputs)
@@ -49,14 +51,14 @@ def test_every_head_loads_in_a_fresh_process_without_casan_hf(tmp_path):
         cases.append(
             {
                 "folder": str(folder),
-                "auto_class": AUTO_CLASS[casan_class.__name__],
-                "class_name": casan_class.__name__,
+                "auto_class": auto_class,
+                "class_name": model_class.__name__,
                 "inputs": str(folder / "inputs.pt"),
                 "expected": str(folder / "expected.pt"),
             }
         )
     (tmp_path / "cases.json").write_text(json.dumps(cases))
-    assert run_without_casan_hf(LOAD_EVERY_HEAD, tmp_path).strip() == f"loaded {len(BERT_TWINS)}"
+    assert run_without_casan_hf(LOAD_EVERY_HEAD, tmp_path).strip() == f"loaded {len(EVERY_CLASS)}"
 
 
 PIPELINE = """

@@ -101,7 +101,7 @@ def test_other_model_types_are_refused(tmp_path):
     config = BertConfig(**TINY).to_dict()
     config["model_type"] = "roberta"
     tmp_path.joinpath("config.json").write_text(json.dumps(config))
-    with pytest.raises(ValueError, match="'roberta'.*'bert' or 'casan_bert'"):
+    with pytest.raises(ValueError, match="'roberta'; CASAN bert models load 'bert' or 'casan_bert'.*'electra'"):
         CasanModel.from_pretrained(tmp_path, context_type="global")
 
 

@@ -4,13 +4,15 @@ import torch
 import transformers
 
 from casan_hf import (
-    HEAD_CLASSES,
-    CasanConfig,
+    FAMILIES,
+    FAMILY_CONFIGS,
+    HEADS,
     CasanForMaskedLM,
     CasanForMultipleChoice,
     CasanForQuestionAnswering,
     CasanForSequenceClassification,
     CasanForTokenClassification,
+    casan_class,
 )
 
 
@@ -26,15 +28,20 @@ TINY = dict(
 )
 CONTEXT_TYPES = ("global", "deep", "deep_global")
 
-# CASAN class -> the transformers BERT class with the same weights and outputs when context_type="none".
-BERT_TWINS = {
-    casan_class: getattr(transformers, casan_class.__name__.replace("Casan", "Bert", 1))
-    for casan_class in HEAD_CLASSES.values()
+# CASAN class -> the transformers class with the same weights and outputs when context_type="none", for every
+# family and head; BERT_TWINS for BERT's alone.
+FAMILY_TWINS = {
+    casan_class(family, head.name): getattr(transformers, family.source_class_name(head))
+    for family in FAMILIES
+    for head in HEADS
 }
+BERT_TWINS = {casan: source for casan, source in FAMILY_TWINS.items() if casan.family.name == "bert"}
+# What a tiny config of each family adds: ELECTRA's embeddings narrower than the hidden states (projected).
+FAMILY_TINY = {"bert": {}, "roberta": {}, "xlm-roberta": {}, "electra": {"embedding_size": 16}}
 
 
-def tiny_config(**overrides):
-    return CasanConfig(**{**TINY, **overrides})
+def tiny_config(family="bert", **overrides):
+    return FAMILY_CONFIGS[family](**{**TINY, **FAMILY_TINY[family], **overrides})
 
 
 def padded_batch(lengths, vocab_size=99, seed=0, pad_token_id=0):
@@ -52,7 +59,7 @@ def padded_batch(lengths, vocab_size=99, seed=0, pad_token_id=0):
 def head_inputs(casan_class, input_ids, attention_mask, num_labels=2):
     """Inputs (with labels, so the loss is compared too) for one head."""
     batch = input_ids.shape[0]
-    if casan_class is CasanForMultipleChoice:
+    if issubclass(casan_class, CasanForMultipleChoice):
         # Choice 2 of each example is the next example's sentence.
         return {
             "input_ids": torch.stack([input_ids, input_ids.roll(1, dims=0)], dim=1),
@@ -60,14 +67,14 @@ def head_inputs(casan_class, input_ids, attention_mask, num_labels=2):
             "labels": torch.arange(batch) % 2,
         }
     inputs = {"input_ids": input_ids, "attention_mask": attention_mask}
-    if casan_class is CasanForSequenceClassification:
+    if issubclass(casan_class, CasanForSequenceClassification):
         inputs["labels"] = torch.arange(batch) % num_labels
-    elif casan_class is CasanForTokenClassification:
+    elif issubclass(casan_class, CasanForTokenClassification):
         inputs["labels"] = (input_ids % num_labels).masked_fill(attention_mask == 0, -100)
-    elif casan_class is CasanForQuestionAnswering:
+    elif issubclass(casan_class, CasanForQuestionAnswering):
         inputs["start_positions"] = torch.zeros(batch, dtype=torch.long)
         inputs["end_positions"] = torch.ones(batch, dtype=torch.long)
-    elif casan_class is CasanForMaskedLM:
+    elif issubclass(casan_class, CasanForMaskedLM):
         inputs["labels"] = input_ids.masked_fill(attention_mask == 0, -100)
     return inputs
 

@@ -19,7 +19,7 @@ import transformers
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
 from .. import __version__
-from ..configuration_casan import OPTIONS, get_head, option_names
+from ..configuration_casan import OPTIONS, get_family, get_head, option_names
 from ..glue.tasks import GLUE_HUB_ID, GLUE_TASKS
 
 
@@ -158,19 +158,20 @@ def render_model_card(
 ):
     """The README.md text of a saved folder.
 
-    `model` is the saved model (a CASAN model, or a BERT one for a `--baseline` run; its config is read by
-    class, since a config converted from BERT still says `model_type="bert"` until it is saved);
+    `model` is the saved model (a CASAN model, or the source family's own for a `--baseline` run; its config
+    is read by class, since a converted config still says the source's `model_type` until it is saved);
     `eval_metrics` maps dev splits to their metrics; `training` maps hyper-parameter names to values;
     `untrained_heads` names the head modules that the source checkpoint had no weights for; `gates` are the
     mean context gates at the end of training (`casan_hf.training.gate_means`).
     """
     head = get_head(head)
     config = model.config
-    casan = type(config).model_type == "casan_bert"
+    family = get_family(type(config).model_type)
+    casan = type(config).model_type == family.model_type
     tags = (
-        ["casan", f"casan-{config.context_type}", "context-aware-self-attention", "bert"]
+        ["casan", f"casan-{config.context_type}", "context-aware-self-attention", family.name]
         if casan
-        else ["bert", "casan-baseline"]
+        else [family.name, "casan-baseline"]
     )
     if task_name is not None:
         tags += ["glue", task_name]
@@ -191,12 +192,12 @@ def render_model_card(
     text = template.substitute(
         metadata=card_data.to_yaml(),
         model_name=model_name,
-        summary=_summary(config, base_model, task_name, casan),
+        summary=_summary(config, base_model, task_name, casan, family),
         architecture=type(model).__name__,
-        base_model=f"`{base_model}`" if base_model else "a BERT checkpoint",
+        base_model=f"`{base_model}`" if base_model else f"a {family.name} checkpoint",
         context_rows=_option_rows(config, head)
         if casan
-        else "| context | none: plain BERT, the baseline of the CASAN runs |",
+        else f"| context | none: plain {family.name}, the baseline of the CASAN runs |",
         results=_results_table(task_name, eval_metrics),
         load_instructions=_load_instructions(model_name, head, casan),
         training=_training_table(
@@ -218,12 +219,12 @@ def _option_rows(config, head):
     return "\n".join(f"| {name} | `{getattr(config, name)}` |" for name in names)
 
 
-def _summary(config, base_model, task_name, casan):
-    source = f"`{base_model}`" if base_model else "a BERT checkpoint"
+def _summary(config, base_model, task_name, casan, family):
+    source = f"`{base_model}`" if base_model else f"a {family.name} checkpoint"
     task = f" fine-tuned on {GLUE_TASKS[task_name].description}" if task_name in GLUE_TASKS else ""
     if casan:
         return f"A context-aware self-attention ({config.context_type!r} context) version of {source}{task}."
-    return f"Plain BERT ({source}){task}, trained with the same script and settings as its CASAN twins."
+    return f"Plain {family.name} ({source}){task}, trained with the same script and settings as its CASAN twins."
 
 
 def _results_table(task_name, eval_metrics):

@@ -15,12 +15,8 @@ from ..configuration_casan import ATTENTIVE_POOLINGS, HEADS, CasanConfig
 
 
 # The heads that classify a sentence vector say more than the encoder: their logits and the structured
-# pooling's hops. Keyed by the class-name suffix that CASAN and BERT architectures share.
-SENTENCE_HEADS = {
-    head.class_name.removeprefix("Casan"): getattr(transformers, head.auto_class)
-    for head in HEADS
-    if head.pools_sentence
-}
+# pooling's hops. Keyed by the class-name suffix that CASAN and transformers architectures share.
+SENTENCE_HEADS = {head.suffix: getattr(transformers, head.auto_class) for head in HEADS if head.pools_sentence}
 
 
 @dataclass
