@@ -7,7 +7,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from transformers import AutoTokenizer, BertConfig, BertModel
+import transformers
+from tokenizers import ByteLevelBPETokenizer
+from transformers import AutoTokenizer, BertConfig, BertModel, RobertaTokenizer
+
+from casan_hf import get_family
 
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -30,6 +34,30 @@ def make_tiny_bert(folder, tokenizer_path):
         intermediate_size=37, max_position_embeddings=64,
     )  # fmt: skip
     BertModel(config).save_pretrained(folder)  # a pretrained encoder, no task head: as BERT checkpoints come
+    tokenizer.save_pretrained(folder)
+    return str(folder)
+
+
+def make_tiny_source(folder, family, tokenizer_path, glue_dir):
+    """A 2-layer random checkpoint of `family`'s own base model (hidden 32) with a tokenizer of its kind: the
+    MiniLM WordPiece one for BERT and ELECTRA; for RoBERTa and XLM-RoBERTa a byte-level BPE trained on MRPC's
+    training sentences, which returns no token type ids (their checkpoints have one token type)."""
+    family = get_family(family)
+    folder.mkdir(parents=True, exist_ok=True)
+    size = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=37)
+    if family.name in ("roberta", "xlm-roberta"):
+        lines = (Path(glue_dir) / "MRPC" / "train.tsv").read_text(encoding="utf-8").splitlines()
+        bpe = ByteLevelBPETokenizer()
+        special = ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]
+        bpe.train_from_iterator(lines[1:], vocab_size=1000, show_progress=False, special_tokens=special)
+        bpe.save_model(str(folder))
+        tokenizer = RobertaTokenizer(vocab=str(folder / "vocab.json"), merges=str(folder / "merges.txt"))
+        size.update(type_vocab_size=1, max_position_embeddings=66, pad_token_id=tokenizer.pad_token_id)
+    else:
+        tokenizer = AutoTokenizer.from_pretrained(tokenizer_path)
+        size.update(max_position_embeddings=64, **({"embedding_size": 16} if family.name == "electra" else {}))
+    config = getattr(transformers, f"{family.transformers_prefix}Config")(vocab_size=len(tokenizer), **size)
+    getattr(transformers, f"{family.transformers_prefix}Model")(config).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return str(folder)
 

@@ -1,11 +1,22 @@
-"""transformers' BERT with the same weights is the reference for everything CASAN leaves unchanged:
-context_type="none" is BERT, and a converted checkpoint starts close to the BERT it came from."""
+"""transformers' own model with the same weights is the reference for everything CASAN leaves unchanged:
+context_type="none" is BERT (RoBERTa, XLM-RoBERTa, ELECTRA) on every head, and a converted checkpoint starts
+close to the model it came from."""
 
 import inspect
 
 import pytest
 import torch
-from tiny_models import BERT_TWINS, CONTEXT_TYPES, TINY, comparable_outputs, head_inputs, padded_batch, tiny_config
+from tiny_models import (
+    BERT_TWINS,
+    CONTEXT_TYPES,
+    FAMILY_TWINS,
+    TINY,
+    comparable_outputs,
+    head_inputs,
+    padded_batch,
+    tiny_config,
+    tiny_source_config,
+)
 from transformers import AutoTokenizer, BertConfig, BertModel
 
 from casan_hf import CasanForSequenceClassification, CasanModel, casan_twin
@@ -28,10 +39,12 @@ def assert_outputs_match(casan_outputs, bert_outputs, atol):
 
 
 @pytest.mark.parametrize("attn_implementation", ["eager", "sdpa"])
-@pytest.mark.parametrize("casan_class,bert_class", BERT_TWINS.items(), ids=[c.__name__ for c in BERT_TWINS])
-def test_none_is_bert_on_tiny_random_checkpoints(tmp_path, casan_class, bert_class, attn_implementation):
+@pytest.mark.parametrize("casan_class,bert_class", FAMILY_TWINS.items(), ids=[c.__name__ for c in FAMILY_TWINS])
+def test_none_is_the_family_model_on_tiny_random_checkpoints(tmp_path, casan_class, bert_class, attn_implementation):
+    """A checkpoint saved by transformers' own class (BertForMaskedLM, RobertaForSequenceClassification, ...)
+    loads with nothing missing or left over, and gives that class's outputs and loss."""
     torch.manual_seed(0)
-    bert = bert_class(BertConfig(**TINY, num_labels=2)).eval()
+    bert = bert_class(tiny_source_config(casan_class.family.name, num_labels=2)).eval()
     bert.save_pretrained(tmp_path)
     casan, info = casan_class.from_pretrained(
         tmp_path, context_type="none", attn_implementation=attn_implementation, output_loading_info=True
@@ -115,11 +128,12 @@ def test_forward_kwargs_are_typed_as_bert_s(casan_class, bert_class):
     assert casan is not inspect.Parameter.empty
 
 
-@pytest.mark.parametrize("casan_class,bert_class", BERT_TWINS.items(), ids=[c.__name__ for c in BERT_TWINS])
-def test_casan_twin_of_a_loaded_bert_is_that_bert_at_none(casan_class, bert_class):
-    """In memory, no disk: the twin of every BERT head has its weights, and at "none" its exact outputs."""
+@pytest.mark.parametrize("casan_class,bert_class", FAMILY_TWINS.items(), ids=[c.__name__ for c in FAMILY_TWINS])
+def test_casan_twin_of_a_loaded_model_is_that_model_at_none(casan_class, bert_class):
+    """In memory, no disk: the twin of every head of every family has its weights, and at "none" its exact
+    outputs."""
     torch.manual_seed(0)
-    bert = bert_class(BertConfig(**TINY, num_labels=2)).eval()
+    bert = bert_class(tiny_source_config(casan_class.family.name, num_labels=2)).eval()
     inputs = head_inputs(casan_class, *padded_batch([9, 5, 7]))
     twin = casan_twin(bert, context_type="none")
     assert type(twin) is casan_class and not twin.training and twin.name_or_path == ""

@@ -5,7 +5,7 @@ import torch
 from tiny_models import CONTEXT_TYPES, padded_batch, tiny_config
 from torch.nn import functional as F
 
-from casan_hf import CasanConfig, CasanModel
+from casan_hf import FAMILIES, CasanConfig, CasanModel, casan_class
 from casan_hf.context import CasanContextMixer, layer_context
 
 
@@ -60,11 +60,13 @@ def test_fixed_gate_mixes_with_a_constant():
     torch.testing.assert_close(mixed_key, 0.7 * key + 0.3 * F.linear(context, mixer.context_weight)[:, None])
 
 
+@pytest.mark.parametrize("family", [family.name for family in FAMILIES])
 @pytest.mark.parametrize("attn_implementation", ["eager", "sdpa"])
 @pytest.mark.parametrize("context_type", CONTEXT_TYPES)
-def test_padding_does_not_change_real_tokens(context_type, attn_implementation):
+def test_padding_does_not_change_real_tokens(context_type, attn_implementation, family):
     torch.manual_seed(0)
-    model = CasanModel(tiny_config(context_type=context_type, gate_bias_init=0.0)).eval()
+    config = tiny_config(family, context_type=context_type, gate_bias_init=0.0)
+    model = casan_class(family, "base")(config).eval()
     model.set_attn_implementation(attn_implementation)
     assert model.config._attn_implementation == attn_implementation
     input_ids, attention_mask = padded_batch(LENGTHS)

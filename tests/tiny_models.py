@@ -13,6 +13,7 @@ from casan_hf import (
     CasanForSequenceClassification,
     CasanForTokenClassification,
     casan_class,
+    get_family,
 )
 
 
@@ -42,6 +43,12 @@ FAMILY_TINY = {"bert": {}, "roberta": {}, "xlm-roberta": {}, "electra": {"embedd
 
 def tiny_config(family="bert", **overrides):
     return FAMILY_CONFIGS[family](**{**TINY, **FAMILY_TINY[family], **overrides})
+
+
+def tiny_source_config(family, **overrides):
+    """The family's own transformers config (`RobertaConfig`, ...) of the same tiny size."""
+    config_class = getattr(transformers, f"{get_family(family).transformers_prefix}Config")
+    return config_class(**{**TINY, **FAMILY_TINY[family], **overrides})
 
 
 def padded_batch(lengths, vocab_size=99, seed=0, pad_token_id=0):

@@ -1,0 +1,92 @@
+"""RoBERTa, XLM-RoBERTa and ELECTRA checkpoints convert as BERT's do: every source weight loads, the context alone
+is new, the converted model starts near its source, run_glue fine-tunes it, and a checkpoint of the wrong family is
+refused with the families named. (Exact parity at context_type="none" for every family and head, padding
+invariance and the fresh-process load are in test_bert_reference, test_context and test_remote_code.)"""
+
+import sys
+
+import pytest
+import torch
+import transformers
+from conftest import load_script
+from glue_helpers import TINY_RUN, make_tiny_source, read_json
+from tiny_models import padded_batch, tiny_config
+
+from casan_hf import CasanElectraConfig, casan_class, get_family, get_head
+
+
+OTHER_FAMILIES = ("roberta", "xlm-roberta", "electra")
+
+
+@pytest.fixture(scope="module")
+def sources(tmp_path_factory, minilm_path, glue_dir):
+    """A tiny random checkpoint of each family's own base model, with a tokenizer of its kind."""
+    root = tmp_path_factory.mktemp("sources")
+    return {family: make_tiny_source(root / family, family, minilm_path, glue_dir) for family in OTHER_FAMILIES}
+
+
+@pytest.mark.parametrize("family", OTHER_FAMILIES)
+def test_converted_checkpoint_loads_every_weight_and_starts_near_its_source(sources, family):
+    source = getattr(transformers, f"{get_family(family).transformers_prefix}Model").from_pretrained(sources[family])
+    casan, info = casan_class(family, "base").from_pretrained(
+        sources[family], context_type="deep_global", output_loading_info=True
+    )
+    assert info["missing_keys"] and all(".attention.self.context_mixer." in key for key in info["missing_keys"])
+    assert not info["unexpected_keys"] and not info["mismatched_keys"]
+    assert casan.config.model_type == f"casan_{family}" and casan.name_or_path == ""
+    pad_token_id = source.config.pad_token_id
+    input_ids, attention_mask = padded_batch([9, 5, 7], vocab_size=source.config.vocab_size, pad_token_id=pad_token_id)
+    real = attention_mask.bool()
+    with torch.no_grad():
+        reference = source.eval()(input_ids, attention_mask=attention_mask).last_hidden_state[real]
+        diff = casan.eval()(input_ids, attention_mask=attention_mask).last_hidden_state[real] - reference
+    # At the default gate (sigmoid(-4) = 0.018) the context moves the random tiny models by about 1%.
+    assert 0 < (diff.norm() / reference.norm()).item() <= 0.05
+
+
+@pytest.fixture(scope="module")
+def run_glue_module():
+    return load_script("run_glue")
+
+
+@pytest.mark.parametrize("family", OTHER_FAMILIES)
+def test_run_glue_fine_tunes_every_family(sources, family, run_glue_module, glue_dir, tmp_path, monkeypatch):
+    """RoBERTa's tokenizer returns no token type ids; ELECTRA's embeddings are narrower than its layers."""
+    output_dir = tmp_path / "out"
+    args = ["--model_name_or_path", sources[family], "--context_type", "global", "--task_name", "mrpc",
+            "--glue_dir", glue_dir, "--do_train", "--do_eval", "--max_steps", "2", "--output_dir", output_dir,
+            *TINY_RUN]  # fmt: skip
+    monkeypatch.setattr(sys, "argv", ["run_glue.py", *map(str, args)])
+    run_glue_module.main()
+    config = read_json(output_dir / "config.json")
+    assert config["model_type"] == f"casan_{family}" and config["context_type"] == "global"
+    assert config["architectures"] == [get_family(family).class_name(get_head("sequence-classification"))]
+    assert "eval_accuracy" in read_json(output_dir / "all_results.json")
+    assert f"- {family}" in (output_dir / "README.md").read_text()
+    model = transformers.AutoModelForSequenceClassification.from_pretrained(output_dir)
+    assert type(model) is casan_class(family, "sequence-classification")
+
+
+def test_baseline_is_the_family_s_own_model(sources, run_glue_module, glue_dir, tmp_path, monkeypatch):
+    output_dir = tmp_path / "baseline"
+    args = ["--model_name_or_path", sources["roberta"], "--baseline", "--task_name", "mrpc", "--glue_dir", glue_dir,
+            "--do_train", "--max_steps", "1", "--output_dir", output_dir, *TINY_RUN]  # fmt: skip
+    monkeypatch.setattr(sys, "argv", ["run_glue.py", *map(str, args)])
+    run_glue_module.main()
+    assert read_json(output_dir / "config.json")["architectures"] == ["RobertaForSequenceClassification"]
+
+
+def test_a_checkpoint_of_another_family_is_refused(sources):
+    with pytest.raises(ValueError, match="'roberta'; CASAN bert models load 'bert' or 'casan_bert'"):
+        casan_class("bert", "base").from_pretrained(sources["roberta"])
+    roberta = casan_class("roberta", "base")
+    with pytest.raises(ValueError, match="'electra'; CASAN roberta models load 'roberta' or 'casan_roberta'"):
+        roberta.from_pretrained(sources["electra"])
+    with pytest.raises(
+        ValueError, match="CasanRobertaModel takes a CasanRobertaConfig .*'casan_bert'"
+    ):
+        roberta(tiny_config("bert"))
+    with pytest.raises(ValueError, match="model_type 'gpt2'; CASAN models load 'bert', 'casan_bert', 'roberta'"):
+        get_family("gpt2")
+    with pytest.raises(ValueError, match="summary_type 'first'.*got 'last'"):
+        CasanElectraConfig(summary_type="last")
