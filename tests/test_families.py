@@ -82,9 +82,7 @@ def test_a_checkpoint_of_another_family_is_refused(sources):
     roberta = casan_class("roberta", "base")
     with pytest.raises(ValueError, match="'electra'; CASAN roberta models load 'roberta' or 'casan_roberta'"):
         roberta.from_pretrained(sources["electra"])
-    with pytest.raises(
-        ValueError, match="CasanRobertaModel takes a CasanRobertaConfig .*'casan_bert'"
-    ):
+    with pytest.raises(ValueError, match="CasanRobertaModel takes a CasanRobertaConfig .*'casan_bert'"):
         roberta(tiny_config("bert"))
     with pytest.raises(ValueError, match="model_type 'gpt2'; CASAN models load 'bert', 'casan_bert', 'roberta'"):
         get_family("gpt2")
