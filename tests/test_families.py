@@ -88,3 +88,16 @@ def test_a_checkpoint_of_another_family_is_refused(sources):
         get_family("gpt2")
     with pytest.raises(ValueError, match="summary_type 'first'.*got 'last'"):
         CasanElectraConfig(summary_type="last")
+
+
+def test_converter_writes_a_folder_of_the_checkpoint_s_family(sources, tmp_path, capsys):
+    """An ELECTRA discriminator has no generator head: converted for fill-mask, that head starts random."""
+    convert = load_script("convert_bert_to_casan").main
+    convert(["--model_name_or_path", sources["electra"], "--output_dir", str(tmp_path / "mlm"), "--head", "masked-lm"])
+    assert read_json(tmp_path / "mlm" / "config.json")["architectures"] == ["CasanElectraForMaskedLM"]
+    assert "`generator_predictions.dense.*`" in capsys.readouterr().err
+    convert(["--model_name_or_path", sources["roberta"], "--output_dir", str(tmp_path / "cls"),
+             "--head", "sequence-classification", "--num_labels", "3", "--context_type", "deep"])  # fmt: skip
+    config = read_json(tmp_path / "cls" / "config.json")
+    assert config["model_type"] == "casan_roberta" and config["context_type"] == "deep"
+    assert config["auto_map"]["AutoModelForSequenceClassification"].endswith("CasanRobertaForSequenceClassification")
