@@ -2,13 +2,16 @@
 
 The package's top folder holds the model files only: `configuration_casan.py`, `modeling_casan.py`,
 `context.py` and `pooling.py`, which `save_pretrained` copies next to the weights for
-`trust_remote_code=True` (they import only torch, transformers and each other). The tools around a model
+`trust_remote_code=True` (they import only torch, transformers and each other), and the translation model's
+`configuration_casan_marian.py` and `modeling_casan_marian.py` (whose folders carry those two, `context.py` and
+`configuration_casan.py`). The tools around a model
 live in subpackages: `casan_hf.glue` (data and metrics), `casan_hf.hub` (the Hub folder and its card),
 `casan_hf.cli` (the scripts' options), `casan_hf.training` (the context's learning rate, gate monitoring),
 `casan_hf.inspection` (gates and attention of one text) and `casan_hf.benchmark` (speed and memory against
 BERT).
 
 Importing the package registers `casan_bert` with `AutoConfig` and the `AutoModel...` classes of `HEADS`,
+and `casan_marian` with `AutoConfig`, `AutoModel` and `AutoModelForSeq2SeqLM`,
 so an installed casan_hf needs no remote code; `save_pretrained` still writes the code files and an
 `auto_map` so that anyone can load a saved folder with `trust_remote_code=True`.
 """
@@ -17,6 +20,7 @@ import transformers
 
 from . import modeling_casan
 from .configuration_casan import CONTEXT_TARGETS, CONTEXT_TYPES, GATE_KINDS, HEADS, CasanConfig, get_head
+from .configuration_casan_marian import CasanMarianConfig
 from .modeling_casan import (
     CasanForMaskedLM,
     CasanForMultipleChoice,
@@ -27,6 +31,7 @@ from .modeling_casan import (
     CasanPreTrainedModel,
     casan_twin,
 )
+from .modeling_casan_marian import CasanMarianModel, CasanMarianMTModel
 
 
 __version__ = "0.1.0"
@@ -41,6 +46,12 @@ def _register_auto_classes():
     for head in HEADS:
         getattr(transformers, head.auto_class).register(CasanConfig, HEAD_CLASSES[head.name], exist_ok=True)
         HEAD_CLASSES[head.name].register_for_auto_class(head.auto_class)
+    # The translation model: an encoder-decoder, outside HEADS (which are BERT encoders with a head).
+    transformers.AutoConfig.register(CasanMarianConfig.model_type, CasanMarianConfig, exist_ok=True)
+    CasanMarianConfig.register_for_auto_class("AutoConfig")
+    for auto_class, model_class in (("AutoModel", CasanMarianModel), ("AutoModelForSeq2SeqLM", CasanMarianMTModel)):
+        getattr(transformers, auto_class).register(CasanMarianConfig, model_class, exist_ok=True)
+        model_class.register_for_auto_class(auto_class)
 
 
 _register_auto_classes()
@@ -57,6 +68,9 @@ __all__ = [
     "CasanForQuestionAnswering",
     "CasanForSequenceClassification",
     "CasanForTokenClassification",
+    "CasanMarianConfig",
+    "CasanMarianModel",
+    "CasanMarianMTModel",
     "CasanModel",
     "CasanPreTrainedModel",
     "casan_twin",
