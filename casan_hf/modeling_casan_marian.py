@@ -4,8 +4,8 @@ authors' code keeps the decoder the plain Transformer decoder.
 
 Every submodule keeps Marian's name (`model.encoder.layers.N.self_attn.q_proj`, ...), so a Marian checkpoint
 loads unchanged and only the context parameters (`...self_attn.context_mixer.*`) are new. The decoder, the
-cross-attention, the positions, the loss and `generate()` (beam search, the KV cache) are Marian's own, imported
-from `transformers`, not copied. The context is `context.py`'s, shared with the BERT models.
+cross-attention, the positions, the loss and `generate()` (beam search, the KV cache) are Marian's own,
+imported rather than copied. The context is `context.py`'s, shared with the BERT models.
 """
 
 from collections.abc import Callable
