@@ -17,7 +17,7 @@ SPLIT_FILES = ("train", "val", "test_2016_flickr")
 TINY_RUN = [
     "--d_model", "32", "--layers", "2", "--attention_heads", "4", "--ffn_dim", "64", "--vocab_size", "300",
     "--per_device_train_batch_size", "8", "--per_device_eval_batch_size", "16", "--num_beams", "2",
-    "--max_target_length", "24", "--max_eval_samples", "16", "--max_predict_samples", "16",
+    "--max_target_length", "16", "--max_eval_samples", "8", "--max_predict_samples", "8",
     "--report_to", "none", "--disable_tqdm", "true", "--save_strategy", "no",
 ]  # fmt: skip
 
@@ -83,7 +83,7 @@ def test_run_trains_scores_and_writes_the_hub_folder(trained):
     results = json.loads((trained / "all_results.json").read_text())
     for key in ("eval_bleu", "eval_chrf", "predict_bleu", "predict_chrf", "train_loss"):
         assert isinstance(results[key], float), key
-    assert len((trained / "generated_predictions.txt").read_text().splitlines()) == 16
+    assert len((trained / "generated_predictions.txt").read_text().splitlines()) == 8
     card = (trained / "README.md").read_text()
     assert "model-index:" in card and "type: bleu" in card and "type: chrf" in card and "split: test" in card
     assert f"value: {round(results['predict_bleu'], 2)}" in card
@@ -134,7 +134,7 @@ def bad_data(data_dir, tmp_path, case):
     if case == "unknown language pair":
         return (
             ["--data_dir", data_dir, "--source_lang", "en", "--target_lang", "fr"],
-            r"does not hold the <prefix>\.<lang> layout for en-fr: no file ends in \.fr",
+            r"--data_dir '.*' does not hold the <prefix>\.<lang> layout for en-fr: no file ends in \.fr \(it holds \[",
         )
     if case == "pooling option":
         return [
