@@ -1,15 +1,19 @@
-"""casan-hf: context-aware self-attention (Yang et al., AAAI 2019) for Hugging Face BERT models.
+"""casan-hf: context-aware self-attention (Yang et al., AAAI 2019) for Hugging Face BERT-style encoders and a
+Marian-layout translation model.
 
 The package's top folder holds the model files only: `configuration_casan.py`, `modeling_casan.py`,
 `context.py` and `pooling.py`, which `save_pretrained` copies next to the weights for
-`trust_remote_code=True` (they import only torch, transformers and each other). The tools around a model
+`trust_remote_code=True` (they import only torch, transformers and each other), and the translation model's
+`configuration_casan_marian.py` and `modeling_casan_marian.py` (whose folders carry those two, `context.py` and
+`configuration_casan.py`). The tools around a model
 live in subpackages: `casan_hf.glue` (data and metrics), `casan_hf.hub` (the Hub folder and its card),
 `casan_hf.cli` (the scripts' options), `casan_hf.training` (the context's learning rate, gate monitoring),
 `casan_hf.inspection` (gates and attention of one text) and `casan_hf.benchmark` (speed and memory against
 BERT).
 
 Importing the package registers each family's CASAN model type (`casan_bert`, `casan_roberta`,
-`casan_xlm-roberta`, `casan_electra`) with `AutoConfig` and the `AutoModel...` classes of `HEADS`, so an
+`casan_xlm-roberta`, `casan_electra`) with `AutoConfig` and the `AutoModel...` classes of `HEADS`, and
+`casan_marian` with `AutoConfig`, `AutoModel` and `AutoModelForSeq2SeqLM`, so an
 installed casan_hf needs no remote code; `save_pretrained` still writes the code files and an
 `auto_map` so that anyone can load a saved folder with `trust_remote_code=True`.
 """
@@ -30,6 +34,7 @@ from .configuration_casan import (
     get_family,
     get_head,
 )
+from .configuration_casan_marian import CasanMarianConfig
 from .modeling_casan import (
     MODEL_CLASSES,
     CasanForMaskedLM,
@@ -42,6 +47,7 @@ from .modeling_casan import (
     casan_class,
     casan_twin,
 )
+from .modeling_casan_marian import CasanMarianModel, CasanMarianMTModel
 
 
 __version__ = "0.1.0"
@@ -59,6 +65,12 @@ def _register_auto_classes():
             model_class = MODEL_CLASSES[(family.name, head.name)]
             getattr(transformers, head.auto_class).register(config_class, model_class, exist_ok=True)
             model_class.register_for_auto_class(head.auto_class)
+    # The translation model: an encoder-decoder, outside HEADS (which are encoders with a head).
+    transformers.AutoConfig.register(CasanMarianConfig.model_type, CasanMarianConfig, exist_ok=True)
+    CasanMarianConfig.register_for_auto_class("AutoConfig")
+    for auto_class, model_class in (("AutoModel", CasanMarianModel), ("AutoModelForSeq2SeqLM", CasanMarianMTModel)):
+        getattr(transformers, auto_class).register(CasanMarianConfig, model_class, exist_ok=True)
+        model_class.register_for_auto_class(auto_class)
 
 
 _register_auto_classes()
@@ -81,6 +93,9 @@ __all__ = [
     "CasanForQuestionAnswering",
     "CasanForSequenceClassification",
     "CasanForTokenClassification",
+    "CasanMarianConfig",
+    "CasanMarianModel",
+    "CasanMarianMTModel",
     "CasanModel",
     "CasanPreTrainedModel",
     "casan_class",

@@ -71,6 +71,20 @@ def layer_context(config, layer_index, sources):
     return tuple(sources[:layer_index])
 
 
+def run_layers_with_context(config, layers, hidden_states, attention_mask, token_mask, **kwargs):
+    """Runs `layers` in turn, each with its `layer_context` as positional arguments (so that checkpointing sees
+    them): the loop of every context-aware encoder (BERT's, Marian's). `attention_mask` is what the layers take,
+    `token_mask` the `(batch, n)` 0/1 mask of the real tokens that the masked means average over."""
+    sentence_level = config.context_type in SENTENCE_CONTEXTS
+    weights = mean_weights(token_mask, hidden_states.dtype) if sentence_level else None
+    sources = []
+    for layer_idx, layer_module in enumerate(layers):
+        sources.append(context_source(config, layer_idx, hidden_states, weights))
+        context = layer_context(config, layer_idx, sources)
+        hidden_states = layer_module(hidden_states, attention_mask, *context, **kwargs)
+    return hidden_states
+
+
 class CasanContextMixer(nn.Module):
     """Projects a layer's context (C U) and gates it into the query and/or key.
 

@@ -68,13 +68,12 @@ from .configuration_casan import (
     FAMILY_CONFIGS,
     HEADS,
     OPTION_CHECKS,
-    SENTENCE_CONTEXTS,
     STRUCTURAL_OPTIONS,
     CasanConfig,
     get_family,
     get_head,
 )
-from .context import CasanContextMixer, context_source, layer_context, mean_weights
+from .context import CasanContextMixer, run_layers_with_context
 from .pooling import SentencePooling
 
 
@@ -267,14 +266,7 @@ class CasanEncoder(nn.Module):
         self.layer = nn.ModuleList([CasanLayer(config, layer_idx=i) for i in range(config.num_hidden_layers)])
 
     def forward(self, hidden_states, attention_mask=None, token_mask=None, **kwargs: Unpack[TransformersKwargs]):
-        sentence_level = self.config.context_type in SENTENCE_CONTEXTS
-        weights = mean_weights(token_mask, hidden_states.dtype) if sentence_level else None
-        sources = []
-        for layer_idx, layer_module in enumerate(self.layer):
-            sources.append(context_source(self.config, layer_idx, hidden_states, weights))
-            context = layer_context(self.config, layer_idx, sources)
-            hidden_states = layer_module(hidden_states, attention_mask, *context, **kwargs)
-        return hidden_states
+        return run_layers_with_context(self.config, self.layer, hidden_states, attention_mask, token_mask, **kwargs)
 
 
 class CasanPreTrainedModel(PreTrainedModel):

@@ -43,11 +43,11 @@ def test_save_load_round_trip_is_exact(tmp_path, options):
 
 def test_saved_folder_holds_the_code_and_auto_map(tmp_path):
     CasanModel(tiny_config()).save_pretrained(tmp_path)
-    files = {path.name for path in tmp_path.iterdir()}
-    assert {"configuration_casan.py", "modeling_casan.py", "context.py", "pooling.py"} <= files
-    # The package's top folder holds exactly the model files: what a saved folder carries.
+    bert_files = {"configuration_casan.py", "modeling_casan.py", "context.py", "pooling.py"}
+    assert {path.name for path in tmp_path.glob("*.py")} == bert_files
+    # The package's top folder holds exactly the model files: what a saved BERT or translation folder carries.
     top_folder = {path.name for path in Path(casan_hf.__file__).parent.glob("*.py")} - {"__init__.py"}
-    assert {path.name for path in tmp_path.glob("*.py")} == top_folder
+    assert top_folder == bert_files | {"configuration_casan_marian.py", "modeling_casan_marian.py"}
     auto_map = json.loads((tmp_path / "config.json").read_text())["auto_map"]
     assert len(auto_map) == 7 and auto_map["AutoModelForMaskedLM"] == "modeling_casan.CasanForMaskedLM"
 

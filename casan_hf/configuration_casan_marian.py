@@ -1,0 +1,91 @@
+"""Configuration of the context-aware encoder-decoder (CASAN in the encoder of a Marian translation model).
+
+`CasanMarianConfig` is a `MarianConfig` with the *context* options of `configuration_casan.OPTIONS` on top:
+the same names, types, defaults and checks as `CasanConfig`, read from that class's fields rather than
+declared a second time. The *pooling* options shape a sentence vector for classification, which a translation
+model does not have: setting one is an error.
+"""
+
+import dataclasses
+
+from transformers import MarianConfig
+
+from .configuration_casan import OPTION_CHECKS, CasanConfig, option_names
+
+
+CONTEXT_OPTIONS = option_names("context")
+POOLING_OPTIONS = option_names("pooling")
+
+# Every class a saved folder can be loaded as with `trust_remote_code=True`.
+AUTO_MAP = {
+    "AutoConfig": "configuration_casan_marian.CasanMarianConfig",
+    "AutoModel": "modeling_casan_marian.CasanMarianModel",
+    "AutoModelForSeq2SeqLM": "modeling_casan_marian.CasanMarianMTModel",
+}
+
+
+def _context_fields():
+    """`{name: (annotation, dataclasses.field)}` of the context options, exactly as `CasanConfig` declares them."""
+    fields = {config_field.name: config_field for config_field in dataclasses.fields(CasanConfig)}
+    return {
+        name: (
+            fields[name].type,
+            dataclasses.field(default=fields[name].default, default_factory=fields[name].default_factory),
+        )
+        for name in CONTEXT_OPTIONS
+    }
+
+
+class CasanMarianConfig(MarianConfig):
+    r"""
+    A [`MarianConfig`] whose encoder self-attention is context-aware (Yang et al., AAAI 2019). All Marian fields
+    keep their meaning; the context options (`context_type`, `context_targets`, `context_layers`, `gate`,
+    `fixed_gate`, `gate_bias_init`, `context_rank`, `context_init_range`) are [`CasanConfig`]'s, with its
+    defaults and checks, and apply to the encoder's layers (`context_layers` indexes `encoder_layers`). The
+    decoder and the cross-attention are Marian's. `share_encoder_decoder_embeddings` must stay True (one joint
+    vocabulary), and `encoder_layerdrop` 0 (a skipped layer would leave a hole in the deep context).
+    """
+
+    model_type = "casan_marian"
+
+    # The context options' dataclass fields, taken from CasanConfig (PreTrainedConfig turns every subclass
+    # into a dataclass when the class is created, so the fields must be in the class namespace by then).
+    __annotations__ = {name: annotation for name, (annotation, _) in _context_fields().items()}
+    vars().update({name: spec for name, (_, spec) in _context_fields().items()})
+
+    def __post_init__(self, **kwargs):
+        super().__post_init__(**kwargs)
+        # A converted Marian config.json says model_type "marian"; the class attribute must win.
+        self.__dict__.pop("model_type", None)
+        self.auto_map = dict(AUTO_MAP)
+        self.check_context_options()
+
+    def __setattr__(self, name, value):
+        if name in POOLING_OPTIONS:
+            raise ValueError(
+                f"`{name}` is a pooling option of the BERT classification heads; a translation model has no "
+                f"sentence vector to pool. CasanMarianConfig takes the context options: {', '.join(CONTEXT_OPTIONS)}."
+            )
+        check = OPTION_CHECKS.get(name)
+        super().__setattr__(name, value if check is None else check(value))
+
+    def check_context_options(self):
+        """`CasanConfig`'s checks of the options that depend on each other (on the encoder's layers), and the two
+        Marian settings the context encoder does not support."""
+        CasanConfig.check_context_options(self)
+        if not self.share_encoder_decoder_embeddings:
+            raise ValueError(
+                "CasanMarianConfig needs share_encoder_decoder_embeddings=True (one joint vocabulary); got False."
+            )
+        if self.encoder_layerdrop:
+            raise ValueError(
+                f"`encoder_layerdrop` must be 0 for a context-aware encoder; got {self.encoder_layerdrop}."
+            )
+
+    # Which encoder layers take context, and how wide it is: `CasanConfig`'s rules, read through the attribute
+    # map (`num_hidden_layers` is `encoder_layers`, `hidden_size` is `d_model`).
+    layer_has_context = CasanConfig.layer_has_context
+    context_size = CasanConfig.context_size
+
+
+__all__ = ["CasanMarianConfig"]

@@ -1,0 +1,292 @@
+"""A context-aware encoder-decoder for translation: Marian's layout (post-norm Transformer, sinusoidal positions,
+shared embeddings) with context-aware self-attention in the encoder, as in Yang et al. (AAAI 2019), whose
+authors' code keeps the decoder the plain Transformer decoder.
+
+Every submodule keeps Marian's name (`model.encoder.layers.N.self_attn.q_proj`, ...), so a Marian checkpoint
+loads unchanged and only the context parameters (`...self_attn.context_mixer.*`) are new. The decoder, the
+cross-attention, the positions, the loss and `generate()` (beam search, the KV cache) are Marian's own,
+imported rather than copied. The context is `context.py`'s, shared with the BERT models.
+"""
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from transformers import MarianModel, MarianMTModel
+from transformers import initialization as init
+from transformers.activations import ACT2FN
+from transformers.configuration_utils import PreTrainedConfig
+from transformers.masking_utils import create_bidirectional_mask
+from transformers.modeling_layers import GradientCheckpointingLayer
+from transformers.modeling_outputs import BaseModelOutput
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+from transformers.models.marian.modeling_marian import (
+    MarianAttention,
+    MarianDecoder,
+    MarianPreTrainedModel,
+    MarianSinusoidalPositionalEmbedding,
+    eager_attention_forward,
+)
+from transformers.processing_utils import Unpack
+from transformers.utils import TransformersKwargs
+from transformers.utils.generic import merge_with_config_defaults
+from transformers.utils.output_capturing import OutputRecorder, capture_outputs
+
+from .configuration_casan import CONTEXT_TARGETS, STRUCTURAL_OPTIONS
+from .configuration_casan_marian import CasanMarianConfig
+from .context import CasanContextMixer, run_layers_with_context
+
+
+LOADABLE_MODEL_TYPES = ("marian", "casan_marian")
+
+
+@dataclass
+class CasanMarianEncoderOutput(BaseModelOutput):
+    r"""
+    context_gates (`tuple(torch.FloatTensor)`, returned with `output_context_gates=True`):
+        One tensor per encoder layer of shape `(batch_size, 2, sequence_length)`: the query gate lambda_Q
+        (channel 0) and the key gate lambda_K (channel 1) of every token; 0 where that layer or target takes no
+        context.
+    """
+
+    context_gates: tuple[torch.FloatTensor, ...] | None = None
+
+
+class CasanMarianSelfAttention(MarianAttention):
+    """Marian's encoder self-attention (same `q_proj`/`k_proj`/`v_proj`/`out_proj`) plus a context mixer.
+
+    Only the encoder uses it, so it has no cache and no cross-attention: those stay in Marian's decoder.
+    """
+
+    def __init__(self, config, layer_idx):
+        super().__init__(
+            embed_dim=config.d_model,
+            num_heads=config.encoder_attention_heads,
+            dropout=config.attention_dropout,
+            config=config,
+            layer_idx=layer_idx,
+        )
+        self.context_mixer = (
+            CasanContextMixer(config, config.context_size(layer_idx)) if config.layer_has_context(layer_idx) else None
+        )
+
+    def forward(self, hidden_states, attention_mask=None, context=(), **kwargs: Unpack[TransformersKwargs]):
+        """Returns the attention output, the attention weights (eager only) and the gates `(batch, 2, n)`."""
+        hidden_shape = (*hidden_states.shape[:-1], -1, self.head_dim)
+        query, key = self.q_proj(hidden_states), self.k_proj(hidden_states)
+        if self.context_mixer is not None and context:
+            query, key, context_gates = self.context_mixer(query, key, context)
+        else:
+            context_gates = hidden_states.new_zeros(
+                (hidden_states.shape[0], len(CONTEXT_TARGETS), hidden_states.shape[1])
+            )
+        query = query.view(hidden_shape).transpose(1, 2)
+        key = key.view(hidden_shape).transpose(1, 2)
+        value = self.v_proj(hidden_states).view(hidden_shape).transpose(1, 2)
+
+        attention_interface: Callable = ALL_ATTENTION_FUNCTIONS.get_interface(
+            self.config._attn_implementation, eager_attention_forward
+        )
+        attn_output, attn_weights = attention_interface(
+            self,
+            query,
+            key,
+            value,
+            attention_mask,
+            dropout=0.0 if not self.training else self.dropout,
+            scaling=self.scaling,
+            **kwargs,
+        )
+        attn_output = self.out_proj(attn_output.reshape(*hidden_states.shape[:-1], -1).contiguous())
+        return attn_output, attn_weights, context_gates
+
+
+class CasanMarianEncoderLayer(GradientCheckpointingLayer):
+    """Marian's post-norm encoder layer (same submodule names) around the context-aware self-attention."""
+
+    def __init__(self, config, layer_idx):
+        super().__init__()
+        self.embed_dim = config.d_model
+        self.self_attn = CasanMarianSelfAttention(config, layer_idx)
+        self.self_attn_layer_norm = nn.LayerNorm(self.embed_dim)
+        self.dropout = config.dropout
+        self.activation_fn = ACT2FN[config.activation_function]
+        self.activation_dropout = config.activation_dropout
+        self.fc1 = nn.Linear(self.embed_dim, config.encoder_ffn_dim)
+        self.fc2 = nn.Linear(config.encoder_ffn_dim, self.embed_dim)
+        self.final_layer_norm = nn.LayerNorm(self.embed_dim)
+
+    def forward(self, hidden_states, attention_mask, *context, **kwargs: Unpack[TransformersKwargs]):
+        """`context`: the tensors of the layer's `layer_context`, positional so that checkpointing sees them."""
+        residual = hidden_states
+        hidden_states, _, _ = self.self_attn(hidden_states, attention_mask, context, **kwargs)
+        hidden_states = nn.functional.dropout(hidden_states, p=self.dropout, training=self.training)
+        hidden_states = self.self_attn_layer_norm(residual + hidden_states)
+
+        residual = hidden_states
+        hidden_states = self.activation_fn(self.fc1(hidden_states))
+        hidden_states = nn.functional.dropout(hidden_states, p=self.activation_dropout, training=self.training)
+        hidden_states = self.fc2(hidden_states)
+        hidden_states = nn.functional.dropout(hidden_states, p=self.dropout, training=self.training)
+        hidden_states = self.final_layer_norm(residual + hidden_states)
+
+        if hidden_states.dtype == torch.float16 and not torch.isfinite(hidden_states).all():
+            clamp_value = torch.finfo(hidden_states.dtype).max - 1000
+            hidden_states = torch.clamp(hidden_states, min=-clamp_value, max=clamp_value)
+        return hidden_states
+
+
+class CasanMarianPreTrainedModel(MarianPreTrainedModel):
+    config_class = CasanMarianConfig
+    config: CasanMarianConfig
+    _no_split_modules = ["CasanMarianEncoderLayer", "MarianDecoderLayer"]
+
+    @torch.no_grad()
+    def _init_weights(self, module):
+        """Marian's initialisation, plus the context parameters: U and the gate vectors ~ N(0, context_init_range,
+        else `init_std`), the gate bias at `gate_bias_init`."""
+        super()._init_weights(module)
+        if isinstance(module, CasanContextMixer):
+            std = self.config.context_init_range
+            std = self.config.init_std if std is None else std
+            init.normal_(module.context_weight, mean=0.0, std=std)
+            if module.rank is not None:
+                init.normal_(module.context_up, mean=0.0, std=std)
+            if module.dynamic:
+                init.normal_(module.gate_hidden, mean=0.0, std=std)
+                init.normal_(module.gate_context, mean=0.0, std=std)
+                init.constant_(module.gate_bias, self.config.gate_bias_init)
+
+    @classmethod
+    def from_pretrained(cls, pretrained_model_name_or_path, *model_args, **kwargs):
+        """Loads a Marian checkpoint (converted: the context parameters are new, and the model has no checkpoint
+        of its own until saved) or a CASAN-Marian one (continued: its structural context options must not change,
+        or its trained context would be dropped or replaced by random weights)."""
+        hub_kwargs = {
+            key: kwargs[key]
+            for key in ("cache_dir", "force_download", "local_files_only", "token", "revision", "subfolder")
+            if key in kwargs
+        }
+        saved, _ = PreTrainedConfig.get_config_dict(pretrained_model_name_or_path, **hub_kwargs)
+        config = kwargs.get("config")
+        requested = config.to_dict() if isinstance(config, PreTrainedConfig) else kwargs
+        check_checkpoint_fits(saved, requested)
+        loaded = super().from_pretrained(pretrained_model_name_or_path, *model_args, **kwargs)
+        if saved.get("model_type") != CasanMarianConfig.model_type:
+            (loaded[0] if isinstance(loaded, tuple) else loaded).name_or_path = ""
+        return loaded
+
+
+def check_checkpoint_fits(saved_config, requested):
+    """Raises a ValueError when a checkpoint cannot become the requested model without losing weights."""
+    model_type = saved_config.get("model_type")
+    if model_type not in LOADABLE_MODEL_TYPES:
+        raise ValueError(
+            f"Checkpoint has model_type {model_type!r}; CasanMarian models load "
+            f"{' or '.join(map(repr, LOADABLE_MODEL_TYPES))} checkpoints."
+        )
+    if model_type != CasanMarianConfig.model_type:
+        return
+    defaults = CasanMarianConfig()
+    for name in STRUCTURAL_OPTIONS:
+        if name not in requested:
+            continue
+        wanted = getattr(CasanMarianConfig(**{name: requested[name]}), name)
+        have = saved_config.get(name, getattr(defaults, name))
+        if wanted != have:
+            raise ValueError(
+                f"This CASAN checkpoint was trained with {name}={have!r}; it cannot be loaded with {name}={wanted!r} "
+                f"(its context parameters would be dropped or re-initialised). Load it without `{name}`, or convert "
+                "the original Marian checkpoint instead."
+            )
+
+
+class CasanMarianEncoder(CasanMarianPreTrainedModel):
+    """Marian's encoder (embeddings scaled as configured, sinusoidal positions) whose layers attend with context."""
+
+    _can_record_outputs = {
+        "hidden_states": CasanMarianEncoderLayer,
+        "attentions": OutputRecorder(CasanMarianSelfAttention, index=1),
+        "context_gates": OutputRecorder(CasanMarianSelfAttention, index=2),
+    }
+
+    def __init__(self, config):
+        config.check_context_options()
+        super().__init__(config)
+        self.dropout = config.dropout
+        self.embed_scale = config.d_model**0.5 if config.scale_embedding else 1.0
+        self.embed_tokens = nn.Embedding(config.vocab_size, config.d_model, config.pad_token_id)
+        self.embed_positions = MarianSinusoidalPositionalEmbedding(
+            config.max_position_embeddings, config.d_model, config.pad_token_id
+        )
+        self.layers = nn.ModuleList([CasanMarianEncoderLayer(config, i) for i in range(config.encoder_layers)])
+        self.post_init()
+
+    @merge_with_config_defaults
+    @capture_outputs
+    def forward(
+        self, input_ids=None, attention_mask=None, inputs_embeds=None, **kwargs: Unpack[TransformersKwargs]
+    ) -> CasanMarianEncoderOutput:
+        if (input_ids is None) ^ (inputs_embeds is not None):
+            raise ValueError("You must specify exactly one of input_ids or inputs_embeds")
+        if attention_mask is not None and attention_mask.dim() != 2:
+            raise ValueError(
+                "CASAN needs a 2D attention_mask (batch, seq) to average the real tokens; "
+                f"got {attention_mask.dim()}D."
+            )
+        if inputs_embeds is None:
+            inputs_embeds = self.embed_tokens(input_ids) * self.embed_scale
+        hidden_states = inputs_embeds + self.embed_positions(inputs_embeds.shape[:-1])
+        hidden_states = nn.functional.dropout(hidden_states, p=self.dropout, training=self.training)
+        extended_mask = create_bidirectional_mask(
+            config=self.config, inputs_embeds=inputs_embeds, attention_mask=attention_mask
+        )
+        hidden_states = run_layers_with_context(
+            self.config, self.layers, hidden_states, extended_mask, attention_mask, **kwargs
+        )
+        return CasanMarianEncoderOutput(last_hidden_state=hidden_states)
+
+
+class CasanMarianModel(CasanMarianPreTrainedModel, MarianModel):
+    """`MarianModel` (its forward, embeddings and tying) with the context-aware encoder."""
+
+    def __init__(self, config):
+        # Skips MarianModel.__init__, which would build Marian's own encoder; the rest is what it builds.
+        super(MarianModel, self).__init__(config)
+        self.shared = nn.Embedding(config.vocab_size, config.d_model, config.pad_token_id)
+        self._tied_weights_keys = {
+            "decoder.embed_tokens.weight": "shared.weight",
+            "encoder.embed_tokens.weight": "shared.weight",
+        }
+        self.encoder = CasanMarianEncoder(config)
+        self.decoder = MarianDecoder(config)
+        self.post_init()
+
+
+class CasanMarianMTModel(CasanMarianPreTrainedModel, MarianMTModel):
+    """`MarianMTModel` (its forward, loss and `generate()`) on `CasanMarianModel`.
+
+    The context gates of the encoder: `model.get_encoder()(input_ids, attention_mask, output_context_gates=True)`.
+    """
+
+    def __init__(self, config):
+        # Skips MarianMTModel.__init__, which would build a MarianModel; the rest is what it builds.
+        super(MarianMTModel, self).__init__(config)
+        self.model = CasanMarianModel(config)
+        self._tied_weights_keys = {
+            "lm_head.weight": "model.shared.weight",
+            "model.decoder.embed_tokens.weight": "model.shared.weight",
+            "model.encoder.embed_tokens.weight": "model.shared.weight",
+        }
+        self.final_logits_bias = nn.Buffer(torch.zeros((1, config.vocab_size)))
+        self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
+        self.post_init()
+
+
+__all__ = [
+    "CasanMarianEncoder",
+    "CasanMarianModel",
+    "CasanMarianMTModel",
+    "CasanMarianPreTrainedModel",
+]

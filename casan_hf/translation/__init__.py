@@ -1,0 +1,333 @@
+"""Translation runs (`scripts/run_translation.py`): parallel data, a joint subword tokenizer, model sizes, scores.
+
+Data comes from three places and is brought to one schema, transformers' translation examples' `translation`
+column of `{source_lang: ..., target_lang: ...}` pairs:
+
+- `data_dir`: plain text, one sentence a line, `<prefix>.<lang>` (Multi30k's `train.en` / `train.de`);
+- `train_file` / `validation_file` / `test_file`: csv (one column per language) or json lines (a `translation`
+  column, or one key per language);
+- a Hub dataset with a `translation` column (needs a connection).
+
+Every problem with the input is a ValueError raised here, before any model is built, naming the file and what
+is wrong with it.
+"""
+
+import os
+from dataclasses import dataclass
+
+from datasets import Dataset, DatasetDict, load_dataset
+
+
+# The splits a run can read: run_translation's name for each, and the split a Hub dataset calls it.
+SPLITS = ("train", "validation", "test")
+
+# Model sizes to train from scratch. base is the paper's Transformer-base (Vaswani et al. 2017); tiny fits a
+# few minutes of CPU; small is the size commonly trained on Multi30k.
+MODEL_SIZES = {
+    "tiny": dict(d_model=256, layers=3, attention_heads=4, ffn_dim=1024),
+    "small": dict(d_model=256, layers=6, attention_heads=4, ffn_dim=1024),
+    "base": dict(d_model=512, layers=6, attention_heads=8, ffn_dim=2048),
+}
+
+# The trained tokenizer's special tokens, in id order: padding (also the decoder's start, as in Marian), end of
+# sentence, unknown.
+PAD, EOS, UNK = "<pad>", "</s>", "<unk>"
+
+
+@dataclass
+class ParallelData:
+    datasets: DatasetDict  # the requested splits, each with a `translation` column
+    dataset_id: str  # for the model card: a Hub id, or the local files
+
+
+def load_parallel_data(
+    source_lang,
+    target_lang,
+    splits,
+    data_dir=None,
+    prefixes=None,
+    files=None,
+    dataset_name=None,
+    dataset_config_name=None,
+    cache_dir=None,
+):
+    """The `splits` (a subset of `SPLITS`) from exactly one of `data_dir` (with `prefixes`: split -> file
+    prefix), `files` (split -> csv/json path) or `dataset_name`."""
+    if source_lang == target_lang:
+        raise ValueError(f"--source_lang and --target_lang must differ; both are {source_lang!r}.")
+    sources = [
+        name
+        for name, given in (("--data_dir", data_dir), ("--*_file", files), ("--dataset_name", dataset_name))
+        if given
+    ]
+    if len(sources) != 1:
+        raise ValueError(
+            f"Give exactly one data source: --data_dir (plain text), --train_file/--validation_file/--test_file "
+            f"(csv or json) or --dataset_name (Hub); got {sources or 'none'}."
+        )
+    if data_dir:
+        return _load_text_dir(data_dir, source_lang, target_lang, {split: prefixes[split] for split in splits})
+    if files:
+        missing = [split for split in splits if split not in files]
+        if missing:
+            raise ValueError(f"The run needs the {missing} split(s): give --{missing[0]}_file.")
+        return _load_files({split: files[split] for split in splits}, source_lang, target_lang, cache_dir)
+    loaded = load_dataset(dataset_name, dataset_config_name, cache_dir=cache_dir)
+    hub_names = {"validation": ("validation", "valid", "dev"), "train": ("train",), "test": ("test",)}
+    datasets = DatasetDict()
+    for split in splits:
+        name = next((name for name in hub_names[split] if name in loaded), None)
+        if name is None:
+            raise ValueError(f"{dataset_name!r} has no {split} split; it has {list(loaded)}.")
+        datasets[split] = _check_translation_column(loaded[name], source_lang, target_lang, dataset_name)
+    return ParallelData(datasets, dataset_name)
+
+
+def _load_text_dir(data_dir, source_lang, target_lang, prefixes):
+    if not os.path.isdir(data_dir):
+        raise ValueError(f"--data_dir {data_dir!r} is not a folder.")
+    present = sorted(os.listdir(data_dir))
+    languages = {name.rsplit(".", 1)[1] for name in present if "." in name}
+    unknown = [lang for lang in (source_lang, target_lang) if lang not in languages]
+    if unknown:
+        raise ValueError(
+            f"--data_dir {data_dir!r} does not hold the <prefix>.<lang> layout for {source_lang}-{target_lang}: "
+            f"no file ends in .{unknown[0]} (it holds {present[:8]}{' ...' if len(present) > 8 else ''})."
+        )
+    datasets = DatasetDict()
+    for split, prefix in prefixes.items():
+        paths = [os.path.join(data_dir, f"{prefix}.{lang}") for lang in (source_lang, target_lang)]
+        for path in paths:
+            if not os.path.isfile(path):
+                raise ValueError(f"Missing {split} file {path!r} (--{split}_prefix {prefix!r}).")
+        source, target = (_read_lines(path) for path in paths)
+        if len(source) != len(target):
+            raise ValueError(
+                f"{paths[0]!r} has {len(source)} lines but {paths[1]!r} has {len(target)}: line i of one must "
+                "translate line i of the other."
+            )
+        pairs = [{source_lang: s, target_lang: t} for s, t in zip(source, target, strict=True)]
+        datasets[split] = Dataset.from_dict({"translation": pairs})
+    return ParallelData(datasets, f"{os.path.basename(os.path.normpath(data_dir))} ({source_lang}-{target_lang})")
+
+
+def _read_lines(path):
+    with open(path, encoding="utf-8") as handle:
+        return handle.read().splitlines()
+
+
+def _load_files(files, source_lang, target_lang, cache_dir):
+    extensions = {split: os.path.splitext(path)[1].lstrip(".") for split, path in files.items()}
+    for split, path in files.items():
+        if not os.path.isfile(path):
+            raise ValueError(f"--{split}_file {path!r} does not exist.")
+    kinds = {"csv": "csv", "json": "json", "jsonl": "json"}
+    if len({kinds.get(extension) for extension in extensions.values()}) != 1 or None in {
+        kinds.get(extension) for extension in extensions.values()
+    }:
+        raise ValueError(f"Data files must all be csv or all be json (.json/.jsonl); got {sorted(files.values())}.")
+    kind = kinds[next(iter(extensions.values()))]
+    loaded = load_dataset(kind, data_files=files, cache_dir=cache_dir)
+    datasets = DatasetDict()
+    for split, path in files.items():
+        dataset = loaded[split]
+        if "translation" not in dataset.column_names:
+            missing = [lang for lang in (source_lang, target_lang) if lang not in dataset.column_names]
+            if missing:
+                raise ValueError(
+                    f"{path!r} needs a 'translation' column or one column per language ({source_lang!r}, "
+                    f"{target_lang!r}); it has {dataset.column_names}."
+                )
+            dataset = dataset.map(
+                lambda row: {"translation": {source_lang: row[source_lang], target_lang: row[target_lang]}},
+                remove_columns=dataset.column_names,
+            )
+        datasets[split] = _check_translation_column(dataset, source_lang, target_lang, path)
+    return ParallelData(datasets, ", ".join(os.path.basename(path) for path in files.values()))
+
+
+def _check_translation_column(dataset, source_lang, target_lang, where):
+    if "translation" not in dataset.column_names:
+        raise ValueError(f"{where!r} has no 'translation' column; it has {dataset.column_names}.")
+    first = dataset[0]["translation"] if len(dataset) else {}
+    missing = [lang for lang in (source_lang, target_lang) if lang not in first]
+    if missing:
+        raise ValueError(
+            f"The translations of {where!r} have the languages {sorted(first)}; {missing} is not among them."
+        )
+    return dataset.select_columns(["translation"])
+
+
+def train_tokenizer(datasets, source_lang, target_lang, vocab_size, model_max_length):
+    """A joint BPE tokenizer trained on both sides of `datasets["train"]`, as a `PreTrainedTokenizerFast`.
+
+    Metaspace pre-tokenization keeps the spaces in the pieces, so decoding gives back the detokenized text that
+    sacreBLEU scores; every sequence ends in `</s>`, as Marian's do.
+    """
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tokenizer = Tokenizer(models.BPE(unk_token=UNK))
+    tokenizer.normalizer = normalizers.NFKC()
+    tokenizer.pre_tokenizer = pre_tokenizers.Metaspace()
+    tokenizer.decoder = decoders.Metaspace()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=[PAD, EOS, UNK], show_progress=False)
+
+    def sentences():
+        for pair in datasets["train"]["translation"]:
+            yield pair[source_lang]
+            yield pair[target_lang]
+
+    tokenizer.train_from_iterator(sentences(), trainer)
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single=f"$A {EOS}", special_tokens=[(EOS, tokenizer.token_to_id(EOS))]
+    )
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer, pad_token=PAD, eos_token=EOS, unk_token=UNK, model_max_length=model_max_length
+    )
+
+
+def model_config_kwargs(model_size, tokenizer, max_position_embeddings, **overrides):
+    """`CasanMarianConfig` keyword arguments for a model trained from scratch: the size preset, the overrides
+    given (None: keep the preset's), and the tokenizer's vocabulary and special tokens."""
+    size = {**MODEL_SIZES[model_size], **{name: value for name, value in overrides.items() if value is not None}}
+    return dict(
+        vocab_size=len(tokenizer),
+        d_model=size["d_model"],
+        encoder_layers=size["layers"],
+        decoder_layers=size["layers"],
+        encoder_attention_heads=size["attention_heads"],
+        decoder_attention_heads=size["attention_heads"],
+        encoder_ffn_dim=size["ffn_dim"],
+        decoder_ffn_dim=size["ffn_dim"],
+        dropout=size.get("dropout", 0.1),
+        activation_function="relu",
+        scale_embedding=True,
+        max_position_embeddings=max_position_embeddings,
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        forced_eos_token_id=tokenizer.eos_token_id,
+        decoder_start_token_id=tokenizer.pad_token_id,
+    )
+
+
+def translation_scores(predictions, references):
+    """sacreBLEU's corpus BLEU and chrF of detokenized `predictions` against one reference each."""
+    import sacrebleu
+
+    return {
+        "bleu": sacrebleu.corpus_bleu(predictions, [references]).score,
+        "chrf": sacrebleu.corpus_chrf(predictions, [references]).score,
+    }
+
+
+METRIC_NAMES = {"bleu": "BLEU", "chrf": "chrF"}
+
+
+def render_translation_card(model, model_name, source_lang, target_lang, dataset_id, eval_metrics, training, license):
+    """The README.md of a translation run's folder; its `model-index` holds the BLEU and chrF of every evaluated
+    split (`eval_metrics`: split -> metrics)."""
+    import transformers
+    from huggingface_hub import EvalResult, ModelCard, ModelCardData
+
+    from .. import __version__
+    from ..configuration_casan import option_names
+
+    task = f"translation {source_lang} to {target_lang}"
+    eval_results = [
+        EvalResult(
+            task_type="translation",
+            task_name=task,
+            dataset_type=dataset_id,
+            dataset_name=dataset_id,
+            dataset_split=split,
+            metric_type=metric,
+            metric_value=round(float(metrics[metric]), 2),
+            metric_name=name,
+        )
+        for split, metrics in eval_metrics.items()
+        for metric, name in METRIC_NAMES.items()
+        if metric in metrics
+    ]
+    card_data = ModelCardData(
+        model_name=model_name,
+        language=[source_lang, target_lang],
+        eval_results=eval_results or None,
+        library_name="transformers",
+        license=license,
+        pipeline_tag="translation",
+        tags=["casan", f"casan-{model.config.context_type}", "context-aware-self-attention", "marian", "translation"],
+    )
+    config = model.config
+    rows = [f"| {name} | `{getattr(config, name)}` |" for name in option_names("context")]
+    sizes = ("d_model", "encoder_layers", "decoder_layers", "encoder_attention_heads", "encoder_ffn_dim", "vocab_size")
+    rows += [f"| {name} | `{getattr(config, name)}` |" for name in sizes]
+    results = ["| split | BLEU | chrF |", "| --- | --- | --- |"] + [
+        f"| {split} | {metrics.get('bleu', float('nan')):.2f} | {metrics.get('chrf', float('nan')):.2f} |"
+        for split, metrics in eval_metrics.items()
+    ]
+    text = "\n".join(
+        [
+            "---",
+            card_data.to_yaml(),
+            "---",
+            "",
+            f"# {model_name}",
+            "",
+            f"A {source_lang}-{target_lang} encoder-decoder (Marian layout: post-norm Transformer, sinusoidal "
+            "positions, shared embeddings) trained from scratch, whose encoder self-attention is context-aware "
+            f"(CASAN, Yang et al., AAAI 2019; context_type `{config.context_type}`). The decoder is Marian's.",
+            "",
+            "## Model",
+            "",
+            "| | |",
+            "| --- | --- |",
+            f"| architecture | {type(model).__name__} |",
+            *rows,
+            "",
+            "## Evaluation",
+            "",
+            f"sacreBLEU (13a tokenization, detokenized output) and chrF on {dataset_id}, beam search:"
+            if eval_metrics
+            else "Not evaluated.",
+            "",
+            *(results if eval_metrics else []),
+            "",
+            "## How to load",
+            "",
+            "The model code is saved next to the weights and named in the config's `auto_map`; read it before "
+            "trusting it.",
+            "",
+            "```python",
+            "from transformers import AutoModelForSeq2SeqLM, AutoTokenizer",
+            "",
+            f'tokenizer = AutoTokenizer.from_pretrained("{model_name}", trust_remote_code=True)',
+            f'model = AutoModelForSeq2SeqLM.from_pretrained("{model_name}", trust_remote_code=True)',
+            'batch = tokenizer(["A man is riding a bike."], return_tensors="pt")',
+            "print(tokenizer.batch_decode(model.generate(**batch, num_beams=5), skip_special_tokens=True))",
+            "```",
+            "",
+            "## Training",
+            "",
+            "| hyper-parameter | value |",
+            "| --- | --- |",
+            *[f"| {name} | `{value}` |" for name, value in training.items()],
+            "",
+            f"Made with casan-hf {__version__} and transformers {transformers.__version__}.",
+            "",
+        ]
+    )
+    ModelCard(text)  # raises if the metadata block does not parse
+    return text
+
+
+__all__ = [
+    "MODEL_SIZES",
+    "ParallelData",
+    "SPLITS",
+    "load_parallel_data",
+    "model_config_kwargs",
+    "render_translation_card",
+    "train_tokenizer",
+    "translation_scores",
+]

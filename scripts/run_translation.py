@@ -1,0 +1,332 @@
+#!/usr/bin/env python
+"""Trains a context-aware encoder-decoder (`CasanMarianMTModel`) for translation, from scratch or from a checkpoint,
+and scores it with sacreBLEU and chrF.
+
+In the conventions of transformers' `examples/pytorch/translation/run_translation.py`: `HfArgumentParser`,
+`Seq2SeqTrainingArguments`, `Seq2SeqTrainer`, `--predict_with_generate`, a `translation` column of
+`{source_lang: ..., target_lang: ...}` pairs. What is added:
+
+- no `--model_name_or_path`: a model of `--model_size` (tiny, small, base; each size flag overrides the preset)
+  is trained from scratch with the `--context_*` options, and a joint BPE tokenizer is trained on the training
+  pairs unless `--tokenizer_name` is given; with it: a CASAN-Marian checkpoint continues, a Marian one converts;
+- data from `--data_dir` (plain text `<prefix>.<lang>`, e.g. Multi30k's `train.en`/`train.de`), csv/json files
+  or a Hub dataset, checked before anything is trained;
+- BLEU and chrF from the sacrebleu package on detokenized output, offline;
+- `--output_dir` ends up as the Hub folder: weights, config with `auto_map`, code files, tokenizer, results,
+  the test predictions and a model card whose `model-index` holds the scores.
+
+    python scripts/run_translation.py --model_size tiny --context_type deep_global \
+        --data_dir ../shared/mt/multi30k --source_lang en --target_lang de \
+        --do_train --do_eval --do_predict --predict_with_generate --output_dir out/multi30k
+"""
+
+import logging
+import os
+import sys
+from dataclasses import dataclass, field
+
+import numpy as np
+from transformers import AutoTokenizer, DataCollatorForSeq2Seq, Seq2SeqTrainer, Seq2SeqTrainingArguments, set_seed
+
+import casan_hf
+from casan_hf.cli import CasanArguments
+from casan_hf.hub import write_model_card
+from casan_hf.training.runs import find_checkpoint, parse_run_args, setup_logging, take
+from casan_hf.translation import (
+    MODEL_SIZES,
+    load_parallel_data,
+    model_config_kwargs,
+    render_translation_card,
+    train_tokenizer,
+    translation_scores,
+)
+
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class ModelArguments:
+    """The model: a checkpoint to continue or convert, or the size of a new one."""
+
+    model_name_or_path: str | None = field(
+        default=None,
+        metadata={"help": "A CASAN-Marian checkpoint (continued) or a Marian one (converted); none: train anew."},
+    )
+    model_size: str = field(
+        default="tiny", metadata={"help": "Size of a model trained anew.", "choices": list(MODEL_SIZES)}
+    )
+    d_model: int | None = field(default=None, metadata={"help": "Overrides the size preset's width."})
+    layers: int | None = field(default=None, metadata={"help": "Overrides the preset's encoder and decoder depth."})
+    attention_heads: int | None = field(default=None, metadata={"help": "Overrides the preset's heads."})
+    ffn_dim: int | None = field(default=None, metadata={"help": "Overrides the preset's feed-forward width."})
+    dropout: float | None = field(default=None, metadata={"help": "Dropout of a new model (default 0.1)."})
+    tokenizer_name: str | None = field(
+        default=None, metadata={"help": "Tokenizer to use; default: the checkpoint's, or one trained on the data."}
+    )
+    vocab_size: int = field(default=8000, metadata={"help": "Vocabulary of a tokenizer trained on the data."})
+    cache_dir: str | None = field(default=None, metadata={"help": "Where downloaded models and data are stored."})
+    license: str = field(default="apache-2.0", metadata={"help": "License written on the model card."})
+
+
+@dataclass
+class DataTrainingArguments:
+    """What to translate, and from where."""
+
+    source_lang: str = field(default="en", metadata={"help": "Source language code (file suffix, json key)."})
+    target_lang: str = field(default="de", metadata={"help": "Target language code."})
+    data_dir: str | None = field(
+        default=None, metadata={"help": "Folder of plain-text files <prefix>.<lang>, one sentence a line."}
+    )
+    train_prefix: str = field(default="train", metadata={"help": "Prefix of the training files in --data_dir."})
+    validation_prefix: str = field(default="val", metadata={"help": "Prefix of the validation files."})
+    test_prefix: str = field(default="test_2016_flickr", metadata={"help": "Prefix of the test files."})
+    train_file: str | None = field(default=None, metadata={"help": "Training pairs (csv or json lines)."})
+    validation_file: str | None = field(default=None, metadata={"help": "Validation pairs (csv or json lines)."})
+    test_file: str | None = field(default=None, metadata={"help": "Test pairs (csv or json lines)."})
+    dataset_name: str | None = field(default=None, metadata={"help": "A Hub dataset with a translation column."})
+    dataset_config_name: str | None = field(default=None, metadata={"help": "Its configuration, e.g. 'de-en'."})
+    max_source_length: int = field(default=128, metadata={"help": "Longer sources are truncated."})
+    max_target_length: int = field(
+        default=128, metadata={"help": "Longer targets are truncated; also the longest generated translation."}
+    )
+    num_beams: int = field(default=5, metadata={"help": "Beam size of evaluation and prediction."})
+    max_train_samples: int | None = field(default=None, metadata={"help": "Keep the first N training pairs."})
+    max_eval_samples: int | None = field(default=None, metadata={"help": "Keep the first N validation pairs."})
+    max_predict_samples: int | None = field(default=None, metadata={"help": "Keep the first N test pairs."})
+    preprocessing_num_workers: int | None = field(default=None, metadata={"help": "Processes for tokenisation."})
+    overwrite_output_dir: bool = field(
+        default=False, metadata={"help": "Write into a non-empty --output_dir (without it, the run stops)."}
+    )
+
+
+def wanted_splits(training_args):
+    return [
+        split
+        for split, wanted in (
+            ("train", training_args.do_train),
+            ("validation", training_args.do_eval),
+            ("test", training_args.do_predict),
+        )
+        if wanted
+    ]
+
+
+def load_model_and_tokenizer(model_args, casan_args, data_args, data):
+    """The checkpoint (continued or converted) and its tokenizer, or a new model of `--model_size` with a
+    tokenizer trained on the training pairs."""
+    context = casan_args.casan_kwargs("context")
+    if model_args.model_name_or_path is not None:
+        tokenizer = AutoTokenizer.from_pretrained(
+            model_args.tokenizer_name or model_args.model_name_or_path, cache_dir=model_args.cache_dir
+        )
+        model = casan_hf.CasanMarianMTModel.from_pretrained(
+            model_args.model_name_or_path, cache_dir=model_args.cache_dir, **context
+        )
+        return model, tokenizer
+    max_positions = max(data_args.max_source_length, data_args.max_target_length) + 2
+    if model_args.tokenizer_name is not None:
+        tokenizer = AutoTokenizer.from_pretrained(model_args.tokenizer_name, cache_dir=model_args.cache_dir)
+    elif "train" not in data.datasets:
+        raise ValueError("A new model needs a tokenizer: pass --do_train (one is trained) or --tokenizer_name.")
+    else:
+        logger.info(f"Training a joint BPE tokenizer ({model_args.vocab_size} pieces) on the training pairs")
+        tokenizer = train_tokenizer(
+            data.datasets, data_args.source_lang, data_args.target_lang, model_args.vocab_size, max_positions
+        )
+    sizes = {
+        name: getattr(model_args, name) for name in ("d_model", "layers", "attention_heads", "ffn_dim", "dropout")
+    }
+    config = casan_hf.CasanMarianConfig(
+        **model_config_kwargs(model_args.model_size, tokenizer, max_positions, **sizes), **context
+    )
+    return casan_hf.CasanMarianMTModel(config), tokenizer
+
+
+def prepare(model_args, casan_args, data_args, training_args):
+    """Everything that can fail on bad input, before any training: options, output folder, data, model."""
+    splits = wanted_splits(training_args)
+    if not splits:
+        raise ValueError("Nothing to do: pass --do_train, --do_eval and/or --do_predict.")
+    pooling = sorted(casan_args.casan_kwargs("pooling"))
+    if pooling:
+        raise ValueError(f"{pooling} are pooling options of the BERT classifiers; a translation model takes none.")
+    for name in ("max_train_samples", "max_eval_samples", "max_predict_samples", "vocab_size", "num_beams"):
+        holder = model_args if name == "vocab_size" else data_args
+        if getattr(holder, name) is not None and getattr(holder, name) <= 0:
+            raise ValueError(f"--{name} must be a positive number; got {getattr(holder, name)}.")
+    if (training_args.do_eval or training_args.do_predict) and not training_args.predict_with_generate:
+        raise ValueError("BLEU needs translations: pass --predict_with_generate with --do_eval or --do_predict.")
+    checkpoint = find_checkpoint(training_args, data_args.overwrite_output_dir)
+    files = {
+        split: path
+        for split, path in (
+            ("train", data_args.train_file),
+            ("validation", data_args.validation_file),
+            ("test", data_args.test_file),
+        )
+        if path is not None
+    }
+    with training_args.main_process_first(desc="loading the data"):
+        data = load_parallel_data(
+            data_args.source_lang,
+            data_args.target_lang,
+            splits,
+            data_dir=data_args.data_dir,
+            prefixes={
+                "train": data_args.train_prefix,
+                "validation": data_args.validation_prefix,
+                "test": data_args.test_prefix,
+            },
+            files=files or None,
+            dataset_name=data_args.dataset_name,
+            dataset_config_name=data_args.dataset_config_name,
+            cache_dir=model_args.cache_dir,
+        )
+    set_seed(training_args.seed)
+    model, tokenizer = load_model_and_tokenizer(model_args, casan_args, data_args, data)
+    model.generation_config.update(
+        num_beams=data_args.num_beams,
+        max_length=data_args.max_target_length,
+        decoder_start_token_id=model.config.decoder_start_token_id,
+        eos_token_id=model.config.eos_token_id,
+        forced_eos_token_id=model.config.eos_token_id,
+        pad_token_id=model.config.pad_token_id,
+    )
+    return checkpoint, data, model, tokenizer
+
+
+def tokenize(data, tokenizer, data_args, training_args):
+    source_lang, target_lang = data_args.source_lang, data_args.target_lang
+
+    def preprocess(batch):
+        sources = [pair[source_lang] for pair in batch["translation"]]
+        targets = [pair[target_lang] for pair in batch["translation"]]
+        model_inputs = tokenizer(sources, max_length=data_args.max_source_length, truncation=True)
+        labels = tokenizer(text_target=targets, max_length=data_args.max_target_length, truncation=True)
+        model_inputs["labels"] = labels["input_ids"]
+        return model_inputs
+
+    limits = {
+        "train": data_args.max_train_samples,
+        "validation": data_args.max_eval_samples,
+        "test": data_args.max_predict_samples,
+    }
+    with training_args.main_process_first(desc="dataset map pre-processing"):
+        return {
+            split: take(dataset, limits[split]).map(
+                preprocess,
+                batched=True,
+                num_proc=data_args.preprocessing_num_workers,
+                remove_columns=["translation"],
+                desc=f"Running tokenizer on the {split} pairs",
+            )
+            for split, dataset in data.datasets.items()
+        }
+
+
+def metrics_function(tokenizer):
+    def compute_metrics(prediction):
+        predictions = (
+            prediction.predictions[0] if isinstance(prediction.predictions, tuple) else prediction.predictions
+        )
+        # Generated sequences and labels are padded with -100 where they end.
+        predictions = np.where(predictions != -100, predictions, tokenizer.pad_token_id)
+        labels = np.where(prediction.label_ids != -100, prediction.label_ids, tokenizer.pad_token_id)
+        decoded = [text.strip() for text in tokenizer.batch_decode(predictions, skip_special_tokens=True)]
+        references = [text.strip() for text in tokenizer.batch_decode(labels, skip_special_tokens=True)]
+        scores = {name: round(value, 4) for name, value in translation_scores(decoded, references).items()}
+        scores["gen_len"] = float(np.mean(np.count_nonzero(predictions != tokenizer.pad_token_id, axis=1)))
+        return scores
+
+    return compute_metrics
+
+
+def main():
+    model_args, casan_args, data_args, training_args = parse_run_args(
+        (ModelArguments, CasanArguments, DataTrainingArguments, Seq2SeqTrainingArguments), "run_translation.py"
+    )
+    setup_logging(training_args, logger)
+    logger.info(f"Training/evaluation parameters {training_args}")
+    try:
+        checkpoint, data, model, tokenizer = prepare(model_args, casan_args, data_args, training_args)
+    except ValueError as error:
+        logger.error(str(error))
+        sys.exit(f"run_translation.py: error: {error}")
+    size = f"{model.num_parameters() / 1e6:.2f}M parameters"
+    logger.info(f"{type(model).__name__}: {size}, {model.config.context_type!r} context")
+
+    tokenized = tokenize(data, tokenizer, data_args, training_args)
+    trainer = Seq2SeqTrainer(
+        model=model,
+        args=training_args,
+        train_dataset=tokenized.get("train"),
+        eval_dataset=tokenized.get("validation"),
+        processing_class=tokenizer,
+        data_collator=DataCollatorForSeq2Seq(tokenizer, model=model, label_pad_token_id=-100),
+        compute_metrics=metrics_function(tokenizer) if training_args.predict_with_generate else None,
+    )
+
+    scores = {}
+    if training_args.do_train:
+        train_result = trainer.train(resume_from_checkpoint=checkpoint)
+        trainer.save_model()  # weights, config with auto_map, code files, tokenizer, training_args.bin
+        metrics = {**train_result.metrics, "train_samples": len(tokenized["train"])}
+        trainer.log_metrics("train", metrics)
+        trainer.save_metrics("train", metrics)
+        trainer.save_state()
+
+    if training_args.do_eval:
+        logger.info("*** Evaluate ***")
+        metrics = trainer.evaluate(metric_key_prefix="eval")
+        metrics["eval_samples"] = len(tokenized["validation"])
+        scores["validation"] = {name.removeprefix("eval_"): value for name, value in metrics.items()}
+        trainer.log_metrics("eval", metrics)
+        trainer.save_metrics("eval", metrics)
+
+    if training_args.do_predict:
+        logger.info("*** Predict ***")
+        results = trainer.predict(tokenized["test"], metric_key_prefix="predict")
+        metrics = {**results.metrics, "predict_samples": len(tokenized["test"])}
+        scores["test"] = {name.removeprefix("predict_"): value for name, value in metrics.items()}
+        trainer.log_metrics("predict", metrics)
+        trainer.save_metrics("predict", metrics)
+        if trainer.is_world_process_zero():
+            predictions = np.where(results.predictions != -100, results.predictions, tokenizer.pad_token_id)
+            translations = tokenizer.batch_decode(predictions, skip_special_tokens=True)
+            with open(os.path.join(training_args.output_dir, "generated_predictions.txt"), "w", encoding="utf-8") as f:
+                f.write("\n".join(text.strip() for text in translations) + "\n")
+
+    if trainer.is_world_process_zero():
+        if not training_args.do_train:
+            trainer.save_model()
+        training = {
+            "model_size": model_args.model_size if model_args.model_name_or_path is None else None,
+            "started_from": model_args.model_name_or_path,
+            "learning_rate": training_args.learning_rate,
+            "per_device_train_batch_size": training_args.per_device_train_batch_size,
+            "world_size": training_args.world_size,
+            "num_train_epochs": training_args.num_train_epochs,
+            "max_steps": training_args.max_steps,
+            "warmup_steps": training_args.warmup_steps,
+            "label_smoothing_factor": training_args.label_smoothing_factor,
+            "num_beams": data_args.num_beams,
+            "seed": training_args.seed,
+        }
+        card = render_translation_card(
+            model,
+            training_args.hub_model_id or os.path.basename(os.path.normpath(training_args.output_dir)),
+            data_args.source_lang,
+            data_args.target_lang,
+            data.dataset_id,
+            scores,
+            training,
+            model_args.license,
+        )
+        write_model_card(training_args.output_dir, card)
+    if training_args.push_to_hub:
+        trainer.push_to_hub(tasks="translation")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,171 @@
+"""scripts/run_translation.py on a slice of the real Multi30k files: a tiny model and tokenizer trained from
+scratch for a few steps, scored with sacreBLEU, saved as a Hub folder; a checkpoint continues; bad input stops
+with one line before anything is trained."""
+
+import json
+import sys
+
+import pytest
+from conftest import REPO_ROOT, load_script
+from fresh_process import run_without_casan_hf
+
+from casan_hf.translation import translation_scores
+
+
+MULTI30K = REPO_ROOT.parent / "shared" / "mt" / "multi30k"
+SPLIT_FILES = ("train", "val", "test_2016_flickr")
+TINY_RUN = [
+    "--d_model", "32", "--layers", "2", "--attention_heads", "4", "--ffn_dim", "64", "--vocab_size", "300",
+    "--per_device_train_batch_size", "8", "--per_device_eval_batch_size", "16", "--num_beams", "2",
+    "--max_target_length", "16", "--max_eval_samples", "8", "--max_predict_samples", "8",
+    "--report_to", "none", "--disable_tqdm", "true", "--save_strategy", "no",
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+    """The first 120 pairs of each Multi30k split, written to a temporary folder (the repository holds no data)."""
+    if not MULTI30K.is_dir():
+        pytest.fail(f"Multi30k not found at {MULTI30K}: the repository must sit beside shared/.")
+    folder = tmp_path_factory.mktemp("multi30k")
+    for split in SPLIT_FILES:
+        for lang in ("en", "de"):
+            lines = (MULTI30K / f"{split}.{lang}").read_text(encoding="utf-8").splitlines()[:120]
+            (folder / f"{split}.{lang}").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def run_translation_module():
+    return load_script("run_translation")
+
+
+def run_in_process(module, args):
+    """run_translation's main() in this process (no start-up cost) with the given command line."""
+    argv = sys.argv
+    sys.argv = ["run_translation.py", *map(str, args)]
+    try:
+        module.main()
+    finally:
+        sys.argv = argv
+
+
+@pytest.fixture(scope="module")
+def trained(run_translation_module, data_dir, tmp_path_factory):
+    output_dir = tmp_path_factory.mktemp("runs") / "tiny-deep_global"
+    run_in_process(
+        run_translation_module,
+        ["--data_dir", data_dir, "--source_lang", "en", "--target_lang", "de", "--context_type", "deep_global",
+         "--do_train", "--do_eval", "--do_predict", "--predict_with_generate", "--max_steps", "4",
+         "--learning_rate", "1e-3", "--output_dir", output_dir, *TINY_RUN],
+    )  # fmt: skip
+    return output_dir
+
+
+def test_run_trains_scores_and_writes_the_hub_folder(trained):
+    files = {path.name for path in trained.iterdir()}
+    assert {
+        "model.safetensors",
+        "config.json",
+        "generation_config.json",
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "README.md",
+        "generated_predictions.txt",
+        "configuration_casan_marian.py",
+        "modeling_casan_marian.py",
+        "context.py",
+        "configuration_casan.py",
+    } <= files
+    config = json.loads((trained / "config.json").read_text())
+    assert config["model_type"] == "casan_marian" and config["context_type"] == "deep_global"
+    assert config["d_model"] == 32 and config["vocab_size"] == 300
+    results = json.loads((trained / "all_results.json").read_text())
+    for key in ("eval_bleu", "eval_chrf", "predict_bleu", "predict_chrf", "train_loss"):
+        assert isinstance(results[key], float), key
+    assert len((trained / "generated_predictions.txt").read_text().splitlines()) == 8
+    card = (trained / "README.md").read_text()
+    assert "model-index:" in card and "type: bleu" in card and "type: chrf" in card and "split: test" in card
+    assert f"value: {round(results['predict_bleu'], 2)}" in card
+
+
+LOAD_AND_TRANSLATE = """
+from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+tokenizer = AutoTokenizer.from_pretrained("run", trust_remote_code=True)
+model = AutoModelForSeq2SeqLM.from_pretrained("run", trust_remote_code=True).eval()
+text = "Two young, White males are outside near many bushes."
+assert tokenizer.decode(tokenizer(text).input_ids, skip_special_tokens=True) == text  # detokenizes exactly
+batch = tokenizer([text, "A man in a blue shirt."], return_tensors="pt", padding=True)
+print(type(model).__module__.split(".")[0], len(model.generate(**batch, num_beams=2, max_new_tokens=5)))
+"""
+
+
+def test_output_folder_translates_without_casan_hf(trained, tmp_path):
+    (tmp_path / "run").symlink_to(trained)
+    assert run_without_casan_hf(LOAD_AND_TRANSLATE, tmp_path).split() == ["transformers_modules", "2"]
+
+
+def test_checkpoint_continues_and_keeps_its_context(run_translation_module, trained, data_dir, tmp_path):
+    run_in_process(
+        run_translation_module,
+        ["--model_name_or_path", trained, "--data_dir", data_dir, "--do_eval", "--predict_with_generate",
+         "--output_dir", tmp_path / "evaluated", *TINY_RUN],
+    )  # fmt: skip
+    assert json.loads((tmp_path / "evaluated" / "config.json").read_text())["context_type"] == "deep_global"
+    assert "eval_bleu" in json.loads((tmp_path / "evaluated" / "eval_results.json").read_text())
+    with pytest.raises(SystemExit, match="trained with context_type='deep_global'; it cannot be loaded with"):
+        run_in_process(
+            run_translation_module,
+            ["--model_name_or_path", trained, "--context_type", "global", "--data_dir", data_dir, "--do_eval",
+             "--predict_with_generate", "--output_dir", tmp_path / "other", *TINY_RUN],
+        )  # fmt: skip
+
+
+def bad_data(data_dir, tmp_path, case):
+    """`(data arguments, the message)` of one kind of bad input."""
+    if case == "missing file":
+        return ["--data_dir", data_dir, "--train_prefix", "training"], r"Missing train file .*training\.en'"
+    if case == "different line counts":
+        uneven = tmp_path / "uneven"
+        uneven.mkdir()
+        (uneven / "train.en").write_text("a\nb\nc\n")
+        (uneven / "train.de").write_text("a\nb\n")
+        return ["--data_dir", uneven], r"'.*uneven/train\.en' has 3 lines but '.*uneven/train\.de' has 2"
+    if case == "unknown language pair":
+        return (
+            ["--data_dir", data_dir, "--source_lang", "en", "--target_lang", "fr"],
+            r"--data_dir '.*' does not hold the <prefix>\.<lang> layout for en-fr: no file ends in \.fr \(it holds \[",
+        )
+    if case == "pooling option":
+        return [
+            "--data_dir",
+            data_dir,
+            "--classifier_pooling",
+            "mean",
+        ], r"\['classifier_pooling'\] are pooling options"
+    return [
+        "--data_dir",
+        data_dir,
+    ], "Output folder .*out' already exists and is not empty; pass --overwrite_output_dir"
+
+
+@pytest.mark.parametrize(
+    "case", ["missing file", "different line counts", "unknown language pair", "pooling option", "non-empty output"]
+)
+def test_bad_input_stops_before_training(run_translation_module, data_dir, tmp_path, case):
+    output_dir = tmp_path / "out"
+    output_dir.mkdir()
+    (output_dir / "keep.txt").write_text("mine")
+    args, message = bad_data(data_dir, tmp_path, case)
+    overwrite = [] if case == "non-empty output" else ["--overwrite_output_dir"]
+    with pytest.raises(SystemExit, match="^run_translation.py: error: " + message):
+        run_in_process(
+            run_translation_module,
+            [*args, "--do_train", "--max_steps", "1", "--output_dir", output_dir, *overwrite, *TINY_RUN],
+        )
+    assert [path.name for path in output_dir.iterdir()] == ["keep.txt"]
+
+
+def test_scores_are_sacrebleu_on_detokenized_text():
+    scores = translation_scores(["Ein Hund rennt im Schnee."], ["Ein Hund rennt im Schnee."])
+    assert scores["bleu"] == pytest.approx(100.0) and scores["chrf"] == pytest.approx(100.0)
