@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 
 from transformers import BertConfig
 
+from .compat import dataclass_config
+
 
 CONTEXT_TYPES = ("global", "deep", "deep_global", "none")
 CONTEXT_TARGETS = ("query", "key")
@@ -336,6 +338,7 @@ AUTO_MAP = {
 OPTION_CHECKS = {option.name: option.check for option in OPTIONS}
 
 
+@dataclass_config
 class CasanConfig(BertConfig):
     r"""
     A [`BertConfig`] for context-aware self-attention (Yang et al., AAAI 2019). All BERT fields keep their
@@ -366,7 +369,8 @@ class CasanConfig(BertConfig):
     pooling_output_margin: float = 1.0
 
     def __post_init__(self, **kwargs):
-        super().__post_init__(**kwargs)
+        if hasattr(BertConfig, "__post_init__"):  # transformers 4.x configs have none: see `dataclass_config`
+            super().__post_init__(**kwargs)
         # A converted BERT config.json says model_type "bert"; the class attribute must win.
         self.__dict__.pop("model_type", None)
         self.auto_map = dict(AUTO_MAP)
