@@ -17,7 +17,12 @@ from torch import nn
 
 MINIMUM_TRANSFORMERS = "4.56"
 
-if tuple(int(part) for part in transformers.__version__.split(".")[:2]) < (4, 56):
+
+def _major_minor(version):
+    return tuple(int(part) for part in version.split(".")[:2])
+
+
+if _major_minor(transformers.__version__) < _major_minor(MINIMUM_TRANSFORMERS):
     raise ImportError(
         f"casan-hf models need transformers >= {MINIMUM_TRANSFORMERS} (found {transformers.__version__}): "
         f"pip install -U 'transformers>={MINIMUM_TRANSFORMERS}'"
