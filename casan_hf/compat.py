@@ -128,7 +128,6 @@ def dataclass_config(cls):
     if dataclasses.is_dataclass(cls):
         return cls
     cls = dataclasses.dataclass(cls, init=False, repr=False, eq=False)
-    parent_init = cls.__mro__[1].__init__
 
     def __init__(self, **kwargs):
         options = {}
@@ -139,7 +138,7 @@ def dataclass_config(cls):
                 options[option.name] = option.default_factory()
             else:
                 options[option.name] = option.default
-        parent_init(self, **kwargs)
+        super(cls, self).__init__(**kwargs)  # the next __init__ in the MRO: the transformers config's
         for name, value in options.items():
             setattr(self, name, value)
         self.__post_init__()
