@@ -2,6 +2,8 @@
 PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
+# A second environment with transformers 4.x and without casan-hf: the tests load saved folders in it.
+VENV_4X := .venv-4x
 GLUE_DIR ?= ../shared/glue
 TASK ?= mrpc
 CONTEXT ?= deep_global
@@ -19,8 +21,15 @@ $(BIN)/.installed: pyproject.toml constraints.txt
 
 install: $(BIN)/.installed
 
+$(VENV_4X)/bin/.installed: constraints-transformers4.txt
+	$(PYTHON) -m venv $(VENV_4X)
+	# --no-compile: no .pyc for torch's thousands of modules, which the one process that uses them does not repay.
+	$(VENV_4X)/bin/pip install --quiet --no-compile torch==2.13.0
+	$(VENV_4X)/bin/pip install --quiet --no-compile -c constraints-transformers4.txt transformers
+	touch $@
+
 # Lint and format are checked first: CI enforces them (ruff is pinned in constraints.txt).
-test: install
+test: install $(VENV_4X)/bin/.installed
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q

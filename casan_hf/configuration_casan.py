@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 
 from transformers import BertConfig
 
+from .compat import dataclass_config
+
 
 CONTEXT_TYPES = ("global", "deep", "deep_global", "none")
 CONTEXT_TARGETS = ("query", "key")
@@ -385,6 +387,7 @@ def get_family(model_type):
 OPTION_CHECKS = {option.name: option.check for option in OPTIONS}
 
 
+@dataclass_config
 class CasanConfig(BertConfig):
     r"""
     A [`BertConfig`] for context-aware self-attention (Yang et al., AAAI 2019). All BERT fields keep their
@@ -415,7 +418,8 @@ class CasanConfig(BertConfig):
     pooling_output_margin: float = 1.0
 
     def __post_init__(self, **kwargs):
-        super().__post_init__(**kwargs)
+        if hasattr(BertConfig, "__post_init__"):  # transformers 4.x configs have none: see `dataclass_config`
+            super().__post_init__(**kwargs)
         # A converted BERT config.json says model_type "bert"; the class attribute must win.
         self.__dict__.pop("model_type", None)
         self.auto_map = get_family(self.model_type).auto_map()
@@ -449,6 +453,7 @@ class CasanConfig(BertConfig):
         return per_layer[self.context_type] * self.hidden_size
 
 
+@dataclass_config
 class CasanRobertaConfig(CasanConfig):
     r"""
     [`CasanConfig`] for RoBERTa checkpoints: `RobertaConfig`'s defaults (its vocabulary and special tokens)
@@ -463,6 +468,7 @@ class CasanRobertaConfig(CasanConfig):
     eos_token_id: int | list[int] | None = 2
 
 
+@dataclass_config
 class CasanXLMRobertaConfig(CasanRobertaConfig):
     r"""
     [`CasanConfig`] for XLM-RoBERTa checkpoints: `XLMRobertaConfig`'s defaults and the CASAN options.
@@ -473,6 +479,7 @@ class CasanXLMRobertaConfig(CasanRobertaConfig):
     vocab_size: int = 30522
 
 
+@dataclass_config
 class CasanElectraConfig(CasanConfig):
     r"""
     [`CasanConfig`] for ELECTRA discriminator checkpoints: `ElectraConfig`'s fields and defaults (the

@@ -15,9 +15,6 @@ from dataclasses import dataclass
 
 import torch
 from torch import nn
-from transformers import initialization as init
-from transformers.configuration_utils import PreTrainedConfig
-from transformers.masking_utils import create_bidirectional_mask
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import (
     BaseModelOutputWithPoolingAndCrossAttentions,
@@ -36,7 +33,6 @@ from transformers.models.bert.modeling_bert import (
     BertOutput,
     BertPooler,
     BertSelfOutput,
-    eager_attention_forward,
 )
 from transformers.models.electra.modeling_electra import (
     ElectraClassificationHead,
@@ -59,9 +55,18 @@ from transformers.models.xlm_roberta.modeling_xlm_roberta import (
 from transformers.processing_utils import Unpack
 from transformers.pytorch_utils import apply_chunking_to_forward
 from transformers.utils import TransformersKwargs
-from transformers.utils.generic import can_return_tuple, merge_with_config_defaults
-from transformers.utils.output_capturing import OutputRecorder, capture_outputs
+from transformers.utils.generic import can_return_tuple
 
+from .compat import (
+    OutputRecorder,
+    PreTrainedConfig,
+    attention_function,
+    capture_outputs,
+    create_bidirectional_mask,
+    eager_attention_forward,
+    init,
+    merge_with_config_defaults,
+)
 from .configuration_casan import (
     CONTEXT_TARGETS,
     FAMILIES,
@@ -208,8 +213,8 @@ class CasanSelfAttention(nn.Module):
         key = key.view(hidden_shape).transpose(1, 2)
         value = self.value(hidden_states).view(hidden_shape).transpose(1, 2)
 
-        attention_interface: Callable = ALL_ATTENTION_FUNCTIONS.get_interface(
-            self.config._attn_implementation, eager_attention_forward
+        attention_interface: Callable = attention_function(
+            ALL_ATTENTION_FUNCTIONS, self.config._attn_implementation, eager_attention_forward
         )
         attn_output, attn_weights = attention_interface(
             self,

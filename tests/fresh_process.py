@@ -25,12 +25,13 @@ else:
 """
 
 
-def run_without_casan_hf(code, workdir, timeout=600):
-    """Runs `code` with casan_hf blocked, in `workdir`, with its own remote-code module cache; returns stdout."""
+def run_without_casan_hf(code, workdir, timeout=600, python=sys.executable):
+    """Runs `code` with casan_hf blocked, in `workdir`, with its own remote-code module cache; returns stdout.
+    `python` is the interpreter: another environment's runs the folder with that environment's transformers."""
     env = dict(os.environ, HF_HUB_OFFLINE="1", HF_MODULES_CACHE=str(os.path.join(workdir, "hf_modules")))
     env.pop("PYTHONPATH", None)
     result = subprocess.run(
-        [sys.executable, "-c", BLOCK_CASAN_HF + textwrap.dedent(code)],
+        [str(python), "-c", BLOCK_CASAN_HF + textwrap.dedent(code)],
         cwd=workdir,
         env=env,
         capture_output=True,

@@ -258,8 +258,9 @@ def _load_instructions(model_name, head, casan):
     return (
         "The model code (`configuration_casan.py`, `modeling_casan.py` and their helpers) is saved next to the\n"
         "weights and named in the config's `auto_map`, so `trust_remote_code=True` loads it without installing\n"
-        "anything beyond `transformers` and `torch`. Read those files before trusting them. With `casan-hf`\n"
-        "installed, `import casan_hf` registers the model and `trust_remote_code` is not needed.\n\n" + "\n".join(code)
+        "anything beyond `transformers` (4.56 or later) and `torch`. Read those files before trusting them. With\n"
+        "`casan-hf` installed, `import casan_hf` registers the model and `trust_remote_code` is not needed.\n\n"
+        + "\n".join(code)
     )
 
 
