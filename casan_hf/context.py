@@ -102,8 +102,8 @@ class CasanContextMixer(nn.Module):
             self.gate_bias = nn.Parameter(torch.empty(num_targets))
 
     def project(self, context):
-        """C U for every target from `layer_context`'s tuple: `(batch, 1, T, d)` for sentence context,
-        `(batch, n, T, d)` for deep."""
+        """C U for every target from `layer_context`'s tuple, targets first: `(T, batch, 1, d)` for sentence
+        context, `(T, batch, n, d)` for deep (a view of the product's `(batch, rows, T * d)` layout)."""
         if not self.per_token:
             (sentence,) = context
             projected = F.linear(sentence, self.context_weight).unsqueeze(1)
@@ -115,35 +115,56 @@ class CasanContextMixer(nn.Module):
                 # addmm adds each source layer's product into the running sum: no temporary, no extra pass.
                 projected = torch.addmm(projected, hidden_states.flatten(0, -2), weight.t())
             projected = projected.unflatten(0, rows)
-        projected = projected.unflatten(-1, (len(self.targets), -1))
-        if self.rank is not None:
-            projected = torch.einsum("bntr,trd->bntd", projected, self.context_up)
-        return projected
+        batch, rows = projected.shape[:2]
+        num_targets = len(self.targets)
+        if self.rank is None:
+            return projected.unflatten(-1, (num_targets, -1)).permute(2, 0, 1, 3)
+        # (T, batch * rows, r) @ (T, r, d): one batched product for every target.
+        low = projected.reshape(batch * rows, num_targets, self.rank).transpose(0, 1)
+        return torch.bmm(low, self.context_up).unflatten(1, (batch, rows))
 
     def forward(self, query, key, context):
         """Mixes the context into the targets among `query` and `key` (each `(batch, n, d)`).
 
         Returns the mixed query and key (a target without context comes back as it was) and the gates
         `(batch, 2, n)`: channel 0 lambda_Q, channel 1 lambda_K, 0 for a target that takes no context.
+
+        Every target is mixed by the same few kernels: the targets' states are stacked first, `(T, batch, n, d)`,
+        so that each step of the gate and the mix is one operator for both (and so is its backward), and the
+        mixed query and key come out as contiguous slices of one tensor.
         """
-        projected = self.project(context)
-        if self.dynamic:
-            # The context side of every target's gate logit, (C U) v^C + b, in one product: (batch, 1 or n, T).
-            context_logits = torch.einsum("bntd,td->bnt", projected, self.gate_context) + self.gate_bias
         states = {"query": query, "key": key}
-        gates = []
-        for target in CONTEXT_TARGETS:
-            plain = states[target]
-            if target not in self.targets:
-                gates.append(plain.new_zeros(plain.shape[:-1]))
-                continue
-            index = self.targets.index(target)
-            if self.dynamic:
-                # Few, larger kernels matter on a GPU: baddbmm adds Q v^H to the context side in one.
-                gate_hidden = self.gate_hidden[index, :, None].expand(plain.shape[0], -1, -1)
-                gate = torch.sigmoid(torch.baddbmm(context_logits[..., index, None], plain, gate_hidden))
+        if len(self.targets) == 1:
+            plain = states[self.targets[0]].unsqueeze(0)
+        else:
+            plain = torch.stack([states[target] for target in self.targets])
+        num_targets, batch, n, d = plain.shape
+        projected = self.project(context)  # (T, batch, 1 or n, d)
+        rows = projected.shape[2]
+        if self.dynamic:
+            # lambda = sigmoid(X v^H + (C U) v^C + b): the context side once per sentence (or token), then the
+            # hidden side added by the same batched matrix-vector product, per target.
+            context_logits = torch.baddbmm(
+                self.gate_bias[:, None, None],
+                projected.reshape(num_targets, batch * rows, d),
+                self.gate_context[..., None],
+            )
+            hidden = plain.view(num_targets, batch * n, d)
+            if rows == n:
+                logits = torch.baddbmm(context_logits, hidden, self.gate_hidden[..., None])
             else:
-                gate = plain.new_full((*plain.shape[:-1], 1), self.fixed_gate)
-            states[target] = torch.lerp(plain, projected[:, :, index], gate)
-            gates.append(gate.squeeze(-1))
-        return states["query"], states["key"], torch.stack(gates, dim=1)
+                logits = torch.bmm(hidden, self.gate_hidden[..., None]).view(
+                    num_targets, batch, n
+                ) + context_logits.view(num_targets, batch, 1)
+            gate = torch.sigmoid(logits.view(num_targets, batch, n, 1))
+            mixed = torch.lerp(plain, projected, gate)
+        else:
+            gate = plain.new_full((num_targets, batch, n, 1), self.fixed_gate)
+            mixed = torch.lerp(plain, projected, self.fixed_gate)
+        for target, state in zip(self.targets, mixed.unbind(0), strict=True):
+            states[target] = state
+        gates = gate.squeeze(-1).transpose(0, 1)  # (batch, T, n)
+        if len(self.targets) < len(CONTEXT_TARGETS):
+            channel = CONTEXT_TARGETS.index(self.targets[0])
+            gates = F.pad(gates, (0, 0, channel, len(CONTEXT_TARGETS) - 1 - channel))
+        return states["query"], states["key"], gates

@@ -1,0 +1,136 @@
+"""The context mixer's kernels change nothing: outputs, gates and every gradient equal those of the mixer
+written straightforwardly (one target at a time, C concatenated, the paper's formulas), in float64."""
+
+import itertools
+
+import pytest
+import torch
+from tiny_models import padded_batch, tiny_config
+
+from casan_hf import CasanModel
+from casan_hf.context import CasanContextMixer
+
+
+TOLERANCE = dict(rtol=0, atol=1e-10)
+CONFIGS = [
+    dict(context_type=context_type, context_rank=rank, context_targets=targets, gate=gate)
+    for context_type, rank, targets, gate in itertools.product(
+        ("global", "deep", "deep_global"), (None, 3), (["query", "key"], ["query"], ["key"]), ("dynamic", "fixed")
+    )
+]
+
+
+def config_id(options):
+    return "-".join(str(value if not isinstance(value, list) else "+".join(value)) for value in options.values())
+
+
+def reference_mixer(mixer, query, key, context):
+    """The mixer as the method states it: C the explicit concatenation (broadcast for sentence context), then
+    per target C U, lambda = sigmoid(X v^H + (C U) v^C + b) and (1 - lambda) X + lambda C U."""
+    n = query.shape[1]
+    concatenated = torch.cat(context, dim=-1)
+    if not mixer.per_token:
+        concatenated = concatenated[:, None, :].expand(-1, n, -1)
+    width = mixer.hidden_size if mixer.rank is None else mixer.rank
+    states = {"query": query, "key": key}
+    gates = [query.new_zeros(query.shape[:-1]), key.new_zeros(key.shape[:-1])]
+    for index, target in enumerate(mixer.targets):
+        u = mixer.context_weight[index * width : (index + 1) * width].T
+        if mixer.rank is not None:
+            u = u @ mixer.context_up[index]
+        cu = concatenated @ u
+        plain = states[target]
+        if mixer.dynamic:
+            lam = torch.sigmoid(
+                plain @ mixer.gate_hidden[index] + cu @ mixer.gate_context[index] + mixer.gate_bias[index]
+            )
+        else:
+            lam = torch.full(plain.shape[:-1], mixer.fixed_gate, dtype=plain.dtype)
+        states[target] = (1 - lam[..., None]) * plain + lam[..., None] * cu
+        gates[("query", "key").index(target)] = lam
+    return states["query"], states["key"], torch.stack(gates, dim=1)
+
+
+def mixer_inputs(config, layer, batch=3, n=5):
+    d = config.hidden_size
+    if config.context_type == "deep":
+        context = tuple(torch.randn(batch, n, d, dtype=torch.float64) for _ in range(layer))
+    elif config.context_type == "deep_global":
+        context = tuple(torch.randn(batch, d, dtype=torch.float64) for _ in range(layer + 1))
+    else:
+        context = (torch.randn(batch, d, dtype=torch.float64),)
+    query, key = torch.randn(batch, n, d, dtype=torch.float64), torch.randn(batch, n, d, dtype=torch.float64)
+    return [tensor.requires_grad_() for tensor in (query, key, *context)]
+
+
+@pytest.mark.parametrize("options", CONFIGS, ids=config_id)
+def test_mixer_forward_and_gradients_equal_the_reference(options):
+    torch.manual_seed(0)
+    config = tiny_config(**options)
+    layer = 2
+    mixer = CasanContextMixer(config, config.context_size(layer)).double()
+    for parameter in mixer.parameters():
+        torch.nn.init.normal_(parameter, std=0.3)
+    query, key, *context = mixer_inputs(config, layer)
+    # the fast mixer takes deep_global's context concatenated, as layer_context builds it
+    fast_context = tuple(context) if config.context_type == "deep" else (torch.cat(context, dim=-1),)
+    results = {}
+    for name, function in (("fast", mixer), ("reference", lambda q, k, c: reference_mixer(mixer, q, k, context))):
+        outputs = function(query, key, fast_context)
+        torch.manual_seed(1)  # the same weights for both (randn_like would follow each output's strides)
+        loss = sum((output * torch.randn(output.shape, dtype=output.dtype)).sum() for output in outputs)
+        inputs = [query, key, *context, *mixer.parameters()]
+        grads = torch.autograd.grad(loss, inputs, allow_unused=True)
+        results[name] = (outputs, grads)
+    for fast, reference in zip(results["fast"][0], results["reference"][0], strict=True):
+        torch.testing.assert_close(fast, reference, **TOLERANCE)
+    for fast, reference in zip(results["fast"][1], results["reference"][1], strict=True):
+        if reference is None:
+            assert fast is None or not fast.any()
+        else:
+            torch.testing.assert_close(fast, reference, **TOLERANCE)
+
+
+@pytest.mark.parametrize("context_type", ["global", "deep", "deep_global"])
+@pytest.mark.parametrize("rank", [None, 3])
+def test_model_outputs_and_gradients_equal_the_reference(context_type, rank, monkeypatch):
+    """A whole model (padded batch, every layer): its outputs, gates and every parameter's gradient, computed
+    with the fast mixer and with the reference in its place."""
+    torch.manual_seed(0)
+    model = CasanModel(tiny_config(context_type=context_type, context_rank=rank, gate_bias_init=0.0)).double()
+    for name, parameter in model.named_parameters():
+        if "context_mixer" in name:
+            torch.nn.init.normal_(parameter, std=0.3)
+    input_ids, attention_mask = padded_batch([6, 3, 5])
+
+    def step():
+        model.zero_grad(set_to_none=True)
+        outputs = model(input_ids, attention_mask=attention_mask, output_context_gates=True)
+        torch.manual_seed(1)
+        hidden = outputs.last_hidden_state
+        (hidden * torch.randn(hidden.shape, dtype=hidden.dtype)).sum().backward()
+        gates = torch.stack(outputs.context_gates).detach()
+        return (
+            hidden.detach(),
+            gates,
+            {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None},
+        )
+
+    fast = step()
+    original_forward = CasanContextMixer.forward
+
+    def reference_forward(self, query, key, context):
+        if self.per_token:
+            return reference_mixer(self, query, key, context)
+        d = self.hidden_size
+        (sentence,) = context
+        return reference_mixer(self, query, key, sentence.split(d, dim=-1))
+
+    monkeypatch.setattr(CasanContextMixer, "forward", reference_forward)
+    reference = step()
+    monkeypatch.setattr(CasanContextMixer, "forward", original_forward)
+    torch.testing.assert_close(fast[0], reference[0], **TOLERANCE)
+    torch.testing.assert_close(fast[1], reference[1], **TOLERANCE)
+    assert fast[2].keys() == reference[2].keys()
+    for name, grad in fast[2].items():
+        torch.testing.assert_close(grad, reference[2][name], **TOLERANCE, msg=name)
