@@ -71,6 +71,54 @@ def layer_context(config, layer_index, sources):
     return tuple(sources[:layer_index])
 
 
+def _sum_of_products(weight, sources):
+    """sum_j H_j W_j^T over the source layers, W_j the j-th `d`-wide column block of `weight`, accumulated in
+    place into one output (`sources`: each `(rows, d)`)."""
+    d = sources[0].shape[-1]
+    projected = torch.mm(sources[0], weight[:, :d].t())
+    for index, hidden_states in enumerate(sources[1:], start=1):
+        projected.addmm_(hidden_states, weight[:, index * d : (index + 1) * d].t())
+    return projected
+
+
+class _SplitProjection(torch.autograd.Function):
+    """Deep context's C U = sum_j H_j U_j with U one parameter split in column blocks, for training.
+
+    Autograd would give each block's gradient separately and concatenate them (`split`'s backward: an extra
+    pass over U's gradient and a second U-sized allocation); this backward writes each block's gradient in
+    place into the one gradient tensor. Under autocast, the products run in the autocast dtype, as `mm` and
+    `addmm` would, and so does the backward.
+    """
+
+    @staticmethod
+    def forward(ctx, weight, *sources):
+        device_type = weight.device.type
+        if torch.is_autocast_enabled(device_type):
+            dtype = torch.get_autocast_dtype(device_type)
+            weight, sources = weight.to(dtype), tuple(source.to(dtype) for source in sources)
+        with torch.autocast(device_type, enabled=False):
+            projected = _sum_of_products(weight, sources)
+        ctx.save_for_backward(weight, *sources)
+        return projected
+
+    @staticmethod
+    def backward(ctx, grad):
+        weight, *sources = ctx.saved_tensors
+        d = sources[0].shape[-1]
+        grad = grad.to(weight.dtype)
+        grad_weight = None
+        if ctx.needs_input_grad[0]:
+            grad_weight = weight.new_empty(weight.shape)
+            grad_t = grad.t()
+            for index, hidden_states in enumerate(sources):
+                torch.mm(grad_t, hidden_states, out=grad_weight[:, index * d : (index + 1) * d])
+        grad_sources = [
+            grad.mm(weight[:, index * d : (index + 1) * d]) if ctx.needs_input_grad[index + 1] else None
+            for index in range(len(sources))
+        ]
+        return grad_weight, *grad_sources
+
+
 class CasanContextMixer(nn.Module):
     """Projects a layer's context (C U) and gates it into the query and/or key.
 
@@ -108,12 +156,16 @@ class CasanContextMixer(nn.Module):
             (sentence,) = context
             projected = F.linear(sentence, self.context_weight).unsqueeze(1)
         else:
+            # addmm adds each source layer's product into the running sum: no temporary, no extra pass.
             rows = context[0].shape[:-1]
-            weights = self.context_weight.split(self.hidden_size, dim=1)
-            projected = F.linear(context[0].flatten(0, -2), weights[0])
-            for hidden_states, weight in zip(context[1:], weights[1:], strict=True):
-                # addmm adds each source layer's product into the running sum: no temporary, no extra pass.
-                projected = torch.addmm(projected, hidden_states.flatten(0, -2), weight.t())
+            sources = [hidden_states.flatten(0, -2) for hidden_states in context]
+            if torch.is_grad_enabled() and any(t.requires_grad for t in (self.context_weight, *sources)):
+                projected = _SplitProjection.apply(self.context_weight, *sources)
+            else:
+                weights = self.context_weight.split(self.hidden_size, dim=1)
+                projected = F.linear(sources[0], weights[0])
+                for hidden_states, weight in zip(sources[1:], weights[1:], strict=True):
+                    projected = torch.addmm(projected, hidden_states, weight.t())
             projected = projected.unflatten(0, rows)
         batch, rows = projected.shape[:2]
         num_targets = len(self.targets)

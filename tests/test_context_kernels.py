@@ -8,7 +8,7 @@ import torch
 from tiny_models import padded_batch, tiny_config
 
 from casan_hf import CasanModel
-from casan_hf.context import CasanContextMixer
+from casan_hf.context import CasanContextMixer, _SplitProjection
 
 
 TOLERANCE = dict(rtol=0, atol=1e-10)
@@ -134,3 +134,43 @@ def test_model_outputs_and_gradients_equal_the_reference(context_type, rank, mon
     assert fast[2].keys() == reference[2].keys()
     for name, grad in fast[2].items():
         torch.testing.assert_close(grad, reference[2][name], **TOLERANCE, msg=name)
+
+
+def autograd_split_projection(weight, sources):
+    """Deep context's C U as autograd sees it without the custom function: split U, one product per source."""
+    d = sources[0].shape[-1]
+    return sum(source @ block.t() for source, block in zip(sources, weight.split(d, dim=1), strict=True))
+
+
+def test_split_projection_follows_autocast():
+    """Under bf16 autocast the custom function computes in bf16 as mm would, and returns float32 gradients."""
+    torch.manual_seed(0)
+    weight = torch.randn(8, 12, requires_grad=True)
+    sources = [torch.randn(5, 4, requires_grad=True) for _ in range(3)]
+    results = []
+    for function in (_SplitProjection.apply, lambda w, *s: autograd_split_projection(w, s)):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            projected = function(weight, *sources)
+        assert projected.dtype == torch.bfloat16
+        grads = torch.autograd.grad(projected.float().square().sum(), [weight, *sources])
+        assert all(grad.dtype == torch.float32 for grad in grads)
+        results.append((projected, grads))
+    (fast, fast_grads), (reference, reference_grads) = results
+    torch.testing.assert_close(fast, reference, rtol=2e-2, atol=2e-2)
+    for grad, expected in zip(fast_grads, reference_grads, strict=True):
+        torch.testing.assert_close(grad, expected, rtol=5e-2, atol=5e-2)
+
+
+@pytest.mark.parametrize("context_type", ["global", "deep"])
+def test_compiled_training_step_matches_eager(context_type):
+    """torch.compile traces the mixer's training step, the custom function's backward included."""
+    torch.manual_seed(0)
+    model = CasanModel(tiny_config(context_type=context_type, gate_bias_init=0.0))
+    input_ids, attention_mask = padded_batch([6, 3])
+    grads = []
+    for forward in (model, torch.compile(model, backend="aot_eager")):
+        model.zero_grad(set_to_none=True)
+        forward(input_ids, attention_mask=attention_mask).last_hidden_state.square().mean().backward()
+        grads.append({name: p.grad for name, p in model.named_parameters() if "context_mixer" in name})
+    for name, grad in grads[0].items():
+        torch.testing.assert_close(grads[1][name], grad, rtol=1e-5, atol=1e-6, msg=name)
