@@ -6,7 +6,7 @@ from tiny_models import tiny_config
 from torch import nn
 from transformers import BertConfig
 
-from casan_hf.benchmark.operators import count_table, operator_counts
+from casan_hf.benchmark.operators import count_table, operator_counts, small_bert_config
 
 
 class LinearSigmoid(nn.Module):
@@ -50,3 +50,15 @@ def test_casan_none_adds_only_the_zero_gates():
     rows = count_table(config, [("none", {"context_type": "none"})], inputs)
     (_, *bert), (_, *none) = rows
     assert none[2:] == [1.0, 0.0] and none[1] == bert[1]
+
+
+def test_context_operators_per_layer_stay_under_their_ceilings():
+    """What the context adds per layer (BERT-base's depth, a small width), forward and backward of a training
+    step: at most the counts of the fused mixer (docs/BENCHMARKS.md), so that a change that adds kernels to
+    every layer shows here. Before the fusion: global 11.3 and 51, deep_global 12.3 and 56.5."""
+    config = small_bert_config(hidden_size=32)
+    inputs = {"input_ids": torch.randint(1, 99, (2, 8)), "attention_mask": torch.ones(2, 8, dtype=torch.long)}
+    ceilings = {"global": (8.5, 17.0), "deep_global": (9.5, 22.5), "deep": (10.5, 27.5)}
+    variants = [(name, {"context_type": name}) for name in ceilings]
+    for label, _, _, forward, backward in count_table(config, variants, inputs)[1:]:
+        assert forward <= ceilings[label][0] and backward <= ceilings[label][1], (label, forward, backward)
