@@ -241,10 +241,8 @@ class CasanContextMixer(nn.Module):
         """C U for every target from `layer_context`'s tuple, targets first: `(T, batch, 1, d)` for sentence
         context, `(T, batch, n, d)` for deep (a view of the product's `(batch, rows, T * d)` layout)."""
         if not self.per_token:
-            # U C^T rather than C U^T: the same product, but BLAS streams U (a few columns against a large
-            # row-major matrix) about twice as fast on a CPU, and U is the bytes this product costs.
             (sentence,) = context
-            projected = torch.mm(self.context_weight, sentence.t()).t().unsqueeze(1)
+            projected = F.linear(sentence, self.context_weight).unsqueeze(1)
         else:
             # addmm adds each source layer's product into the running sum: no temporary, no extra pass.
             rows = context[0].shape[:-1]
