@@ -14,7 +14,7 @@ gradient of the split U.
 runs, forward and backward, for BertModel and each CASAN context type, and per layer what the context adds:
 the figure that matters where every operator is a kernel launch (a GPU). It needs no quiet machine. By
 default the models have BERT-base's depth and a width of 64 (`--size bert-base` for the real width: the
-same counts, slower).
+same counts for the context, slower; BERT's own differ a little, as sdpa picks another path).
 """
 
 import argparse
