@@ -71,6 +71,11 @@ def layer_context(config, layer_index, sources):
     return tuple(sources[:layer_index])
 
 
+def _autocast_dtype(device_type):
+    """The dtype autocast computes products in on `device_type`, or None where autocast is off."""
+    return torch.get_autocast_dtype(device_type) if torch.is_autocast_enabled(device_type) else None
+
+
 def _sum_of_products(weight, sources):
     """sum_j H_j W_j^T over the source layers, W_j the j-th `d`-wide column block of `weight`, accumulated in
     place into one output (`sources`: each `(rows, d)`)."""
@@ -93,8 +98,8 @@ class _SplitProjection(torch.autograd.Function):
     @staticmethod
     def forward(ctx, weight, *sources):
         device_type = weight.device.type
-        if torch.is_autocast_enabled(device_type):
-            dtype = torch.get_autocast_dtype(device_type)
+        dtype = _autocast_dtype(device_type)
+        if dtype is not None:
             weight, sources = weight.to(dtype), tuple(source.to(dtype) for source in sources)
         with torch.autocast(device_type, enabled=False):
             projected = _sum_of_products(weight, sources)
@@ -117,11 +122,6 @@ class _SplitProjection(torch.autograd.Function):
             for index in range(len(sources))
         ]
         return grad_weight, *grad_sources
-
-
-def _autocast_dtype(device_type):
-    """The dtype autocast computes products in on `device_type`, or None where autocast is off."""
-    return torch.get_autocast_dtype(device_type) if torch.is_autocast_enabled(device_type) else None
 
 
 def _gate_and_mix(plain, projected, gate_hidden, gate_context, gate_bias):
