@@ -14,6 +14,7 @@ or itself for deep context), `layer_context` assembles a layer's C from the sour
 
 import torch
 from torch import nn
+from torch.autograd.function import once_differentiable
 from torch.nn import functional as F
 
 from .configuration_casan import CONTEXT_TARGETS, SENTENCE_CONTEXTS
@@ -92,7 +93,7 @@ class _SplitProjection(torch.autograd.Function):
     Autograd would give each block's gradient separately and concatenate them (`split`'s backward: an extra
     pass over U's gradient and a second U-sized allocation); this backward writes each block's gradient in
     place into the one gradient tensor. Under autocast, the products run in the autocast dtype, as `mm` and
-    `addmm` would, and so does the backward.
+    `addmm` would, and so does the backward. Its backward is not differentiable again (no double backward).
     """
 
     @staticmethod
@@ -107,6 +108,7 @@ class _SplitProjection(torch.autograd.Function):
         return projected
 
     @staticmethod
+    @once_differentiable
     def backward(ctx, grad):
         weight, *sources = ctx.saved_tensors
         d = sources[0].shape[-1]
@@ -152,7 +154,7 @@ class _GateAndMix(torch.autograd.Function):
     """`_gate_and_mix` with a backward of its own, for training: the gradients of lerp, sigmoid and both
     logit products in 11-12 operators for all targets, where autograd runs about 18 (lerp's backward alone
     is 7, each broadcast input's gradient reduced on its own). Under autocast it computes in the autocast
-    dtype, as the operators would."""
+    dtype, as the operators would. Its backward is not differentiable again (no double backward)."""
 
     @staticmethod
     def forward(ctx, plain, projected, gate_hidden, gate_context, gate_bias):
@@ -168,6 +170,7 @@ class _GateAndMix(torch.autograd.Function):
         return mixed, gate
 
     @staticmethod
+    @once_differentiable
     def backward(ctx, grad_mixed, grad_gate):
         plain, projected, gate, gate_hidden, gate_context = ctx.saved_tensors
         num_targets, batch, n, d = plain.shape
