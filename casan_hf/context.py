@@ -14,6 +14,7 @@ or itself for deep context), `layer_context` assembles a layer's C from the sour
 
 import torch
 from torch import nn
+from torch.autograd.function import once_differentiable
 from torch.nn import functional as F
 
 from .configuration_casan import CONTEXT_TARGETS, SENTENCE_CONTEXTS
@@ -85,6 +86,144 @@ def run_layers_with_context(config, layers, hidden_states, attention_mask, token
     return hidden_states
 
 
+def _autocast_dtype(device_type):
+    """The dtype autocast computes products in on `device_type`, or None where autocast is off."""
+    return torch.get_autocast_dtype(device_type) if torch.is_autocast_enabled(device_type) else None
+
+
+def _sum_of_products(weight, sources):
+    """sum_j H_j W_j^T over the source layers, W_j the j-th `d`-wide column block of `weight`, accumulated in
+    place into one output (`sources`: each `(rows, d)`)."""
+    d = sources[0].shape[-1]
+    projected = torch.mm(sources[0], weight[:, :d].t())
+    for index, hidden_states in enumerate(sources[1:], start=1):
+        projected.addmm_(hidden_states, weight[:, index * d : (index + 1) * d].t())
+    return projected
+
+
+class _SplitProjection(torch.autograd.Function):
+    """Deep context's C U = sum_j H_j U_j with U one parameter split in column blocks, for training.
+
+    Autograd would give each block's gradient separately and concatenate them (`split`'s backward: an extra
+    pass over U's gradient and a second U-sized allocation); this backward writes each block's gradient in
+    place into the one gradient tensor. Under autocast, the products run in the autocast dtype, as `mm` and
+    `addmm` would, and so does the backward. Its backward is not differentiable again (no double backward).
+    """
+
+    @staticmethod
+    def forward(ctx, weight, *sources):
+        device_type = weight.device.type
+        dtype = _autocast_dtype(device_type)
+        if dtype is not None:
+            weight, sources = weight.to(dtype), tuple(source.to(dtype) for source in sources)
+        with torch.autocast(device_type, enabled=False):
+            projected = _sum_of_products(weight, sources)
+        ctx.save_for_backward(weight, *sources)
+        return projected
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad):
+        weight, *sources = ctx.saved_tensors
+        d = sources[0].shape[-1]
+        grad = grad.to(weight.dtype)
+        grad_weight = None
+        if ctx.needs_input_grad[0]:
+            grad_weight = weight.new_empty(weight.shape)
+            grad_t = grad.t()
+            for index, hidden_states in enumerate(sources):
+                torch.mm(grad_t, hidden_states, out=grad_weight[:, index * d : (index + 1) * d])
+        grad_sources = [
+            grad.mm(weight[:, index * d : (index + 1) * d]) if ctx.needs_input_grad[index + 1] else None
+            for index in range(len(sources))
+        ]
+        return grad_weight, *grad_sources
+
+
+def _gate_and_mix(plain, projected, gate_hidden, gate_context, gate_bias):
+    """The dynamic gate and the mix of every target at once: `plain` `(T, batch, n, d)`, `projected` (C U)
+    `(T, batch, rows, d)` with rows 1 (sentence context, broadcast) or n. Returns the mixed states and the gates
+    `(T, batch, n, 1)`.
+
+    lambda = sigmoid(X v^H + (C U) v^C + b): the context side once per sentence (or token) by one batched
+    matrix-vector product with the bias, the hidden side by a second one, which adds the first when both
+    have a row per token.
+    """
+    num_targets, batch, n, d = plain.shape
+    rows = projected.shape[2]
+    context_logits = torch.baddbmm(
+        gate_bias[:, None, None], projected.reshape(num_targets, batch * rows, d), gate_context[..., None]
+    )
+    hidden = plain.view(num_targets, batch * n, d)
+    if rows == n:
+        logits = torch.baddbmm(context_logits, hidden, gate_hidden[..., None])
+    else:
+        logits = torch.bmm(hidden, gate_hidden[..., None]).view(num_targets, batch, n)
+        logits = logits + context_logits.view(num_targets, batch, 1)
+    gate = torch.sigmoid(logits.view(num_targets, batch, n, 1))
+    return torch.lerp(plain, projected, gate), gate
+
+
+class _GateAndMix(torch.autograd.Function):
+    """`_gate_and_mix` with a backward of its own, for training: the gradients of lerp, sigmoid and both
+    logit products in 11-12 operators for all targets, where autograd runs about 18 (lerp's backward alone
+    is 7, each broadcast input's gradient reduced on its own). Under autocast it computes in the autocast
+    dtype, as the operators would. Its backward is not differentiable again (no double backward)."""
+
+    @staticmethod
+    def forward(ctx, plain, projected, gate_hidden, gate_context, gate_bias):
+        device_type = plain.device.type
+        dtype = _autocast_dtype(device_type)
+        if dtype is not None:
+            plain, projected = plain.to(dtype), projected.to(dtype)
+            gate_hidden, gate_context, gate_bias = gate_hidden.to(dtype), gate_context.to(dtype), gate_bias.to(dtype)
+        with torch.autocast(device_type, enabled=False):
+            mixed, gate = _gate_and_mix(plain, projected, gate_hidden, gate_context, gate_bias)
+        ctx.save_for_backward(plain, projected, gate, gate_hidden, gate_context)
+        ctx.set_materialize_grads(False)
+        return mixed, gate
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad_mixed, grad_gate):
+        plain, projected, gate, gate_hidden, gate_context = ctx.saved_tensors
+        num_targets, batch, n, d = plain.shape
+        rows = projected.shape[2]
+        if grad_mixed is None:
+            grad_mixed = torch.zeros_like(plain)
+        grad_mixed = grad_mixed.to(plain.dtype).contiguous()
+        # d lambda = <dY, C U - X>, then through the sigmoid
+        grad_logits = (grad_mixed * (projected - plain)).sum(-1, keepdim=True)
+        if grad_gate is not None:
+            grad_logits = grad_logits + grad_gate.to(grad_logits.dtype)
+        grad_logits = torch.ops.aten.sigmoid_backward(grad_logits, gate).view(num_targets, batch * n, 1)
+        # dX = (1 - lambda) dY + dz v^H
+        grad_plain = torch.addcmul(grad_mixed, grad_mixed, gate, value=-1).view(num_targets, batch * n, d)
+        grad_plain.baddbmm_(grad_logits, gate_hidden[:, None, :])
+        # d(C U) = sum over the broadcast rows of lambda dY, plus dz_context v^C
+        if rows == n:
+            grad_projected = (grad_mixed * gate).view(num_targets, batch * n, d)
+            grad_context_logits = grad_logits
+        else:
+            grad_projected = torch.bmm(
+                gate.view(num_targets * batch, 1, n), grad_mixed.view(num_targets * batch, n, d)
+            )
+            grad_projected = grad_projected.view(num_targets, batch, d)
+            grad_context_logits = grad_logits.view(num_targets, batch, n).sum(-1, keepdim=True)
+        grad_projected.baddbmm_(grad_context_logits, gate_context[:, None, :])
+        grad_gate_hidden = torch.bmm(grad_logits.transpose(1, 2), plain.view(num_targets, batch * n, d))
+        flat_projected = projected.reshape(num_targets, batch * rows, d)
+        grad_gate_context = torch.bmm(grad_context_logits.transpose(1, 2), flat_projected)
+        grad_gate_bias = grad_context_logits.sum((1, 2))
+        return (
+            grad_plain.view_as(plain),
+            grad_projected.view(projected.shape),
+            grad_gate_hidden.squeeze(1),
+            grad_gate_context.squeeze(1),
+            grad_gate_bias,
+        )
+
+
 class CasanContextMixer(nn.Module):
     """Projects a layer's context (C U) and gates it into the query and/or key.
 
@@ -116,48 +255,61 @@ class CasanContextMixer(nn.Module):
             self.gate_bias = nn.Parameter(torch.empty(num_targets))
 
     def project(self, context):
-        """C U for every target from `layer_context`'s tuple: `(batch, 1, T, d)` for sentence context,
-        `(batch, n, T, d)` for deep."""
+        """C U for every target from `layer_context`'s tuple, targets first: `(T, batch, 1, d)` for sentence
+        context, `(T, batch, n, d)` for deep (a view of the product's `(batch, rows, T * d)` layout)."""
         if not self.per_token:
             (sentence,) = context
             projected = F.linear(sentence, self.context_weight).unsqueeze(1)
         else:
+            # addmm adds each source layer's product into the running sum: no temporary, no extra pass.
             rows = context[0].shape[:-1]
-            weights = self.context_weight.split(self.hidden_size, dim=1)
-            projected = F.linear(context[0].flatten(0, -2), weights[0])
-            for hidden_states, weight in zip(context[1:], weights[1:], strict=True):
-                # addmm adds each source layer's product into the running sum: no temporary, no extra pass.
-                projected = torch.addmm(projected, hidden_states.flatten(0, -2), weight.t())
+            sources = [hidden_states.flatten(0, -2) for hidden_states in context]
+            if torch.is_grad_enabled() and any(t.requires_grad for t in (self.context_weight, *sources)):
+                projected = _SplitProjection.apply(self.context_weight, *sources)
+            else:
+                weights = self.context_weight.split(self.hidden_size, dim=1)
+                projected = F.linear(sources[0], weights[0])
+                for hidden_states, weight in zip(sources[1:], weights[1:], strict=True):
+                    projected = torch.addmm(projected, hidden_states, weight.t())
             projected = projected.unflatten(0, rows)
-        projected = projected.unflatten(-1, (len(self.targets), -1))
-        if self.rank is not None:
-            projected = torch.einsum("bntr,trd->bntd", projected, self.context_up)
-        return projected
+        batch, rows = projected.shape[:2]
+        num_targets = len(self.targets)
+        if self.rank is None:
+            return projected.unflatten(-1, (num_targets, -1)).permute(2, 0, 1, 3)
+        # (T, batch * rows, r) @ (T, r, d): one batched product for every target.
+        low = projected.reshape(batch * rows, num_targets, self.rank).transpose(0, 1)
+        return torch.bmm(low, self.context_up).unflatten(1, (batch, rows))
 
     def forward(self, query, key, context):
         """Mixes the context into the targets among `query` and `key` (each `(batch, n, d)`).
 
         Returns the mixed query and key (a target without context comes back as it was) and the gates
         `(batch, 2, n)`: channel 0 lambda_Q, channel 1 lambda_K, 0 for a target that takes no context.
+
+        Every target is mixed by the same few kernels: the targets' states are stacked first, `(T, batch, n, d)`,
+        so that each step of the gate and the mix is one operator for both (and so is its backward), and the
+        mixed query and key come out as contiguous slices of one tensor.
         """
-        projected = self.project(context)
-        if self.dynamic:
-            # The context side of every target's gate logit, (C U) v^C + b, in one product: (batch, 1 or n, T).
-            context_logits = torch.einsum("bntd,td->bnt", projected, self.gate_context) + self.gate_bias
         states = {"query": query, "key": key}
-        gates = []
-        for target in CONTEXT_TARGETS:
-            plain = states[target]
-            if target not in self.targets:
-                gates.append(plain.new_zeros(plain.shape[:-1]))
-                continue
-            index = self.targets.index(target)
-            if self.dynamic:
-                # Few, larger kernels matter on a GPU: baddbmm adds Q v^H to the context side in one.
-                gate_hidden = self.gate_hidden[index, :, None].expand(plain.shape[0], -1, -1)
-                gate = torch.sigmoid(torch.baddbmm(context_logits[..., index, None], plain, gate_hidden))
+        if len(self.targets) == 1:
+            plain = states[self.targets[0]].unsqueeze(0)
+        else:
+            plain = torch.stack([states[target] for target in self.targets])
+        num_targets, batch, n, _ = plain.shape
+        projected = self.project(context)  # (T, batch, 1 or n, d)
+        if self.dynamic:
+            parameters = (self.gate_hidden, self.gate_context, self.gate_bias)
+            if torch.is_grad_enabled() and any(t.requires_grad for t in (plain, projected, *parameters)):
+                mixed, gate = _GateAndMix.apply(plain, projected, *parameters)
             else:
-                gate = plain.new_full((*plain.shape[:-1], 1), self.fixed_gate)
-            states[target] = torch.lerp(plain, projected[:, :, index], gate)
-            gates.append(gate.squeeze(-1))
-        return states["query"], states["key"], torch.stack(gates, dim=1)
+                mixed, gate = _gate_and_mix(plain, projected, *parameters)
+        else:
+            gate = plain.new_full((num_targets, batch, n, 1), self.fixed_gate)
+            mixed = torch.lerp(plain, projected, self.fixed_gate)
+        for target, state in zip(self.targets, mixed.unbind(0), strict=True):
+            states[target] = state
+        gates = gate.squeeze(-1).transpose(0, 1)  # (batch, T, n)
+        if len(self.targets) < len(CONTEXT_TARGETS):
+            channel = CONTEXT_TARGETS.index(self.targets[0])
+            gates = F.pad(gates, (0, 0, channel, len(CONTEXT_TARGETS) - 1 - channel))
+        return states["query"], states["key"], gates

@@ -1,6 +1,7 @@
 """Where a CasanModel step spends its time, next to BertModel's: torch.profiler's operator table for each.
 
     python scripts/profile_context.py --size bert-base --seq-len 128 --batch-size 4 --mode training
+    python scripts/profile_context.py --operators --mode training   # compute operators per layer, forward and backward
 
 Run it with `OMP_NUM_THREADS=1` on a shared machine: one thread is not slowed by a descheduled partner, so
 each operator's self time is its own work. The forward of every context mixer is labelled
@@ -8,6 +9,12 @@ each operator's self time is its own work. The forward of every context mixer is
 operators BERT does not have or has fewer of: `aten::addmm`/`aten::mm` for C U and its backward,
 `aten::addmv_` for the gate, `aten::lerp` for the mix, `aten::bmm` for the masked means, `aten::cat` for the
 gradient of the split U.
+
+`--operators` prints instead how many compute operators (casan_hf/benchmark/operators.py) one step of `--mode`
+runs, forward and backward, for BertModel and each CASAN context type, and per layer what the context adds:
+the figure that matters where every operator is a kernel launch (a GPU). It needs no quiet machine. By
+default the models have BERT-base's depth and a width of 64 (`--size bert-base` for the real width: the
+same counts for the context, slower; BERT's own differ a little, as sdpa picks another path).
 """
 
 import argparse
@@ -16,6 +23,7 @@ import os
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function
 
+from casan_hf.benchmark.operators import DEFAULT_VARIANTS, count_table, format_count_table, small_bert_config
 from casan_hf.benchmark.runner import Variant, build_model, make_step, random_inputs, reference_bert
 from casan_hf.context import CasanContextMixer
 
@@ -31,9 +39,25 @@ def label_context_mixers(model):
             module.register_forward_hook(lambda *_: ranges.pop().__exit__(None, None, None))
 
 
+def print_operator_counts(args):
+    """The operator table of `--operators`: `--size` is the width (default 64), the depth is BERT-base's."""
+    if args.size is None:
+        config = small_bert_config()
+    else:
+        config = reference_bert(args.size, args.attn, torch.float32)[0].config
+    inputs = random_inputs(config.vocab_size, args.batch_size, args.seq_len, torch.device("cpu"))
+    rows = count_table(config, DEFAULT_VARIANTS, inputs, args.mode, args.attn)
+    print(
+        f"compute operators of one {args.mode} step, hidden {config.hidden_size}, {config.num_hidden_layers} "
+        f"layers, seq {args.seq_len}, batch {args.batch_size}, {args.attn}; per layer: over the layers; "
+        "context: what CASAN adds over BertModel"
+    )
+    print(format_count_table(rows, config.num_hidden_layers))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--size", default="bert-base", choices=["minilm", "bert-base"])
+    parser.add_argument("--size", choices=["minilm", "bert-base"], help="default: bert-base (--operators: width 64)")
     parser.add_argument("--context-types", nargs="+", default=["bert", "global", "deep", "deep_global"])
     parser.add_argument("--rank", type=int, help="context_rank of the CASAN models")
     parser.add_argument("--seq-len", type=int, default=128)
@@ -41,8 +65,13 @@ def main():
     parser.add_argument("--mode", default="inference", choices=["inference", "training"])
     parser.add_argument("--attn", default="sdpa", choices=["sdpa", "eager"])
     parser.add_argument("--rows", type=int, default=12, help="operators shown per model")
+    parser.add_argument("--operators", action="store_true", help="count compute operators instead (see above)")
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    if args.operators:
+        print_operator_counts(args)
+        return
+    args.size = args.size or "bert-base"
 
     reference, _ = reference_bert(args.size, args.attn, torch.float32)
     inputs = random_inputs(reference.config.vocab_size, args.batch_size, args.seq_len, torch.device("cpu"))

@@ -1,0 +1,219 @@
+"""The context mixer's kernels change nothing: outputs, gates and every gradient equal those of the mixer
+written straightforwardly (one target at a time, C concatenated, the paper's formulas), in float64."""
+
+import itertools
+
+import pytest
+import torch
+from tiny_models import padded_batch, tiny_config
+
+from casan_hf import CasanModel
+from casan_hf.context import CasanContextMixer, _gate_and_mix, _GateAndMix, _SplitProjection
+
+
+TOLERANCE = dict(rtol=0, atol=1e-10)
+CONFIGS = [
+    dict(context_type=context_type, context_rank=rank, context_targets=targets, gate=gate)
+    for context_type, rank, targets, gate in itertools.product(
+        ("global", "deep", "deep_global"), (None, 3), (["query", "key"], ["query"], ["key"]), ("dynamic", "fixed")
+    )
+]
+
+
+def config_id(options):
+    return "-".join(str(value if not isinstance(value, list) else "+".join(value)) for value in options.values())
+
+
+def reference_mixer(mixer, query, key, context):
+    """The mixer as the method states it: C the explicit concatenation (broadcast for sentence context), then
+    per target C U, lambda = sigmoid(X v^H + (C U) v^C + b) and (1 - lambda) X + lambda C U."""
+    n = query.shape[1]
+    concatenated = torch.cat(context, dim=-1)
+    if not mixer.per_token:
+        concatenated = concatenated[:, None, :].expand(-1, n, -1)
+    width = mixer.hidden_size if mixer.rank is None else mixer.rank
+    states = {"query": query, "key": key}
+    gates = [query.new_zeros(query.shape[:-1]), key.new_zeros(key.shape[:-1])]
+    for index, target in enumerate(mixer.targets):
+        u = mixer.context_weight[index * width : (index + 1) * width].T
+        if mixer.rank is not None:
+            u = u @ mixer.context_up[index]
+        cu = concatenated @ u
+        plain = states[target]
+        if mixer.dynamic:
+            lam = torch.sigmoid(
+                plain @ mixer.gate_hidden[index] + cu @ mixer.gate_context[index] + mixer.gate_bias[index]
+            )
+        else:
+            lam = torch.full(plain.shape[:-1], mixer.fixed_gate, dtype=plain.dtype)
+        states[target] = (1 - lam[..., None]) * plain + lam[..., None] * cu
+        gates[("query", "key").index(target)] = lam
+    return states["query"], states["key"], torch.stack(gates, dim=1)
+
+
+def context_model(context_type, **options):
+    """A tiny float32 model whose context parameters are large enough for their gradients to be compared."""
+    torch.manual_seed(0)
+    model = CasanModel(tiny_config(context_type=context_type, gate_bias_init=0.0, **options))
+    for name, parameter in model.named_parameters():
+        if "context_mixer" in name:
+            torch.nn.init.normal_(parameter, std=0.3)
+    return model
+
+
+def weighted_sum(tensor):
+    """A loss whose gradient reaches the context (a square's mean would not: LayerNorm fixes it)."""
+    generator = torch.Generator().manual_seed(1)
+    return (tensor * torch.randn(tensor.shape, generator=generator, dtype=tensor.dtype)).sum()
+
+
+def reference_forward(self, query, key, context):
+    """`CasanContextMixer.forward` replaced by `reference_mixer` (deep_global's context split into its means)."""
+    if self.per_token:
+        return reference_mixer(self, query, key, context)
+    (sentence,) = context
+    return reference_mixer(self, query, key, sentence.split(self.hidden_size, dim=-1))
+
+
+def mixer_inputs(config, layer, batch=3, n=5):
+    d = config.hidden_size
+    if config.context_type == "deep":
+        context = tuple(torch.randn(batch, n, d, dtype=torch.float64) for _ in range(layer))
+    elif config.context_type == "deep_global":
+        context = tuple(torch.randn(batch, d, dtype=torch.float64) for _ in range(layer + 1))
+    else:
+        context = (torch.randn(batch, d, dtype=torch.float64),)
+    query, key = torch.randn(batch, n, d, dtype=torch.float64), torch.randn(batch, n, d, dtype=torch.float64)
+    return [tensor.requires_grad_() for tensor in (query, key, *context)]
+
+
+@pytest.mark.parametrize("options", CONFIGS, ids=config_id)
+def test_mixer_forward_and_gradients_equal_the_reference(options):
+    torch.manual_seed(0)
+    config = tiny_config(**options)
+    layer = 2
+    mixer = CasanContextMixer(config, config.context_size(layer)).double()
+    for parameter in mixer.parameters():
+        torch.nn.init.normal_(parameter, std=0.3)
+    query, key, *context = mixer_inputs(config, layer)
+    # the fast mixer takes deep_global's context concatenated, as layer_context builds it
+    fast_context = tuple(context) if config.context_type == "deep" else (torch.cat(context, dim=-1),)
+    results = {}
+    for name, function in (("fast", mixer), ("reference", lambda q, k, c: reference_mixer(mixer, q, k, context))):
+        outputs = function(query, key, fast_context)
+        torch.manual_seed(1)  # the same weights for both (randn_like would follow each output's strides)
+        loss = sum((output * torch.randn(output.shape, dtype=output.dtype)).sum() for output in outputs)
+        inputs = [query, key, *context, *mixer.parameters()]
+        grads = torch.autograd.grad(loss, inputs, allow_unused=True)
+        results[name] = (outputs, grads)
+    for fast, reference in zip(results["fast"][0], results["reference"][0], strict=True):
+        torch.testing.assert_close(fast, reference, **TOLERANCE)
+    for fast, reference in zip(results["fast"][1], results["reference"][1], strict=True):
+        if reference is None:
+            assert fast is None or not fast.any()
+        else:
+            torch.testing.assert_close(fast, reference, **TOLERANCE)
+
+
+@pytest.mark.parametrize("context_type", ["global", "deep", "deep_global"])
+@pytest.mark.parametrize("rank", [None, 3])
+def test_model_outputs_and_gradients_equal_the_reference(context_type, rank, monkeypatch):
+    """A whole model (padded batch, every layer): its outputs, gates and every parameter's gradient, computed
+    with the fast mixer and with the reference in its place."""
+    torch.manual_seed(0)
+    model = CasanModel(tiny_config(context_type=context_type, context_rank=rank, gate_bias_init=0.0)).double()
+    for name, parameter in model.named_parameters():
+        if "context_mixer" in name:
+            torch.nn.init.normal_(parameter, std=0.3)
+    input_ids, attention_mask = padded_batch([6, 3, 5])
+
+    def step():
+        model.zero_grad(set_to_none=True)
+        outputs = model(input_ids, attention_mask=attention_mask, output_context_gates=True)
+        torch.manual_seed(1)
+        hidden = outputs.last_hidden_state
+        (hidden * torch.randn(hidden.shape, dtype=hidden.dtype)).sum().backward()
+        gates = torch.stack(outputs.context_gates).detach()
+        return (
+            hidden.detach(),
+            gates,
+            {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None},
+        )
+
+    fast = step()
+    original_forward = CasanContextMixer.forward
+    monkeypatch.setattr(CasanContextMixer, "forward", reference_forward)
+    reference = step()
+    monkeypatch.setattr(CasanContextMixer, "forward", original_forward)
+    torch.testing.assert_close(fast[0], reference[0], **TOLERANCE)
+    torch.testing.assert_close(fast[1], reference[1], **TOLERANCE)
+    assert fast[2].keys() == reference[2].keys()
+    for name, grad in fast[2].items():
+        torch.testing.assert_close(grad, reference[2][name], **TOLERANCE, msg=name)
+
+
+def autograd_split_projection(weight, sources):
+    """Deep context's C U as autograd sees it without the custom function: split U, one product per source."""
+    d = sources[0].shape[-1]
+    return sum(source @ block.t() for source, block in zip(sources, weight.split(d, dim=1), strict=True))
+
+
+def test_split_projection_follows_autocast():
+    """Under bf16 autocast the custom function computes in bf16 as mm would, and returns float32 gradients."""
+    torch.manual_seed(0)
+    weight = torch.randn(8, 12, requires_grad=True)
+    sources = [torch.randn(5, 4, requires_grad=True) for _ in range(3)]
+    results = []
+    for function in (_SplitProjection.apply, lambda w, *s: autograd_split_projection(w, s)):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            projected = function(weight, *sources)
+        assert projected.dtype == torch.bfloat16
+        grads = torch.autograd.grad(projected.float().square().sum(), [weight, *sources])
+        assert all(grad.dtype == torch.float32 for grad in grads)
+        results.append((projected, grads))
+    (fast, fast_grads), (reference, reference_grads) = results
+    torch.testing.assert_close(fast, reference, rtol=2e-2, atol=2e-2)
+    for grad, expected in zip(fast_grads, reference_grads, strict=True):
+        torch.testing.assert_close(grad, expected, rtol=5e-2, atol=5e-2)
+
+
+@pytest.mark.parametrize("context_type", ["global", "deep"])
+def test_compiled_training_step_matches_eager(context_type):
+    """torch.compile traces the mixer's training step, the custom function's backward included."""
+    model = context_model(context_type)
+    input_ids, attention_mask = padded_batch([6, 3])
+    grads = []
+    for forward in (model, torch.compile(model, backend="aot_eager")):
+        model.zero_grad(set_to_none=True)
+        hidden = forward(input_ids, attention_mask=attention_mask).last_hidden_state
+        weighted_sum(hidden).backward()
+        grads.append({name: p.grad for name, p in model.named_parameters() if "context_mixer" in name})
+    for name, grad in grads[0].items():
+        assert grad.norm() > 1e-5, name
+        torch.testing.assert_close(grads[1][name], grad, rtol=1e-4, atol=1e-5, msg=name)
+
+
+@pytest.mark.parametrize("context_type", ["global", "deep"])
+def test_training_under_autocast_is_as_close_as_autograd(context_type, monkeypatch):
+    """bf16 autocast: the custom functions compute in bf16 and return float32 gradients, about as far from the
+    float32 gradients as autograd's through the same operators under the same autocast (bf16 rounding, both)."""
+    model = context_model(context_type)
+    input_ids, attention_mask = padded_batch([6, 3])
+
+    def grads(autocast):
+        model.zero_grad(set_to_none=True)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            hidden = model(input_ids, attention_mask=attention_mask).last_hidden_state
+        weighted_sum(hidden.float()).backward()
+        return {name: p.grad for name, p in model.named_parameters() if "context_mixer" in name}
+
+    exact, fast = grads(autocast=False), grads(autocast=True)
+    assert all(grad.dtype == torch.float32 for grad in fast.values())
+    monkeypatch.setattr(_GateAndMix, "apply", _gate_and_mix)
+    monkeypatch.setattr(_SplitProjection, "apply", lambda weight, *sources: autograd_split_projection(weight, sources))
+    reference = grads(autocast=True)
+    for name, grad in exact.items():
+        assert grad.norm() > 1e-5, name
+        fast_error = (fast[name] - grad).norm() / grad.norm()
+        reference_error = (reference[name] - grad).norm() / grad.norm()
+        assert fast_error <= 1.5 * reference_error + 0.01, (name, fast_error, reference_error)

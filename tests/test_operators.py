@@ -1,0 +1,64 @@
+"""The compute-operator count of casan_hf/benchmark/operators.py: what it counts, on modules whose operators
+are known, and how many the context adds per layer (a ceiling, so that a change that adds kernels shows)."""
+
+import torch
+from tiny_models import tiny_config
+from torch import nn
+from transformers import BertConfig
+
+from casan_hf.benchmark.operators import count_table, operator_counts, small_bert_config
+
+
+class LinearSigmoid(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = nn.Linear(8, 8)
+
+    def forward(self, x):
+        # linear is composite (counts as its addmm); views are not counted; lerp counts once.
+        hidden = torch.sigmoid(self.linear(x)).view(2, 3, 8).transpose(1, 2)
+        return torch.lerp(hidden, torch.zeros_like(hidden), 0.5).sum()
+
+
+def test_counts_kernels_not_views_nor_composites():
+    model = LinearSigmoid()
+    counts = operator_counts(model, {"x": torch.randn(6, 8)}, mode="training", loss=lambda out: out)
+    assert dict(counts["forward"]) == {
+        "aten::addmm": 1,
+        "aten::sigmoid": 1,
+        "aten::zero_": 1,  # zeros_like
+        "aten::lerp": 1,
+        "aten::sum": 1,
+    }
+    # the loss's seed gradient, lerp's grad * (1 - w), the copy that makes the transposed gradient
+    # contiguous for view's backward, sigmoid's backward, the weight's product and the bias's sum.
+    assert dict(counts["backward"]) == {
+        "aten::fill_": 1,
+        "aten::mul": 1,
+        "aten::copy_": 1,
+        "aten::sigmoid_backward": 1,
+        "aten::mm": 1,
+        "aten::sum": 1,
+    }
+
+
+def test_casan_none_adds_only_the_zero_gates():
+    """context_type="none" is BERT plus one zero-filled gate tensor per layer."""
+    bert_options = BertConfig().to_dict()
+    config = BertConfig(**{key: value for key, value in tiny_config().to_dict().items() if key in bert_options})
+    inputs = {"input_ids": torch.randint(1, 99, (2, 5)), "attention_mask": torch.ones(2, 5, dtype=torch.long)}
+    rows = count_table(config, [("none", {"context_type": "none"})], inputs)
+    (_, *bert), (_, *none) = rows
+    assert none[2:] == [1.0, 0.0] and none[1] == bert[1]
+
+
+def test_context_operators_per_layer_stay_under_their_ceilings():
+    """What the context adds per layer (BERT-base's depth, a small width), forward and backward of a training
+    step: at most the counts of the fused mixer (docs/BENCHMARKS.md), so that a change that adds kernels to
+    every layer shows here. Before the fusion: global 11.3 and 51, deep_global 12.3 and 56.5."""
+    config = small_bert_config(hidden_size=32)
+    inputs = {"input_ids": torch.randint(1, 99, (2, 8)), "attention_mask": torch.ones(2, 8, dtype=torch.long)}
+    ceilings = {"global": (8.5, 17.0), "deep_global": (9.5, 22.5), "deep": (10.5, 27.5)}
+    variants = [(name, {"context_type": name}) for name in ceilings]
+    for label, _, _, forward, backward in count_table(config, variants, inputs)[1:]:
+        assert forward <= ceilings[label][0] and backward <= ceilings[label][1], (label, forward, backward)
