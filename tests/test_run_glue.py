@@ -188,7 +188,7 @@ def test_baseline_is_plain_bert_with_the_same_settings(tiny_bert, run_in_process
     assert "casan-baseline" in meta["tags"] and "casan" not in meta["tags"]
     assert "eval_accuracy" in read_json(output_dir / "eval_results.json")
     with pytest.raises(
-        SystemExit, match=r"--baseline fine-tunes plain BERT; drop the context options \['context_type'\]"
+        SystemExit, match=r"--baseline fine-tunes the plain source model; drop the context options \['context_type'\]"
     ):
         run_in_process(
             [
