@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from transformers import BertConfig
 
-from .compat import dataclass_config
+from .compat import PreTrainedConfig, dataclass_config
 
 
 CONTEXT_TYPES = ("global", "deep", "deep_global", "none")
@@ -514,6 +514,44 @@ FAMILY_CONFIGS = {
     config_class.model_type.removeprefix("casan_"): config_class
     for config_class in (CasanConfig, CasanRobertaConfig, CasanXLMRobertaConfig, CasanElectraConfig)
 }
+
+
+def checkpoint_config(name_or_path, requested, config_class, source_model_type, models_name, hint=""):
+    """The saved config of the checkpoint a CASAN model is loaded from, checked against what is `requested`
+    (`from_pretrained`'s keyword arguments, or the `config` the auto classes pass): a ValueError when it cannot
+    become the requested model without losing weights. A source checkpoint (`source_model_type`) converts: its
+    context parameters are new. A CASAN one continues only with the structural options it was saved with, or
+    its trained context would be dropped or re-initialised. `models_name` names the models in the error, `hint`
+    ends it."""
+    hub_kwargs = {
+        key: requested[key]
+        for key in ("cache_dir", "force_download", "local_files_only", "token", "revision", "subfolder")
+        if key in requested
+    }
+    saved, _ = PreTrainedConfig.get_config_dict(name_or_path, **hub_kwargs)
+    config = requested.get("config")
+    if isinstance(config, PreTrainedConfig):
+        requested = config.to_dict()
+    model_type = saved.get("model_type")
+    if model_type not in (source_model_type, config_class.model_type):
+        raise ValueError(
+            f"Checkpoint has model_type {model_type!r}; {models_name} load {source_model_type!r} or "
+            f"{config_class.model_type!r} checkpoints.{hint}"
+        )
+    if model_type == config_class.model_type:
+        defaults = config_class()
+        for name in STRUCTURAL_OPTIONS:
+            if name not in requested:
+                continue
+            wanted = getattr(config_class(**{name: requested[name]}), name)
+            have = saved.get(name, getattr(defaults, name))
+            if wanted != have:
+                raise ValueError(
+                    f"This CASAN checkpoint was trained with {name}={have!r}; it cannot be loaded with "
+                    f"{name}={wanted!r} (its context parameters would be dropped or re-initialised). Load it "
+                    f"without `{name}`, or convert the original {source_model_type} checkpoint instead."
+                )
+    return saved
 
 
 def option_defaults():

@@ -17,6 +17,7 @@ from torch import nn
 from torch.autograd.function import once_differentiable
 from torch.nn import functional as F
 
+from .compat import init
 from .configuration_casan import CONTEXT_TARGETS, SENTENCE_CONTEXTS
 
 
@@ -253,6 +254,19 @@ class CasanContextMixer(nn.Module):
             self.gate_hidden = nn.Parameter(torch.empty(num_targets, self.hidden_size))  # v^H per target
             self.gate_context = nn.Parameter(torch.empty(num_targets, self.hidden_size))  # v^C per target
             self.gate_bias = nn.Parameter(torch.empty(num_targets))
+
+    @torch.no_grad()
+    def initialize(self, std, gate_bias_init):
+        """U (or A and B) and the gate vectors ~ N(0, std), the gate bias at `gate_bias_init`: every gate starts
+        near sigmoid(gate_bias_init), so a converted checkpoint starts near its source. The models'
+        `_init_weights` call it with their config's values."""
+        init.normal_(self.context_weight, mean=0.0, std=std)
+        if self.rank is not None:
+            init.normal_(self.context_up, mean=0.0, std=std)
+        if self.dynamic:
+            init.normal_(self.gate_hidden, mean=0.0, std=std)
+            init.normal_(self.gate_context, mean=0.0, std=std)
+            init.constant_(self.gate_bias, gate_bias_init)
 
     def project(self, context):
         """C U for every target from `layer_context`'s tuple, targets first: `(T, batch, 1, d)` for sentence

@@ -59,7 +59,6 @@ from transformers.utils.generic import can_return_tuple
 
 from .compat import (
     OutputRecorder,
-    PreTrainedConfig,
     attention_function,
     capture_outputs,
     create_bidirectional_mask,
@@ -73,8 +72,8 @@ from .configuration_casan import (
     FAMILY_CONFIGS,
     HEADS,
     OPTION_CHECKS,
-    STRUCTURAL_OPTIONS,
     CasanConfig,
+    checkpoint_config,
     get_family,
     get_head,
 )
@@ -340,14 +339,7 @@ class CasanPreTrainedModel(PreTrainedModel):
             init.zeros_(module.token_type_ids)
         elif isinstance(module, CasanContextMixer):
             std = self.config.context_init_range
-            std = self.config.initializer_range if std is None else std
-            init.normal_(module.context_weight, mean=0.0, std=std)
-            if module.rank is not None:
-                init.normal_(module.context_up, mean=0.0, std=std)
-            if module.dynamic:
-                init.normal_(module.gate_hidden, mean=0.0, std=std)
-                init.normal_(module.gate_context, mean=0.0, std=std)
-                init.constant_(module.gate_bias, self.config.gate_bias_init)
+            module.initialize(self.config.initializer_range if std is None else std, self.config.gate_bias_init)
 
     @classmethod
     def from_pretrained(cls, pretrained_model_name_or_path, *model_args, **kwargs):
@@ -360,46 +352,20 @@ class CasanPreTrainedModel(PreTrainedModel):
         from its `name_or_path` (a PEFT adapter records it as its base) must not get the plain source back."""
         saved = None
         if pretrained_model_name_or_path is not None:
-            hub_kwargs = {
-                key: kwargs[key]
-                for key in ("cache_dir", "force_download", "local_files_only", "token", "revision", "subfolder")
-                if key in kwargs
-            }
-            saved, _ = PreTrainedConfig.get_config_dict(pretrained_model_name_or_path, **hub_kwargs)
-            config = kwargs.get("config")
-            requested = kwargs if not isinstance(config, PreTrainedConfig) else config.to_dict()
-            check_checkpoint_fits(saved, requested, cls.family)
+            other_families = ", ".join(repr(family.name) for family in FAMILIES)
+            hint = f" For another family ({other_families}) use its classes, or the auto classes."
+            saved = checkpoint_config(
+                pretrained_model_name_or_path,
+                kwargs,
+                cls.config_class,
+                cls.family.name,
+                f"CASAN {cls.family.name} models",
+                hint,
+            )
         loaded = super().from_pretrained(pretrained_model_name_or_path, *model_args, **kwargs)
         if saved is not None and saved.get("model_type") != cls.family.model_type:
             (loaded[0] if isinstance(loaded, tuple) else loaded).name_or_path = ""
         return loaded
-
-
-def check_checkpoint_fits(saved_config, requested, family):
-    """Raises a ValueError when a checkpoint cannot become the requested CASAN model of `family` without
-    losing weights."""
-    model_type = saved_config.get("model_type")
-    if model_type not in (family.name, family.model_type):
-        raise ValueError(
-            f"Checkpoint has model_type {model_type!r}; CASAN {family.name} models load "
-            f"{family.name!r} or {family.model_type!r} checkpoints. For another family use its classes "
-            f"({', '.join(repr(other.name) for other in FAMILIES)}), or the auto classes."
-        )
-    if model_type != family.model_type:
-        return
-    config_class = FAMILY_CONFIGS[family.name]
-    defaults = config_class()
-    for name in STRUCTURAL_OPTIONS:
-        if name not in requested:
-            continue
-        wanted = getattr(config_class(**{name: requested[name]}), name)
-        have = saved_config.get(name, getattr(defaults, name))
-        if wanted != have:
-            raise ValueError(
-                f"This CASAN checkpoint was trained with {name}={have!r}; it cannot be loaded with {name}={wanted!r} "
-                f"(its context parameters would be dropped or re-initialised). Load it without `{name}`, or convert "
-                f"the original {family.name} checkpoint instead."
-            )
 
 
 def encoder_extras(outputs):

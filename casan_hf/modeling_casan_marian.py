@@ -14,9 +14,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 from transformers import MarianModel, MarianMTModel
-from transformers import initialization as init
 from transformers.activations import ACT2FN
-from transformers.configuration_utils import PreTrainedConfig
 from transformers.masking_utils import create_bidirectional_mask
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import BaseModelOutput
@@ -33,12 +31,9 @@ from transformers.utils import TransformersKwargs
 from transformers.utils.generic import merge_with_config_defaults
 from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 
-from .configuration_casan import CONTEXT_TARGETS, STRUCTURAL_OPTIONS
+from .configuration_casan import CONTEXT_TARGETS, checkpoint_config
 from .configuration_casan_marian import CasanMarianConfig
 from .context import CasanContextMixer, run_layers_with_context
-
-
-LOADABLE_MODEL_TYPES = ("marian", "casan_marian")
 
 
 @dataclass
@@ -149,57 +144,20 @@ class CasanMarianPreTrainedModel(MarianPreTrainedModel):
         super()._init_weights(module)
         if isinstance(module, CasanContextMixer):
             std = self.config.context_init_range
-            std = self.config.init_std if std is None else std
-            init.normal_(module.context_weight, mean=0.0, std=std)
-            if module.rank is not None:
-                init.normal_(module.context_up, mean=0.0, std=std)
-            if module.dynamic:
-                init.normal_(module.gate_hidden, mean=0.0, std=std)
-                init.normal_(module.gate_context, mean=0.0, std=std)
-                init.constant_(module.gate_bias, self.config.gate_bias_init)
+            module.initialize(self.config.init_std if std is None else std, self.config.gate_bias_init)
 
     @classmethod
     def from_pretrained(cls, pretrained_model_name_or_path, *model_args, **kwargs):
         """Loads a Marian checkpoint (converted: the context parameters are new, and the model has no checkpoint
         of its own until saved) or a CASAN-Marian one (continued: its structural context options must not change,
         or its trained context would be dropped or replaced by random weights)."""
-        hub_kwargs = {
-            key: kwargs[key]
-            for key in ("cache_dir", "force_download", "local_files_only", "token", "revision", "subfolder")
-            if key in kwargs
-        }
-        saved, _ = PreTrainedConfig.get_config_dict(pretrained_model_name_or_path, **hub_kwargs)
-        config = kwargs.get("config")
-        requested = config.to_dict() if isinstance(config, PreTrainedConfig) else kwargs
-        check_checkpoint_fits(saved, requested)
+        saved = checkpoint_config(
+            pretrained_model_name_or_path, kwargs, CasanMarianConfig, "marian", "CasanMarian models"
+        )
         loaded = super().from_pretrained(pretrained_model_name_or_path, *model_args, **kwargs)
         if saved.get("model_type") != CasanMarianConfig.model_type:
             (loaded[0] if isinstance(loaded, tuple) else loaded).name_or_path = ""
         return loaded
-
-
-def check_checkpoint_fits(saved_config, requested):
-    """Raises a ValueError when a checkpoint cannot become the requested model without losing weights."""
-    model_type = saved_config.get("model_type")
-    if model_type not in LOADABLE_MODEL_TYPES:
-        raise ValueError(
-            f"Checkpoint has model_type {model_type!r}; CasanMarian models load "
-            f"{' or '.join(map(repr, LOADABLE_MODEL_TYPES))} checkpoints."
-        )
-    if model_type != CasanMarianConfig.model_type:
-        return
-    defaults = CasanMarianConfig()
-    for name in STRUCTURAL_OPTIONS:
-        if name not in requested:
-            continue
-        wanted = getattr(CasanMarianConfig(**{name: requested[name]}), name)
-        have = saved_config.get(name, getattr(defaults, name))
-        if wanted != have:
-            raise ValueError(
-                f"This CASAN checkpoint was trained with {name}={have!r}; it cannot be loaded with {name}={wanted!r} "
-                f"(its context parameters would be dropped or re-initialised). Load it without `{name}`, or convert "
-                "the original Marian checkpoint instead."
-            )
 
 
 class CasanMarianEncoder(CasanMarianPreTrainedModel):
