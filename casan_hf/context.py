@@ -225,6 +225,15 @@ class _GateAndMix(torch.autograd.Function):
         )
 
 
+def mix_context(context_mixer, query, key, context):
+    """A layer's query and key `(batch, n, d)` with its `context` mixed in by its `context_mixer`, and the gates
+    `(batch, 2, n)`. A layer that takes no context (no mixer, or deep's first layer, whose context is empty)
+    gives them back unchanged, with zero gates."""
+    if context_mixer is not None and context:
+        return context_mixer(query, key, context)
+    return query, key, query.new_zeros((query.shape[0], len(CONTEXT_TARGETS), query.shape[1]))
+
+
 class CasanContextMixer(nn.Module):
     """Projects a layer's context (C U) and gates it into the query and/or key.
 

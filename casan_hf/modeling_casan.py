@@ -67,7 +67,6 @@ from .compat import (
     merge_with_config_defaults,
 )
 from .configuration_casan import (
-    CONTEXT_TARGETS,
     FAMILIES,
     FAMILY_CONFIGS,
     HEADS,
@@ -77,7 +76,7 @@ from .configuration_casan import (
     get_family,
     get_head,
 )
-from .context import CasanContextMixer, run_layers_with_context
+from .context import CasanContextMixer, mix_context, run_layers_with_context
 from .pooling import SentencePooling
 
 
@@ -201,12 +200,7 @@ class CasanSelfAttention(nn.Module):
         the layer's `layer_context`."""
         hidden_shape = (*hidden_states.shape[:-1], -1, self.attention_head_size)
         query, key = self.query(hidden_states), self.key(hidden_states)
-        if self.context_mixer is not None and context:
-            query, key, context_gates = self.context_mixer(query, key, context)
-        else:
-            context_gates = hidden_states.new_zeros(
-                (hidden_states.shape[0], len(CONTEXT_TARGETS), hidden_states.shape[1])
-            )
+        query, key, context_gates = mix_context(self.context_mixer, query, key, context)
 
         query = query.view(hidden_shape).transpose(1, 2)
         key = key.view(hidden_shape).transpose(1, 2)

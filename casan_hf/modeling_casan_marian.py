@@ -31,9 +31,9 @@ from transformers.utils import TransformersKwargs
 from transformers.utils.generic import merge_with_config_defaults
 from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 
-from .configuration_casan import CONTEXT_TARGETS, checkpoint_config
+from .configuration_casan import checkpoint_config
 from .configuration_casan_marian import CasanMarianConfig
-from .context import CasanContextMixer, run_layers_with_context
+from .context import CasanContextMixer, mix_context, run_layers_with_context
 
 
 @dataclass
@@ -70,12 +70,7 @@ class CasanMarianSelfAttention(MarianAttention):
         """Returns the attention output, the attention weights (eager only) and the gates `(batch, 2, n)`."""
         hidden_shape = (*hidden_states.shape[:-1], -1, self.head_dim)
         query, key = self.q_proj(hidden_states), self.k_proj(hidden_states)
-        if self.context_mixer is not None and context:
-            query, key, context_gates = self.context_mixer(query, key, context)
-        else:
-            context_gates = hidden_states.new_zeros(
-                (hidden_states.shape[0], len(CONTEXT_TARGETS), hidden_states.shape[1])
-            )
+        query, key, context_gates = mix_context(self.context_mixer, query, key, context)
         query = query.view(hidden_shape).transpose(1, 2)
         key = key.view(hidden_shape).transpose(1, 2)
         value = self.v_proj(hidden_states).view(hidden_shape).transpose(1, 2)
