@@ -73,6 +73,17 @@ def layer_context(config, layer_index, sources):
     return tuple(sources[:layer_index])
 
 
+def check_encoder_inputs(input_ids, inputs_embeds, attention_mask):
+    """A context-aware encoder takes exactly one of `input_ids` and `inputs_embeds`, and its attention mask as
+    the 2D 0/1 mask of the real tokens, which the masked means average over (a 4D mask says nothing of that)."""
+    if (input_ids is None) ^ (inputs_embeds is not None):
+        raise ValueError("You must specify exactly one of input_ids or inputs_embeds")
+    if attention_mask is not None and attention_mask.dim() != 2:
+        raise ValueError(
+            f"CASAN needs a 2D attention_mask (batch, seq) to average the real tokens; got {attention_mask.dim()}D."
+        )
+
+
 def run_layers_with_context(config, layers, hidden_states, attention_mask, token_mask, **kwargs):
     """Runs `layers` in turn, each with its `layer_context` as positional arguments (so that checkpointing sees
     them): the loop of every context-aware encoder (BERT's, Marian's). `attention_mask` is what the layers take,

@@ -76,7 +76,7 @@ from .configuration_casan import (
     get_family,
     get_head,
 )
-from .context import CasanContextMixer, mix_context, run_layers_with_context
+from .context import CasanContextMixer, check_encoder_inputs, mix_context, run_layers_with_context
 from .pooling import SentencePooling
 
 
@@ -403,13 +403,7 @@ class CasanModel(CasanPreTrainedModel):
         inputs_embeds=None,
         **kwargs: Unpack[TransformersKwargs],
     ) -> CasanModelOutput:
-        if (input_ids is None) ^ (inputs_embeds is not None):
-            raise ValueError("You must specify exactly one of input_ids or inputs_embeds")
-        if attention_mask is not None and attention_mask.dim() != 2:
-            raise ValueError(
-                "CASAN needs a 2D attention_mask (batch, seq) to average the real tokens; "
-                f"got {attention_mask.dim()}D."
-            )
+        check_encoder_inputs(input_ids, inputs_embeds, attention_mask)
         embedding_output = self.embeddings(
             input_ids=input_ids,
             position_ids=position_ids,

@@ -33,7 +33,7 @@ from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 
 from .configuration_casan import checkpoint_config
 from .configuration_casan_marian import CasanMarianConfig
-from .context import CasanContextMixer, mix_context, run_layers_with_context
+from .context import CasanContextMixer, check_encoder_inputs, mix_context, run_layers_with_context
 
 
 @dataclass
@@ -181,13 +181,7 @@ class CasanMarianEncoder(CasanMarianPreTrainedModel):
     def forward(
         self, input_ids=None, attention_mask=None, inputs_embeds=None, **kwargs: Unpack[TransformersKwargs]
     ) -> CasanMarianEncoderOutput:
-        if (input_ids is None) ^ (inputs_embeds is not None):
-            raise ValueError("You must specify exactly one of input_ids or inputs_embeds")
-        if attention_mask is not None and attention_mask.dim() != 2:
-            raise ValueError(
-                "CASAN needs a 2D attention_mask (batch, seq) to average the real tokens; "
-                f"got {attention_mask.dim()}D."
-            )
+        check_encoder_inputs(input_ids, inputs_embeds, attention_mask)
         if inputs_embeds is None:
             inputs_embeds = self.embed_tokens(input_ids) * self.embed_scale
         hidden_states = inputs_embeds + self.embed_positions(inputs_embeds.shape[:-1])
