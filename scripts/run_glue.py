@@ -23,22 +23,26 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from transformers import (
-    AutoModelForSequenceClassification,
     AutoTokenizer,
     DataCollatorWithPadding,
-    PreTrainedConfig,
     TrainingArguments,
     default_data_collator,
     set_seed,
 )
 
-import casan_hf
 from casan_hf.cli import CasanArguments
 from casan_hf.glue.data import load_glue_data
 from casan_hf.glue.metrics import load_glue_metric
 from casan_hf.glue.tasks import GLUE_TASKS
 from casan_hf.training import CasanTrainer, CasanTrainingArguments, check_training_options, gate_monitor_for
-from casan_hf.training.runs import find_checkpoint, parse_run_args, sequence_length, setup_logging, take
+from casan_hf.training.runs import (
+    find_checkpoint,
+    parse_run_args,
+    run_model_class,
+    sequence_length,
+    setup_logging,
+    take,
+)
 
 
 logger = logging.getLogger(__name__)
@@ -102,8 +106,6 @@ class DataTrainingArguments:
 def load_model(model_args, casan_args, glue_data):
     """The source family's own model for --baseline; otherwise CASAN, converted from a BERT, RoBERTa,
     XLM-RoBERTa or ELECTRA checkpoint or continued from a CASAN one."""
-    saved = PreTrainedConfig.get_config_dict(model_args.model_name_or_path, cache_dir=model_args.cache_dir)[0]
-    model_type = saved.get("model_type")
     label_kwargs = (
         {"num_labels": 1}
         if glue_data.is_regression
@@ -118,22 +120,14 @@ def load_model(model_args, casan_args, glue_data):
         "ignore_mismatched_sizes": model_args.ignore_mismatched_sizes,
         **label_kwargs,
     }
-    if model_args.baseline:
-        if casan_args.casan_kwargs():
-            raise ValueError(
-                f"--baseline fine-tunes the plain source model; drop the context options "
-                f"{sorted(casan_args.casan_kwargs())}."
-            )
-        if casan_hf.get_family(model_type).name != model_type:
-            raise ValueError(
-                f"--baseline needs the source checkpoint (model_type one of "
-                f"{', '.join(repr(family.name) for family in casan_hf.FAMILIES)}); "
-                f"{model_args.model_name_or_path!r} has model_type {model_type!r}."
-            )
-        return AutoModelForSequenceClassification.from_pretrained(model_args.model_name_or_path, **common)
-    return casan_hf.casan_class(model_type, "sequence-classification").from_pretrained(
-        model_args.model_name_or_path, **common, **casan_args.casan_kwargs()
+    model_class, casan_kwargs = run_model_class(
+        model_args.model_name_or_path,
+        "sequence-classification",
+        model_args.baseline,
+        casan_args.casan_kwargs(),
+        model_args.cache_dir,
     )
+    return model_class.from_pretrained(model_args.model_name_or_path, **common, **casan_kwargs)
 
 
 def tokenize(glue_data, tokenizer, data_args, training_args):

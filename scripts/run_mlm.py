@@ -30,15 +30,12 @@ from dataclasses import dataclass, field
 import torch
 from datasets import Dataset, load_dataset
 from transformers import (
-    AutoModelForMaskedLM,
     AutoTokenizer,
     DataCollatorForLanguageModeling,
-    PreTrainedConfig,
     TrainingArguments,
     set_seed,
 )
 
-from casan_hf import FAMILIES, casan_class, get_family
 from casan_hf.cli import CasanArguments
 from casan_hf.glue.data import load_glue_data
 from casan_hf.glue.tasks import GLUE_TASKS
@@ -50,7 +47,14 @@ from casan_hf.training import (
     freeze_pretrained,
     gate_monitor_for,
 )
-from casan_hf.training.runs import find_checkpoint, parse_run_args, sequence_length, setup_logging, take
+from casan_hf.training.runs import (
+    find_checkpoint,
+    parse_run_args,
+    run_model_class,
+    sequence_length,
+    setup_logging,
+    take,
+)
 
 
 logger = logging.getLogger(__name__)
@@ -158,21 +162,13 @@ def load_texts(data_args, cache_dir):
 def load_model(model_args, casan_args):
     """The source family's own masked LM for --baseline; otherwise CASAN, converted or continued. Returns it
     with the head modules the checkpoint had no weights for."""
-    saved = PreTrainedConfig.get_config_dict(model_args.model_name_or_path, cache_dir=model_args.cache_dir)[0]
-    model_type = saved.get("model_type")
-    if model_args.baseline:
-        if casan_args.casan_kwargs():
-            raise ValueError(
-                f"--baseline trains the plain source model; drop the options {sorted(casan_args.casan_kwargs())}."
-            )
-        if get_family(model_type).name != model_type:
-            raise ValueError(
-                f"--baseline needs the source checkpoint (model_type one of "
-                f"{', '.join(repr(family.name) for family in FAMILIES)}); this one has model_type {model_type!r}."
-            )
-        model_class, kwargs = AutoModelForMaskedLM, {}
-    else:
-        model_class, kwargs = casan_class(model_type, "masked-lm"), casan_args.casan_kwargs()
+    model_class, kwargs = run_model_class(
+        model_args.model_name_or_path,
+        "masked-lm",
+        model_args.baseline,
+        casan_args.casan_kwargs(),
+        model_args.cache_dir,
+    )
     model, loading = model_class.from_pretrained(
         model_args.model_name_or_path, cache_dir=model_args.cache_dir, output_loading_info=True, **kwargs
     )

@@ -1,5 +1,5 @@
-"""The plumbing every CASAN training script shares: processes that really form one run, transformers'
-logging, and resuming from the last checkpoint (or refusing a folder that holds other files)."""
+"""The plumbing every CASAN training script shares: the model class a run trains, processes that really form one
+run, transformers' logging, and resuming from the last checkpoint (or refusing a folder that holds other files)."""
 
 import logging
 import os
@@ -11,10 +11,36 @@ import transformers
 from transformers import HfArgumentParser
 from transformers.trainer_utils import get_last_checkpoint
 
+from ..compat import PreTrainedConfig
+from ..configuration_casan import FAMILIES, get_family, get_head
 from ..hub import check_output_dir
+from ..modeling_casan import casan_class
 
 
 logger = logging.getLogger(__name__)
+
+
+def run_model_class(model_name_or_path, head_name, baseline, casan_kwargs, cache_dir=None):
+    """The class a run trains from `model_name_or_path`, and the CASAN options to load it with. `baseline`: the
+    source family's own model (the head's auto class), which needs a source checkpoint (BERT, RoBERTa, ...) and
+    takes no CASAN option; otherwise the CASAN class of the checkpoint's family, converted from a source
+    checkpoint or continued from a CASAN one."""
+    saved = PreTrainedConfig.get_config_dict(model_name_or_path, cache_dir=cache_dir)[0]
+    model_type = saved.get("model_type")
+    if not baseline:
+        return casan_class(model_type, head_name), casan_kwargs
+    trains = "trains" if head_name == "masked-lm" else "fine-tunes"
+    if casan_kwargs:
+        raise ValueError(
+            f"--baseline {trains} the plain source model; drop the context options {sorted(casan_kwargs)}."
+        )
+    if get_family(model_type).name != model_type:
+        raise ValueError(
+            f"--baseline needs the source checkpoint (model_type one of "
+            f"{', '.join(repr(family.name) for family in FAMILIES)}); {model_name_or_path!r} has model_type "
+            f"{model_type!r}."
+        )
+    return getattr(transformers, get_head(head_name).auto_class), {}
 
 
 def launched_processes():
