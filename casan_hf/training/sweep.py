@@ -1,0 +1,207 @@
+"""Studies as grids of runs: the one runner and the one paired table behind `scripts/glue_sweep.py` and
+`scripts/translation_sweep.py`.
+
+A study is a list of `Run`s (each a few commands that write one folder) and a results file of one record per
+finished run. The results file, not the run folders, says what is finished: it is what a study commits, so a
+sweep started again, in this process, after a kill or on a fresh clone, runs only what has no record. A run cut
+off before its record was written is run again from the start (its commands overwrite their folders).
+
+Every CASAN variant is compared with its twin (the same data, steps, hyper-parameters and seed, without context):
+per metric, the mean and spread of each variant, and the per-seed difference to the twin with its mean, 95% t
+interval and the seeds won.
+"""
+
+import json
+import math
+import os
+import statistics
+import subprocess
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from scipy import stats
+
+
+@dataclass(frozen=True)
+class Run:
+    """One run of a study: `identity` names it in the results file (e.g. task, recipe, variant, seed); its
+    `commands` run in order and write into `folder`; `log` gets their output."""
+
+    identity: dict
+    folder: Path
+    commands: tuple
+
+    @property
+    def key(self):
+        return tuple(sorted(self.identity.items()))
+
+    @property
+    def log(self):
+        return self.folder.with_suffix(".log")
+
+
+def load_results(path):
+    """The records of the finished runs (an empty list before the first)."""
+    path = Path(path)
+    return json.loads(path.read_text()) if path.exists() else []
+
+
+def record_key(record, fields):
+    return tuple(sorted((name, record[name]) for name in fields))
+
+
+def write_atomically(path, text):
+    """Writes `text` to `path` through a temporary file and a rename, so that a kill never leaves half a file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.tmp")
+    temporary.write_text(text)
+    os.replace(temporary, path)
+
+
+def duration(seconds):
+    minutes, seconds = divmod(round(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{seconds:02d}s"
+
+
+def run_sweep(runs, results_path, collect, render_tables, parallel=1, threads_per_run=None, dry_run=False):
+    """Runs the `runs` that have no record in `results_path`, `parallel` at a time, each with
+    `threads_per_run` threads (default: the machine's cores shared out). As each finishes, `collect(run)` makes
+    its record, which is added to the results file, and `render_tables(records)` is written beside it (`.md`),
+    so that both are current whenever the sweep stops. Prints a progress line per finished run. Returns the
+    logs of the runs that failed."""
+    results_path = Path(results_path)
+    records = load_results(results_path)
+    fields = list(runs[0].identity) if runs else []
+    finished = {record_key(record, fields) for record in records}
+    todo = [run for run in runs if run.key not in finished]
+    print(f"{len(runs)} runs: {len(runs) - len(todo)} finished before, {len(todo)} to run, {parallel} at a time")
+    if dry_run:
+        for run in todo:
+            print("\n".join(" ".join(map(str, command)) for command in run.commands))
+        return []
+    environment = dict(os.environ)
+    threads = threads_per_run or max(1, (os.cpu_count() or 1) // parallel)
+    environment["OMP_NUM_THREADS"] = environment["MKL_NUM_THREADS"] = str(threads)
+    lock, start, done, failed = threading.Lock(), time.time(), [], []
+
+    def execute(run):
+        run.folder.parent.mkdir(parents=True, exist_ok=True)
+        began, returncode = time.time(), 0
+        with open(run.log, "w") as log:
+            for command in run.commands:
+                returncode = subprocess.run(
+                    [str(part) for part in command], stdout=log, stderr=subprocess.STDOUT, env=environment
+                ).returncode
+                if returncode:
+                    break
+        record = None if returncode else {**run.identity, **collect(run), "wall_seconds": round(time.time() - began)}
+        with lock:
+            done.append(run)
+            if record is None:
+                failed.append(run.log)
+            else:
+                records.append(record)
+                write_atomically(results_path, json.dumps(records, indent=2) + "\n")
+                write_atomically(results_path.with_suffix(".md"), render_tables(records))
+            elapsed = time.time() - start
+            left = elapsed / len(done) * (len(todo) - len(done))
+            name = " ".join(str(value) for value in run.identity.values())
+            status = "finished" if record else f"FAILED (exit {returncode}; log {run.log})"
+            print(
+                f"[{len(done)}/{len(todo)}] {name}: {status} in {duration(time.time() - began)}; "
+                f"elapsed {duration(elapsed)}, about {duration(left)} left",
+                flush=True,
+            )
+
+    with ThreadPoolExecutor(max_workers=parallel) as pool:
+        list(pool.map(execute, todo))
+    return failed
+
+
+def final_gates(trainer_state):
+    """The mean query and key gate of every layer (`{"query": [...], "key": [...]}`) at the last evaluation
+    logged in a `trainer_state.json` by `GateMonitor`; None when no gates were logged (a model without context)."""
+    trainer_state = Path(trainer_state)
+    if not trainer_state.exists():
+        return None
+    for entry in reversed(json.loads(trainer_state.read_text())["log_history"]):
+        layers = sorted({int(key.split("/")[1].removeprefix("layer_")) for key in entry if key.startswith("gates/")})
+        if layers:
+            return {
+                target: [entry[f"gates/layer_{layer}/{target}"] for layer in layers] for target in ("query", "key")
+            }
+    return None
+
+
+def mean_gates(gates_of_runs):
+    """`query / key`: the mean gate over the runs and over the layers with context (a layer without reads 0)."""
+    gates = [gates for gates in gates_of_runs if gates]
+    if not gates:
+        return "-"
+    return " / ".join(
+        f"{statistics.mean(value for g in gates for value in g[target] if value):.3f}" for target in ("query", "key")
+    )
+
+
+def mean_std(values, digits=2):
+    if not values:
+        return "-"
+    spread = f" ± {statistics.stdev(values):.{digits}f}" if len(values) > 1 else ""
+    return f"{statistics.mean(values):.{digits}f}{spread} (n={len(values)})"
+
+
+def paired(differences):
+    """Mean ± std of the per-seed differences to the twin, their 95% t interval, the seeds won with the
+    two-sided sign test's p, and whether the mean beats the spread (mean > std)."""
+    if len(differences) < 2:
+        return ["-"] * 4
+    mean, std = statistics.mean(differences), statistics.stdev(differences)
+    half = stats.t.ppf(0.975, len(differences) - 1) * std / math.sqrt(len(differences))
+    wins, losses = sum(d > 0 for d in differences), sum(d < 0 for d in differences)
+    p = stats.binomtest(wins, wins + losses).pvalue if wins + losses else 1.0
+    return [
+        f"{mean:+.2f} ± {std:.2f}",
+        f"[{mean - half:+.2f}, {mean + half:+.2f}]",
+        f"{wins}/{len(differences)} (p={p:.2f})",
+        "yes" if mean > std else "no",
+    ]
+
+
+PAIRED_COLUMNS = ["score", "paired diff to twin", "95% CI", "seeds won (sign test)", "mean > spread"]
+
+
+def paired_table(title, label_columns, rows, score, extra_columns=()):
+    """A markdown table comparing each variant with its twin on one metric. `rows`: `(labels, runs, twin_runs)`
+    per table row (`labels` fill `label_columns`; `twin_runs` is None for the twin's own row); `score(record)`
+    the metric; `extra_columns`: `(name, cell(runs))` pairs, e.g. the gates."""
+    header = [*label_columns, *PAIRED_COLUMNS, *(name for name, _ in extra_columns)]
+    lines = [f"\n### {title}\n", "| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
+    for labels, runs, twin_runs in rows:
+        scores = {run["seed"]: score(run) for run in runs}
+        if twin_runs is None:
+            pair = ["(twin)"] * 4
+        else:
+            twin = {run["seed"]: score(run) for run in twin_runs}
+            pair = paired([value - twin[seed] for seed, value in scores.items() if seed in twin])
+        cells = [*labels, mean_std(list(scores.values())), *pair, *(cell(runs) for _, cell in extra_columns)]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+__all__ = [
+    "Run",
+    "duration",
+    "final_gates",
+    "load_results",
+    "mean_gates",
+    "mean_std",
+    "paired",
+    "paired_table",
+    "run_sweep",
+    "write_atomically",
+]

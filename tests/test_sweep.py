@@ -1,0 +1,116 @@
+"""casan_hf.training.sweep, the runner and paired table of both studies: the results file says what is finished, a
+sweep killed mid-run and started again runs only what has no record (the cut-off run from the start), a progress
+line per run, failed runs named; the paired statistics against the twin."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from casan_hf.training.sweep import Run, load_results, paired, paired_table, run_sweep
+
+
+# A stand-in for a training script: writes its seed's score into the folder, or hangs on a seed told to.
+FAKE_RUN = textwrap.dedent(
+    """
+    import json, os, pathlib, sys, time
+    folder, seed = pathlib.Path(sys.argv[1]), int(sys.argv[2])
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "started").write_text(str(os.getpid()))
+    if str(seed) == os.environ.get("HANG_ON_SEED"):
+        time.sleep(600)
+    (folder / "score.json").write_text(json.dumps({"score": seed + (1 if sys.argv[3] == "casan" else 0)}))
+    """
+)
+SWEEP = textwrap.dedent(
+    """
+    import json, pathlib, sys
+    from casan_hf.training.sweep import Run, run_sweep
+    root = pathlib.Path(sys.argv[1])
+    runs = [
+        Run({"variant": variant, "seed": seed}, root / variant / f"seed{seed}",
+            ([sys.executable, str(root / "fake_run.py"), str(root / variant / f"seed{seed}"), str(seed), variant],))
+        for seed in (1, 2, 3) for variant in ("twin", "casan")
+    ]
+    collect = lambda run: json.loads((run.folder / "score.json").read_text())
+    failed = run_sweep(runs, root / "results.json", collect, lambda records: f"{len(records)} records\\n")
+    sys.exit(1 if failed else 0)
+    """
+)
+
+
+@pytest.fixture
+def study(tmp_path):
+    (tmp_path / "fake_run.py").write_text(FAKE_RUN)
+    (tmp_path / "sweep.py").write_text(SWEEP)
+    return tmp_path
+
+
+def start_sweep(root, **env):
+    return subprocess.Popen(
+        [sys.executable, str(root / "sweep.py"), str(root)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, **env},
+        start_new_session=True,  # its own process group, killed whole as a machine's stop would
+    )
+
+
+def test_a_killed_sweep_resumes_with_the_runs_that_have_no_record(study):
+    sweep = start_sweep(study, HANG_ON_SEED="2")
+    hanging = study / "twin" / "seed2" / "started"
+    deadline = time.time() + 120
+    while not hanging.exists() and time.time() < deadline:
+        time.sleep(0.2)
+    assert hanging.exists(), sweep.communicate()[0]
+    os.killpg(sweep.pid, signal.SIGKILL)
+    sweep.wait()
+    first = load_results(study / "results.json")
+    assert [(r["variant"], r["seed"]) for r in first] == [("twin", 1), ("casan", 1)]
+    assert (study / "results.md").read_text() == "2 records\n"
+    finished_before = (study / "twin" / "seed1" / "started").stat().st_mtime_ns
+
+    output = subprocess.run(
+        [sys.executable, str(study / "sweep.py"), str(study)], capture_output=True, text=True, timeout=300
+    ).stdout
+    assert "6 runs: 2 finished before, 4 to run, 1 at a time" in output
+    progress = [line for line in output.splitlines() if line.startswith("[")]
+    assert len(progress) == 4 and progress[-1].startswith("[4/4] casan 3: finished in ")
+    assert "elapsed" in progress[0] and "left" in progress[0]
+    records = load_results(study / "results.json")
+    assert records[:2] == first  # kept as they were, not run again
+    assert (study / "twin" / "seed1" / "started").stat().st_mtime_ns == finished_before
+    assert sorted((r["variant"], r["seed"], r["score"]) for r in records) == sorted(
+        (variant, seed, seed + (variant == "casan")) for variant in ("twin", "casan") for seed in (1, 2, 3)
+    )
+    assert all(r["wall_seconds"] >= 0 for r in records)
+    assert not list(study.glob(".*.tmp"))  # written through a rename
+
+
+def test_a_failed_run_is_named_and_has_no_record(tmp_path, capsys):
+    runs = [
+        Run({"seed": seed}, tmp_path / f"seed{seed}", ([sys.executable, "-c", f"import sys; sys.exit({seed})"],))
+        for seed in (0, 3)
+    ]
+    failed = run_sweep(runs, tmp_path / "results.json", lambda run: {}, lambda records: "")
+    assert failed == [tmp_path / "seed3.log"]
+    assert [record["seed"] for record in json.loads((tmp_path / "results.json").read_text())] == [0]
+    assert f"FAILED (exit 3; log {tmp_path / 'seed3.log'})" in capsys.readouterr().out
+
+
+def test_paired_statistics_against_the_twin():
+    mean, interval, won, beats = paired([1.0, 2.0, 3.0])
+    assert mean == "+2.00 ± 1.00" and won == "3/3 (p=0.25)" and beats == "yes"
+    assert interval == "[-0.48, +4.48]"  # t(0.975, 2) = 4.303
+    assert paired([0.5]) == ["-"] * 4
+    table = paired_table(
+        "t: score", ["variant"], [(["twin"], [{"seed": 1, "s": 1.0}], None), (["casan"], [{"seed": 1, "s": 2.0}], [])],
+        lambda r: r["s"],
+    )  # fmt: skip
+    assert "| twin | 1.00 (n=1) | (twin) |" in table and "| casan | 2.00 (n=1) | - |" in table
