@@ -1,8 +1,13 @@
 #!/usr/bin/env python
 """Runs the grid behind docs/RESULTS.md: every task x recipe x variant x seed through scripts/run_glue.py (and,
-for the recipes that pre-train, scripts/run_mlm.py first), same hyper-parameters for all, then writes the
-per-run scores, gates and MLM perplexities (results.json) and, per task, a table with the paired difference of
-each CASAN variant to its BERT twin of the same seed and recipe (results.md).
+for the recipes that pre-train, scripts/run_mlm.py first), same hyper-parameters for all; each finished run's
+scores, gates, MLM perplexity and times go into the results file (`--results`, default
+`<output_dir>/results.json`) and, per task, a table of the paired difference of each CASAN variant to its twin of
+the same seed and recipe into the `.md` beside it (`casan_hf.training.sweep`, shared with the translation sweep).
+
+The twin pools as the CASAN variants pool: with `--classifier_pooling cls` (the default) it is `baseline`
+(`--baseline`, the source family's own model); with any other pooling it is `none` (CASAN without context, which
+is the source model exactly, pooling the same way).
 
 A recipe says how a variant is trained (`RECIPES`): `finetune` fine-tunes only; `context_lr` trains the
 context parameters at `--context_lr_multiplier` times the learning rate; `mlm` first runs `--mlm_steps` of
@@ -10,34 +15,32 @@ continued masked-LM pre-training on the task's own training sentences, the twin 
 text; `mlm_context_lr` both. The twin has no context parameters, so under `context_lr` its run is the
 `finetune` one (and under `mlm_context_lr` the `mlm` one): it is run once and paired with both.
 
-A run whose eval_results.json exists is not run again, so an interrupted sweep picks up where it stopped.
+A run with a record in the results file is not run again: the sweep can be stopped and started again, on this
+machine or on a fresh clone holding the committed results file.
 
     python scripts/glue_sweep.py --model_name_or_path <MiniLM folder> --glue_dir ../shared/glue \
-        --output_dir runs/study --tasks rte mrpc sst2 --seeds 42 43 44 45 46 \
-        --variants baseline global deep_global_r64 deep --recipes finetune context_lr mlm mlm_context_lr \
-        --max_train_samples sst2=20000 --parallel 8
+        --output_dir runs/glue-cpu --results docs/results/glue_minilm_cpu_mean.json \
+        --tasks rte mrpc sst2 --seeds 42 43 44 45 46 --variants none global deep_global \
+        --classifier_pooling mean --max_train_samples sst2=20000 --parallel 2
 """
 
 import argparse
 import json
-import math
-import os
 import statistics
-import subprocess
 import sys
-import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from scipy import stats
+from casan_hf.configuration_casan import CLASSIFIER_POOLINGS
+from casan_hf.training.sweep import Run, final_gates, mean_gates, paired_table, run_sweep
 
 
 SCRIPTS = Path(__file__).resolve().parent
 RUN_GLUE, RUN_MLM = SCRIPTS / "run_glue.py", SCRIPTS / "run_mlm.py"
-# What each variant adds to the run_glue.py and run_mlm.py commands; the first four are the default grid.
+# What each variant adds to the run_glue.py and run_mlm.py commands.
 VARIANT_FLAGS = {
     "baseline": ["--baseline"],
+    "none": ["--context_type", "none"],
     "global": ["--context_type", "global"],
     "deep": ["--context_type", "deep"],
     "deep_global": ["--context_type", "deep_global"],
@@ -45,7 +48,12 @@ VARIANT_FLAGS = {
     "deep_global_r64": ["--context_type", "deep_global", "--context_rank", "64"],
 }
 DEFAULT_VARIANTS = ["baseline", "global", "deep", "deep_global"]
-TWIN = "baseline"
+TWINS = ("baseline", "none")  # the variants without context
+
+
+def twin_variant(classifier_pooling):
+    """`baseline` is the source model itself, which pools the first token; any other pooling needs `none`."""
+    return "baseline" if classifier_pooling == "cls" else "none"
 
 
 @dataclass(frozen=True)
@@ -60,7 +68,7 @@ RECIPES = {
     "mlm": Recipe(mlm=True, context_lr=False),
     "mlm_context_lr": Recipe(mlm=True, context_lr=True),
 }
-# The metrics shown in the table, per task (the GLUE ones; the others are in results.json).
+# The metrics shown in the table, per task (the GLUE ones; the others are in the results file).
 TABLE_METRICS = {
     "mrpc": ("accuracy", "f1"),
     "qqp": ("accuracy", "f1"),
@@ -85,7 +93,8 @@ def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model_name_or_path", required=True)
     parser.add_argument("--glue_dir", required=True)
-    parser.add_argument("--output_dir", required=True)
+    parser.add_argument("--output_dir", required=True, help="Where the runs write (their folders, not committed).")
+    parser.add_argument("--results", help="The results file (default <output_dir>/results.json); tables beside.")
     parser.add_argument("--tasks", nargs="+", choices=TASKS, default=["rte", "mrpc", "sst2"])
     parser.add_argument("--variants", nargs="+", choices=list(VARIANT_FLAGS), default=DEFAULT_VARIANTS)
     parser.add_argument("--recipes", nargs="+", choices=list(RECIPES), default=["finetune"])
@@ -96,197 +105,171 @@ def parse_args(argv=None):
     parser.add_argument(
         "--max_train_samples", nargs="*", default=[], metavar="TASK=N", help="Train on the first N examples of TASK."
     )
+    parser.add_argument(
+        "--classifier_pooling", choices=CLASSIFIER_POOLINGS, default="cls", help="Of every variant but baseline."
+    )
     parser.add_argument("--learning_rate", type=float, default=5e-5, help="Of fine-tuning and MLM pre-training.")
     parser.add_argument("--max_seq_length", type=int, default=128, help="Of fine-tuning and MLM pre-training.")
+    parser.add_argument("--batch_size", type=int, default=32, help="Of fine-tuning.")
+    parser.add_argument("--num_train_epochs", type=float, default=3.0, help="Of fine-tuning.")
+    parser.add_argument(
+        "--pad_to_max_length",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="Pad every input to --max_seq_length (default: each batch to its longest; the same logits).",
+    )
     parser.add_argument("--context_lr_multiplier", type=float, default=10.0, help="The context's rate / the rate.")
     parser.add_argument("--mlm_steps", type=int, default=1000, help="Masked-LM steps of the mlm recipes.")
     parser.add_argument("--parallel", type=int, default=1, help="Runs at a time.")
+    parser.add_argument("--threads_per_run", type=int, help="Default: the machine's cores shared by the runs.")
     parser.add_argument(
         "--base_model", default="sentence-transformers/all-MiniLM-L6-v2", help="Hub id for the model cards."
     )
-    parser.add_argument("--dry_run", action="store_true", help="Print the commands and the table of what exists.")
-    args, run_glue_args = parser.parse_known_args(argv)
+    parser.add_argument("--dry_run", action="store_true", help="Print the commands of the runs still to do.")
+    args, args.run_glue_args = parser.parse_known_args(argv)
     try:
         args.max_train_samples = task_values(args.max_train_samples, int)
     except argparse.ArgumentTypeError as error:
         parser.error(str(error))
-    if TWIN not in args.variants and len(args.variants) > 0:
-        parser.error(f"--variants must include {TWIN!r}: every CASAN run is paired with its twin of the same seed.")
-    args.run_glue_args = run_glue_args or [
-        "--per_device_train_batch_size", "32", "--per_device_eval_batch_size", "128", "--num_train_epochs", "3",
-    ]  # fmt: skip
+    args.twin = twin_variant(args.classifier_pooling)
+    if args.twin not in args.variants:
+        parser.error(
+            f"--variants must include {args.twin!r}, the twin of --classifier_pooling {args.classifier_pooling}: "
+            "every CASAN run is paired with its twin of the same seed."
+        )
+    wrong_twin = next((variant for variant in TWINS if variant != args.twin and variant in args.variants), None)
+    if wrong_twin:
+        parser.error(
+            f"--variants {wrong_twin!r} does not pool as --classifier_pooling {args.classifier_pooling} does; "
+            f"the twin is {args.twin!r}."
+        )
     return args
 
 
-def grid(args):
-    for task in args.tasks:
-        seeds = args.seeds[:1] if task in args.single_seed_tasks else args.seeds
-        for recipe in args.recipes:
-            for variant in args.variants:
-                for seed in seeds:
-                    yield task, recipe, variant, seed
-
-
-def run_dir(args, task, recipe, variant, seed):
-    """Where a run's fine-tuning writes; its MLM pre-training writes beside it (`seed42-mlm`). The twin's run
-    under a context_lr recipe is its run under the same recipe without (it has no context to speed up)."""
-    if variant == TWIN and RECIPES[recipe].context_lr:
-        recipe = next(name for name, other in RECIPES.items() if other == Recipe(RECIPES[recipe].mlm, False))
-    return Path(args.output_dir) / task / recipe / variant / f"seed{seed}"
+def run_recipe(args, recipe, variant):
+    """The recipe a run is made under: the twin has no context to speed up, so under a context_lr recipe its run
+    is the one without."""
+    if variant == args.twin and RECIPES[recipe].context_lr:
+        return next(name for name, other in RECIPES.items() if other == Recipe(RECIPES[recipe].mlm, False))
+    return recipe
 
 
 def mlm_dir(fine_tuning_dir):
     return fine_tuning_dir.with_name(f"{fine_tuning_dir.name}-mlm")
 
 
-def context_lr_flags(args, recipe, variant):
-    if RECIPES[recipe].context_lr and variant != TWIN:
-        return ["--context_learning_rate", str(args.learning_rate * args.context_lr_multiplier)]
-    return []
-
-
-def commands(args, task, recipe, variant, seed):
-    """The run_mlm.py command (None without MLM pre-training) and the run_glue.py command of one run."""
-    out = run_dir(args, task, recipe, variant, seed)
+def commands(args, task, recipe, variant, seed, out):
+    """The run_mlm.py command (without MLM pre-training: none) and the run_glue.py command of one run."""
     common = ["--seed", str(seed), "--learning_rate", str(args.learning_rate), "--report_to", "none"]
     common += ["--max_seq_length", str(args.max_seq_length)]
     common += ["--overwrite_output_dir", "--save_strategy", "no", "--base_model", args.base_model]
-    common += VARIANT_FLAGS[variant] + context_lr_flags(args, recipe, variant)
-    mlm = None
-    source = args.model_name_or_path
+    common += VARIANT_FLAGS[variant]
+    if RECIPES[recipe].context_lr and variant != args.twin:
+        common += ["--context_learning_rate", str(args.learning_rate * args.context_lr_multiplier)]
+    runs, source = [], args.model_name_or_path
     if RECIPES[recipe].mlm:
         mlm = [sys.executable, str(RUN_MLM), "--model_name_or_path", source, "--glue_dir", args.glue_dir]
         mlm += ["--glue_tasks", task, "--do_train", "--do_eval", "--max_steps", str(args.mlm_steps)]
-        mlm += ["--output_dir", str(mlm_dir(out)), *common]
+        runs.append([*mlm, "--output_dir", str(mlm_dir(out)), *common])
         source = str(mlm_dir(out))
     glue = [sys.executable, str(RUN_GLUE), "--model_name_or_path", source, "--task_name", task]
     glue += ["--glue_dir", args.glue_dir, "--do_train", "--do_eval", "--output_dir", str(out), *common]
+    glue += ["--per_device_train_batch_size", str(args.batch_size), "--per_device_eval_batch_size", "128"]
+    glue += ["--num_train_epochs", str(args.num_train_epochs)]
+    glue += ["--pad_to_max_length", str(args.pad_to_max_length).lower()]
+    if variant != "baseline":
+        glue += ["--classifier_pooling", args.classifier_pooling]
     if task in args.max_train_samples:
         glue += ["--max_train_samples", str(args.max_train_samples[task])]
-    return mlm, glue + args.run_glue_args
+    return [*runs, glue + args.run_glue_args]
 
 
-def run_one(args, task, recipe, variant, seed):
-    """Runs what is missing of one run; returns its commands and the log of a failed run (else None)."""
-    out = run_dir(args, task, recipe, variant, seed)
-    to_run = [cmd for cmd in commands(args, task, recipe, variant, seed) if cmd]
-    if (out / "eval_results.json").exists() or args.dry_run:
-        return to_run, None
-    out.mkdir(parents=True, exist_ok=True)
-    start, log_path, returncode = time.time(), out.with_suffix(".log"), 0
-    with open(log_path, "w") as log:
-        for cmd in to_run:
-            returncode = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT).returncode
-            if returncode:
-                break
-    print(f"{task} {recipe} {variant} seed{seed}: exit {returncode} after {time.time() - start:.0f}s", flush=True)
-    return to_run, log_path if returncode else None
+def study_runs(args):
+    """Every run of the grid once (the twin's context_lr runs are its runs without), seed by seed, so that each
+    seed's variants and twin finish together."""
+    runs = {}
+    for task in args.tasks:
+        seeds = args.seeds[:1] if task in args.single_seed_tasks else args.seeds
+        for recipe in args.recipes:
+            for seed in seeds:
+                for variant in args.variants:
+                    made_under = run_recipe(args, recipe, variant)
+                    out = Path(args.output_dir) / task / made_under / variant / f"seed{seed}"
+                    identity = {"task": task, "recipe": made_under, "variant": variant, "seed": seed}
+                    runs[out] = Run(identity, out, tuple(commands(args, task, made_under, variant, seed, out)))
+    return list(runs.values())
 
 
-def final_gates(folder):
-    """The mean query and key gate over layers at the last evaluation of a run (None for the twin)."""
-    state = folder / "trainer_state.json"
-    if not state.exists():
-        return None
-    for entry in reversed(json.loads(state.read_text())["log_history"]):
-        gates = {key: value for key, value in entry.items() if key.startswith("gates/")}
-        if gates:
-            return {
-                target: statistics.mean(value for key, value in gates.items() if key.endswith(f"/{target}"))
-                for target in ("query", "key")
-            }
-    return None
+def collect(run):
+    """A finished run's record: every metric of all_results.json, the final gates per layer and, after MLM
+    pre-training, its perplexity."""
+    record = {**json.loads((run.folder / "all_results.json").read_text())}
+    record["gates"] = final_gates(run.folder / "trainer_state.json")
+    if RECIPES[run.identity["recipe"]].mlm:
+        record["mlm_perplexity"] = json.loads((mlm_dir(run.folder) / "eval_results.json").read_text())["perplexity"]
+    return record
 
 
-def collect(args):
-    runs = []
-    for task, recipe, variant, seed in grid(args):
-        out = run_dir(args, task, recipe, variant, seed)
-        results = out / "all_results.json"
-        if results.exists():
-            run = {"task": task, "recipe": recipe, "variant": variant, "seed": seed, "gates": final_gates(out)}
-            if RECIPES[recipe].mlm and (mlm_dir(out) / "eval_results.json").exists():
-                run["mlm_perplexity"] = json.loads((mlm_dir(out) / "eval_results.json").read_text())["perplexity"]
-            runs.append({**run, **json.loads(results.read_text())})
-    return runs
+def tables(args, records):
+    """Per task and metric: each recipe and variant's score, its paired difference to the twin of the same seed
+    and recipe, the final gates, the MLM perplexity and the training time; of every run in `records`, this
+    sweep's or an earlier one's."""
 
+    def selected(task, recipe, variant):
+        recipe = run_recipe(args, recipe, variant)
+        return [r for r in records if (r["task"], r["recipe"], r["variant"]) == (task, recipe, variant)]
 
-def mean_std(values):
-    if not values:
-        return "-"
-    spread = f" ± {statistics.stdev(values):.2f}" if len(values) > 1 else ""
-    return f"{statistics.mean(values):.2f}{spread} (n={len(values)})"
+    def mean_of(name, digits):
+        def cell(runs):
+            values = [run[name] for run in runs if name in run]
+            return f"{statistics.mean(values):.{digits}f}" if values else "-"
 
+        return cell
 
-def paired(differences):
-    """Mean ± std of the per-seed differences to the twin, their 95% t interval, the seeds won and the
-    two-sided sign test's p, and whether the mean beats the spread (mean > std)."""
-    if len(differences) < 2:
-        return ["-"] * 4
-    mean, std = statistics.mean(differences), statistics.stdev(differences)
-    half = stats.t.ppf(0.975, len(differences) - 1) * std / math.sqrt(len(differences))
-    wins, losses = sum(d > 0 for d in differences), sum(d < 0 for d in differences)
-    p = stats.binomtest(wins, wins + losses).pvalue if wins + losses else 1.0
-    return [
-        f"{mean:+.2f} ± {std:.2f}",
-        f"[{mean - half:+.2f}, {mean + half:+.2f}]",
-        f"{wins}/{len(differences)} (p={p:.2f})",
-        "yes" if mean > std else "no",
+    extra = [
+        ("final gates q / k", lambda runs: mean_gates(run["gates"] for run in runs)),
+        ("MLM perplexity", mean_of("mlm_perplexity", 2)),
+        ("train time (s)", mean_of("train_runtime", 0)),
     ]
 
+    def present(field, names):
+        return [name for name in names if any(record[field] == name for record in records)]
 
-def gates_cell(runs):
-    gates = [run["gates"] for run in runs if run["gates"]]
-    if not gates:
-        return "-"
-    return " / ".join(f"{statistics.mean(g[target] for g in gates):.3f}" for target in ("query", "key"))
-
-
-def table(args, runs):
-    """Per task and metric: each recipe and variant's score, its paired difference to the twin of the same
-    seed and recipe, the final gates and the MLM perplexity."""
-    header = (
-        "| recipe | variant | score | paired diff to twin | 95% CI | seeds won (sign test) | mean > spread "
-        "| final gates q / k | MLM perplexity |"
-    )
-    lines = []
-    for task in args.tasks:
+    text = f"Twin: `{args.twin}` (classifier_pooling `{args.classifier_pooling}`).\n"
+    for task in present("task", TASKS):
         for metric in TABLE_METRICS.get(task, ("accuracy",)):
-            lines += [f"\n### {task}: {metric} (%)\n", header, "|" + " --- |" * 9]
-            for recipe in args.recipes:
-                cell_runs = {
-                    variant: [
-                        run for run in runs if (run["task"], run["recipe"], run["variant"]) == (task, recipe, variant)
-                    ]
-                    for variant in args.variants
-                }
-                twin = {run["seed"]: 100 * run[f"eval_{metric}"] for run in cell_runs[TWIN]}
-                for variant, selected in cell_runs.items():
-                    scores = {run["seed"]: 100 * run[f"eval_{metric}"] for run in selected}
-                    differences = [score - twin[seed] for seed, score in scores.items() if seed in twin]
-                    pair = ["(twin)"] * 4 if variant == TWIN else paired(differences)
-                    perplexity = mean_std([run["mlm_perplexity"] for run in selected if "mlm_perplexity" in run])
-                    cells = [recipe, variant, mean_std(list(scores.values())), *pair, gates_cell(selected), perplexity]
-                    lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+            rows = [
+                (
+                    [recipe, variant],
+                    selected(task, recipe, variant),
+                    None if variant == args.twin else selected(task, recipe, args.twin),
+                )
+                for recipe in RECIPES
+                for variant in present("variant", VARIANT_FLAGS)
+                if selected(task, recipe, variant)
+            ]
+            text += paired_table(
+                f"{task}: {metric} (%)", ["recipe", "variant"], rows, lambda r, m=metric: 100 * r[f"eval_{m}"], extra
+            )
+    return text
 
 
 def main(argv=None):
     args = parse_args(argv)
-    os.makedirs(args.output_dir, exist_ok=True)
-    # One job per run folder: the twin's context_lr runs are its runs without.
-    jobs = {run_dir(args, *job): job for job in grid(args)}
-    with ThreadPoolExecutor(max_workers=args.parallel) as pool:
-        ran = list(pool.map(lambda job: run_one(args, *job), jobs.values()))
-    if args.dry_run:
-        print("\n".join(" ".join(cmd) for cmds, _ in ran for cmd in cmds))
-    runs = collect(args)
-    Path(args.output_dir, "results.json").write_text(json.dumps(runs, indent=2))
-    Path(args.output_dir, "results.md").write_text(table(args, runs))
-    print(table(args, runs))
-    failed = [str(log) for _, log in ran if log]
+    results = Path(args.results or Path(args.output_dir) / "results.json")
+    failed = run_sweep(
+        study_runs(args),
+        results,
+        collect,
+        lambda records: tables(args, records),
+        parallel=args.parallel,
+        threads_per_run=args.threads_per_run,
+        dry_run=args.dry_run,
+    )
+    if results.with_suffix(".md").exists():
+        print(results.with_suffix(".md").read_text())
     if failed:
-        sys.exit(f"{len(failed)} run(s) failed; their logs: {', '.join(failed)}")
+        sys.exit(f"{len(failed)} run(s) failed; their logs: {', '.join(map(str, failed))}")
 
 
 if __name__ == "__main__":

@@ -1,11 +1,13 @@
 """scripts/glue_sweep.py runs the study's grid end to end: each recipe's MLM pre-training and fine-tuning, the twin
-once per recipe family, and a table of paired differences with the gates and MLM perplexities; a failed run
-fails the sweep."""
+once per recipe family and pooling as the CASAN variants pool, and a table of paired differences with the gates
+and MLM perplexities; a failed run fails the sweep."""
 
 import json
 import subprocess
 import sys
 
+import pytest
+from conftest import load_script
 from glue_helpers import REPO_ROOT, make_tiny_bert
 
 
@@ -18,7 +20,8 @@ def test_study_grid_pairs_each_variant_with_its_twin(tmp_path, minilm_path, glue
     tiny_run = ["--max_steps", "1", "--max_eval_samples", "8", "--max_seq_length", "32",
                 "--per_device_train_batch_size", "8", "--per_device_eval_batch_size", "8"]  # fmt: skip
     command = [sys.executable, str(SWEEP), "--model_name_or_path", tiny_bert, "--glue_dir", str(glue_dir),
-               "--output_dir", str(output_dir), "--tasks", "rte", "--variants", "baseline", "global",
+               "--output_dir", str(output_dir), "--tasks", "rte", "--variants", "none", "global",
+               "--classifier_pooling", "mean",
                "--recipes", "mlm_context_lr", "--seeds", "1", "2", "--max_train_samples", "rte=16",
                "--mlm_steps", "1", "--parallel", "2", *tiny_run]  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True, timeout=900)
@@ -27,23 +30,56 @@ def test_study_grid_pairs_each_variant_with_its_twin(tmp_path, minilm_path, glue
     runs = json.loads((output_dir / "results.json").read_text())
     assert len(runs) == 4  # 2 variants x 2 seeds
     # The twin has no context: under mlm_context_lr it is its mlm run, run once.
-    assert not (output_dir / "rte" / "mlm_context_lr" / "baseline").exists()
-    assert sorted(path.name for path in (output_dir / "rte" / "mlm" / "baseline").iterdir() if path.is_dir()) == [
+    assert not (output_dir / "rte" / "mlm_context_lr" / "none").exists()
+    assert (
+        sorted((run["recipe"], run["variant"]) for run in runs)
+        == [("mlm", "none")] * 2 + [("mlm_context_lr", "global")] * 2
+    )
+    for run in runs:  # the twin pools as CASAN does
+        config = json.loads(
+            (output_dir / "rte" / run["recipe"] / run["variant"] / f"seed{run['seed']}" / "config.json").read_text()
+        )
+        assert (config["context_type"], config["classifier_pooling"]) == (run["variant"], "mean")
+    assert sorted(path.name for path in (output_dir / "rte" / "mlm" / "none").iterdir() if path.is_dir()) == [
         "seed1",
         "seed1-mlm",
         "seed2",
         "seed2-mlm",
     ]
     casan = [run for run in runs if run["variant"] == "global"]
-    assert all(set(run["gates"]) == {"query", "key"} for run in casan)
-    assert all(run["gates"] is None for run in runs if run["variant"] == "baseline")
+    assert all(set(run["gates"]) == {"query", "key"} and len(run["gates"]["query"]) == 2 for run in casan)
+    assert all(run["gates"] is None for run in runs if run["variant"] == "none")
     assert all("mlm_perplexity" in run for run in runs if run["recipe"] == "mlm_context_lr")
     card = (output_dir / "rte" / "mlm_context_lr" / "global" / "seed1" / "README.md").read_text()
     assert "context_learning_rate" in card and "0.0005" in card
 
     table = (output_dir / "results.md").read_text()
+    assert table.startswith("Twin: `none` (classifier_pooling `mean`).")
     rows = [line for line in table.splitlines() if line.startswith("| mlm_context_lr | global |")]
     assert len(rows) == 1 and "(n=2)" in rows[0] and "/2 (p=" in rows[0], table
+    assert [line for line in table.splitlines() if line.startswith("| mlm_context_lr | none | ")], table
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--variants", "baseline", "global", "--classifier_pooling", "mean"], "must include 'none', the twin of"),
+        (["--variants", "none", "baseline", "global", "--classifier_pooling", "mean"], "'baseline' does not pool"),
+        (["--variants", "none", "global"], "must include 'baseline', the twin of --classifier_pooling cls"),
+    ],
+)
+def test_the_twin_must_pool_as_the_variants_do(flags, message, capsys):
+    sweep = load_script("glue_sweep")
+    with pytest.raises(SystemExit):
+        sweep.parse_args(["--model_name_or_path", "m", "--glue_dir", "g", "--output_dir", "o", *flags])
+    assert message in capsys.readouterr().err
+
+
+def test_runs_pad_each_batch_by_default():
+    sweep = load_script("glue_sweep")
+    args = sweep.parse_args(["--model_name_or_path", "m", "--glue_dir", "g", "--output_dir", "o", "--tasks", "rte"])
+    glue_command = sweep.study_runs(args)[0].commands[-1]
+    assert glue_command[glue_command.index("--pad_to_max_length") + 1] == "false"
 
 
 def test_a_failed_run_fails_the_sweep(tmp_path, glue_dir):
