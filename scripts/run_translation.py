@@ -31,6 +31,7 @@ from transformers import AutoTokenizer, DataCollatorForSeq2Seq, Seq2SeqTrainer, 
 import casan_hf
 from casan_hf.cli import CasanArguments
 from casan_hf.hub import write_model_card
+from casan_hf.training import GateMonitor, has_context
 from casan_hf.training.runs import find_checkpoint, parse_run_args, setup_logging, take
 from casan_hf.translation import (
     MODEL_SIZES,
@@ -265,6 +266,7 @@ def main():
         processing_class=tokenizer,
         data_collator=DataCollatorForSeq2Seq(tokenizer, model=model, label_pad_token_id=-100),
         compute_metrics=metrics_function(tokenizer) if training_args.predict_with_generate else None,
+        callbacks=[GateMonitor()] if has_context(model) else None,
     )
 
     scores = {}
@@ -274,7 +276,6 @@ def main():
         metrics = {**train_result.metrics, "train_samples": len(tokenized["train"])}
         trainer.log_metrics("train", metrics)
         trainer.save_metrics("train", metrics)
-        trainer.save_state()
 
     if training_args.do_eval:
         logger.info("*** Evaluate ***")
@@ -297,6 +298,8 @@ def main():
             with open(os.path.join(training_args.output_dir, "generated_predictions.txt"), "w", encoding="utf-8") as f:
                 f.write("\n".join(text.strip() for text in translations) + "\n")
 
+    if training_args.do_train:
+        trainer.save_state()  # after evaluation: the log history holds the final scores and the encoder's gates
     if trainer.is_world_process_zero():
         if not training_args.do_train:
             trainer.save_model()

@@ -39,3 +39,19 @@ def glue_dir():
     if not path.is_dir():
         pytest.fail(f"GLUE data not found at {path}: the repository must sit beside shared/.")
     return path
+
+
+MULTI30K = REPO_ROOT.parent / "shared" / "mt" / "multi30k"
+
+
+@pytest.fixture(scope="session")
+def multi30k_dir(tmp_path_factory):
+    """The first 120 pairs of each Multi30k split, written to a temporary folder (the repository holds no data)."""
+    if not MULTI30K.is_dir():
+        pytest.fail(f"Multi30k not found at {MULTI30K}: the repository must sit beside shared/.")
+    folder = tmp_path_factory.mktemp("multi30k")
+    for split in ("train", "val", "test_2016_flickr"):
+        for lang in ("en", "de"):
+            lines = (MULTI30K / f"{split}.{lang}").read_text(encoding="utf-8").splitlines()[:120]
+            (folder / f"{split}.{lang}").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return folder

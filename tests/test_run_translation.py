@@ -6,33 +6,18 @@ import json
 import sys
 
 import pytest
-from conftest import REPO_ROOT, load_script
+from conftest import load_script
 from fresh_process import run_without_casan_hf
 
 from casan_hf.translation import translation_scores
 
 
-MULTI30K = REPO_ROOT.parent / "shared" / "mt" / "multi30k"
-SPLIT_FILES = ("train", "val", "test_2016_flickr")
 TINY_RUN = [
     "--d_model", "32", "--layers", "2", "--attention_heads", "4", "--ffn_dim", "64", "--vocab_size", "300",
     "--per_device_train_batch_size", "8", "--per_device_eval_batch_size", "16", "--num_beams", "2",
     "--max_target_length", "16", "--max_eval_samples", "8", "--max_predict_samples", "8",
     "--report_to", "none", "--disable_tqdm", "true", "--save_strategy", "no",
 ]  # fmt: skip
-
-
-@pytest.fixture(scope="module")
-def data_dir(tmp_path_factory):
-    """The first 120 pairs of each Multi30k split, written to a temporary folder (the repository holds no data)."""
-    if not MULTI30K.is_dir():
-        pytest.fail(f"Multi30k not found at {MULTI30K}: the repository must sit beside shared/.")
-    folder = tmp_path_factory.mktemp("multi30k")
-    for split in SPLIT_FILES:
-        for lang in ("en", "de"):
-            lines = (MULTI30K / f"{split}.{lang}").read_text(encoding="utf-8").splitlines()[:120]
-            (folder / f"{split}.{lang}").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return folder
 
 
 @pytest.fixture(scope="module")
@@ -51,11 +36,11 @@ def run_in_process(module, args):
 
 
 @pytest.fixture(scope="module")
-def trained(run_translation_module, data_dir, tmp_path_factory):
+def trained(run_translation_module, multi30k_dir, tmp_path_factory):
     output_dir = tmp_path_factory.mktemp("runs") / "tiny-deep_global"
     run_in_process(
         run_translation_module,
-        ["--data_dir", data_dir, "--source_lang", "en", "--target_lang", "de", "--context_type", "deep_global",
+        ["--data_dir", multi30k_dir, "--source_lang", "en", "--target_lang", "de", "--context_type", "deep_global",
          "--do_train", "--do_eval", "--do_predict", "--predict_with_generate", "--max_steps", "4",
          "--learning_rate", "1e-3", "--output_dir", output_dir, *TINY_RUN],
     )  # fmt: skip
@@ -89,6 +74,17 @@ def test_run_trains_scores_and_writes_the_hub_folder(trained):
     assert f"value: {round(results['predict_bleu'], 2)}" in card
 
 
+def test_the_encoders_final_gates_are_logged(trained):
+    """After the last evaluation, the mean query and key gate of each encoder layer (what the study reports)."""
+    history = json.loads((trained / "trainer_state.json").read_text())["log_history"]
+    gates = next(entry for entry in reversed(history) if any(key.startswith("gates/") for key in entry))
+    assert sorted(key for key in gates if key.startswith("gates/")) == [
+        f"gates/layer_{layer}/{target}" for layer in (0, 1) for target in ("key", "query")
+    ]
+    assert all(0 < gates[key] < 1 for key in gates if key.startswith("gates/"))
+    assert "eval_bleu" in history[-2] or any("eval_bleu" in entry for entry in history)
+
+
 LOAD_AND_TRANSLATE = """
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 tokenizer = AutoTokenizer.from_pretrained("run", trust_remote_code=True)
@@ -105,10 +101,10 @@ def test_output_folder_translates_without_casan_hf(trained, tmp_path):
     assert run_without_casan_hf(LOAD_AND_TRANSLATE, tmp_path).split() == ["transformers_modules", "2"]
 
 
-def test_checkpoint_continues_and_keeps_its_context(run_translation_module, trained, data_dir, tmp_path):
+def test_checkpoint_continues_and_keeps_its_context(run_translation_module, trained, multi30k_dir, tmp_path):
     run_in_process(
         run_translation_module,
-        ["--model_name_or_path", trained, "--data_dir", data_dir, "--do_eval", "--predict_with_generate",
+        ["--model_name_or_path", trained, "--data_dir", multi30k_dir, "--do_eval", "--predict_with_generate",
          "--output_dir", tmp_path / "evaluated", *TINY_RUN],
     )  # fmt: skip
     assert json.loads((tmp_path / "evaluated" / "config.json").read_text())["context_type"] == "deep_global"
@@ -116,15 +112,15 @@ def test_checkpoint_continues_and_keeps_its_context(run_translation_module, trai
     with pytest.raises(SystemExit, match="trained with context_type='deep_global'; it cannot be loaded with"):
         run_in_process(
             run_translation_module,
-            ["--model_name_or_path", trained, "--context_type", "global", "--data_dir", data_dir, "--do_eval",
+            ["--model_name_or_path", trained, "--context_type", "global", "--data_dir", multi30k_dir, "--do_eval",
              "--predict_with_generate", "--output_dir", tmp_path / "other", *TINY_RUN],
         )  # fmt: skip
 
 
-def bad_data(data_dir, tmp_path, case):
+def bad_data(multi30k_dir, tmp_path, case):
     """`(data arguments, the message)` of one kind of bad input."""
     if case == "missing file":
-        return ["--data_dir", data_dir, "--train_prefix", "training"], r"Missing train file .*training\.en'"
+        return ["--data_dir", multi30k_dir, "--train_prefix", "training"], r"Missing train file .*training\.en'"
     if case == "different line counts":
         uneven = tmp_path / "uneven"
         uneven.mkdir()
@@ -133,30 +129,30 @@ def bad_data(data_dir, tmp_path, case):
         return ["--data_dir", uneven], r"'.*uneven/train\.en' has 3 lines but '.*uneven/train\.de' has 2"
     if case == "unknown language pair":
         return (
-            ["--data_dir", data_dir, "--source_lang", "en", "--target_lang", "fr"],
+            ["--data_dir", multi30k_dir, "--source_lang", "en", "--target_lang", "fr"],
             r"--data_dir '.*' does not hold the <prefix>\.<lang> layout for en-fr: no file ends in \.fr \(it holds \[",
         )
     if case == "pooling option":
         return [
             "--data_dir",
-            data_dir,
+            multi30k_dir,
             "--classifier_pooling",
             "mean",
         ], r"\['classifier_pooling'\] are pooling options"
     return [
         "--data_dir",
-        data_dir,
+        multi30k_dir,
     ], "Output folder .*out' already exists and is not empty; pass --overwrite_output_dir"
 
 
 @pytest.mark.parametrize(
     "case", ["missing file", "different line counts", "unknown language pair", "pooling option", "non-empty output"]
 )
-def test_bad_input_stops_before_training(run_translation_module, data_dir, tmp_path, case):
+def test_bad_input_stops_before_training(run_translation_module, multi30k_dir, tmp_path, case):
     output_dir = tmp_path / "out"
     output_dir.mkdir()
     (output_dir / "keep.txt").write_text("mine")
-    args, message = bad_data(data_dir, tmp_path, case)
+    args, message = bad_data(multi30k_dir, tmp_path, case)
     overwrite = [] if case == "non-empty output" else ["--overwrite_output_dir"]
     with pytest.raises(SystemExit, match="^run_translation.py: error: " + message):
         run_in_process(

@@ -163,11 +163,15 @@ class CasanTrainer(Trainer):
 @torch.no_grad()
 def gate_means(model, batches):
     """`{"gates/layer_<i>/<query|key>": mean over the real tokens}` of a CASAN model on `batches` (dicts of model
-    inputs, e.g. from the evaluation dataloader); layers and targets without context read 0."""
+    inputs, e.g. from the evaluation dataloader); layers and targets without context read 0. A translation
+    model's context is in its encoder, which reads the source side of the batches."""
+    encoder_decoder = getattr(model.config, "is_encoder_decoder", False)
+    attends = model.get_encoder() if encoder_decoder else model
     sums, tokens = None, 0
     for batch in batches:
-        inputs = {name: value.to(model.device) for name, value in batch.items() if name != "labels"}
-        gates = torch.stack(model(**inputs, output_context_gates=True).context_gates).float()  # (layers, b, 2, n)
+        names = ("input_ids", "attention_mask") if encoder_decoder else [name for name in batch if name != "labels"]
+        inputs = {name: batch[name].to(model.device) for name in names if name in batch}
+        gates = torch.stack(attends(**inputs, output_context_gates=True).context_gates).float()  # (layers, b, 2, n)
         mask = inputs.get("attention_mask", torch.ones(gates.shape[1], gates.shape[-1], device=gates.device))
         mask = mask.reshape(gates.shape[1], -1).float()  # multiple choice: one row per choice
         batch_sums = (gates * mask[None, :, None, :]).sum(dim=(1, 3))

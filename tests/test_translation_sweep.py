@@ -1,0 +1,59 @@
+"""scripts/translation_sweep.py end to end on a slice of Multi30k: every variant and seed trained, scored with beam
+search and greedily, its record (scores, time per step, the encoder's gates) in the results file, and the paired
+tables against `none`."""
+
+import json
+import subprocess
+import sys
+
+from conftest import REPO_ROOT, load_script
+
+
+SWEEP = REPO_ROOT / "scripts" / "translation_sweep.py"
+TINY = ["--max_steps", "2", "--d_model", "32", "--layers", "2", "--attention_heads", "4", "--ffn_dim", "64",
+        "--vocab_size", "300", "--max_target_length", "16", "--max_eval_samples", "8",
+        "--max_predict_samples", "8"]  # fmt: skip
+
+
+def test_study_pairs_each_variant_with_none(tmp_path, multi30k_dir):
+    results = tmp_path / "results" / "micro.json"
+    command = [sys.executable, str(SWEEP), "--data_dir", str(multi30k_dir), "--output_dir", str(tmp_path / "runs"),
+               "--results", str(results), "--variants", "none", "deep_global", "--seeds", "1", "2",
+               "--parallel", "2", *TINY]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "4 runs: 0 finished before, 4 to run, 2 at a time" in done.stdout
+    assert done.stdout.count("finished in") == 4
+
+    records = json.loads(results.read_text())
+    assert sorted((r["variant"], r["seed"]) for r in records) == [("deep_global", 1), ("deep_global", 2),
+                                                                  ("none", 1), ("none", 2)]  # fmt: skip
+    for record in records:
+        assert record["steps"] == 2 and record["seconds_per_step"] > 0
+        assert {"test_bleu", "greedy_test_bleu", "validation_bleu", "test_chrf", "greedy_test_chrf"} <= set(record)
+        gates = record["gates"]
+        assert gates is None if record["variant"] == "none" else len(gates["query"]) == len(gates["key"]) == 2
+        folder = tmp_path / "runs" / "micro-5ep" / record["variant"] / f"seed{record['seed']}"
+        beams = json.loads((folder / "generation_config.json").read_text())["num_beams"]
+        assert beams == 5 and (folder / "greedy" / "generated_predictions.txt").exists()
+
+    table = results.with_suffix(".md").read_text()
+    for title in ("test BLEU (beam)", "test BLEU (greedy)", "validation BLEU (beam)"):
+        assert f"### micro, 5 epochs: {title}" in table
+    assert "| micro | 5 | deep_global | " in table and "/2 (p=" in table
+    assert "- `deep_global`: layer 0: " in table
+
+    again = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert "4 runs: 4 finished before, 0 to run" in again.stdout
+
+
+def test_runs_go_seed_by_seed_with_the_studys_settings():
+    sweep = load_script("translation_sweep")
+    args = sweep.parse_args(["--data_dir", "d", "--output_dir", "o", "--seeds", "1", "2"])
+    runs = sweep.study_runs(args)
+    assert [(run.identity["seed"], run.identity["variant"]) for run in runs][:5] == [
+        (1, "none"), (1, "global"), (1, "deep"), (1, "deep_global"), (2, "none")]  # fmt: skip
+    train, greedy = runs[0].commands
+    assert train[train.index("--model_size") + 1] == "micro" and train[train.index("--num_beams") + 1] == "5"
+    assert train[train.index("--lr_scheduler_type") + 1] == "inverse_sqrt" and "--do_predict" in train
+    assert greedy[greedy.index("--num_beams") + 1] == "1" and "--do_train" not in greedy
