@@ -544,3 +544,22 @@ def test_own_files_without_a_task(tiny_bert, run_in_process, tmp_path):
     assert result["dataset"]["name"] == "train.json, dev.json" and [m["type"] for m in result["metrics"]] == [
         "accuracy"
     ]
+
+
+def test_padding_each_batch_gives_the_scores_of_padding_to_max_length(tmp_path, tiny_bert, glue_dir, run_in_process):
+    """The study pads each batch to its longest input (`--pad_to_max_length false`): masked means and attention
+    make the padding invisible, so training and evaluation give what padding to max_seq_length gives."""
+    results = {}
+    for pad in ("true", "false"):
+        run_in_process(
+            ["--model_name_or_path", tiny_bert, "--context_type", "deep_global", "--classifier_pooling", "mean",
+             "--task_name", "mrpc", "--glue_dir", glue_dir, "--do_train", "--do_eval", "--max_steps", "3",
+             "--learning_rate", "1e-3", "--max_seq_length", "64", "--pad_to_max_length", pad,
+             "--max_train_samples", "24", "--max_eval_samples", "32", "--per_device_train_batch_size", "8",
+             "--per_device_eval_batch_size", "16", "--report_to", "none", "--seed", "3",
+             "--dataloader_pin_memory", "False", "--output_dir", tmp_path / pad]
+        )  # fmt: skip
+        results[pad] = read_json(tmp_path / pad / "all_results.json")
+    assert results["true"]["eval_accuracy"] == results["false"]["eval_accuracy"]
+    for name in ("train_loss", "eval_loss"):
+        assert results["false"][name] == pytest.approx(results["true"][name], rel=1e-5, abs=1e-6)
