@@ -149,9 +149,32 @@ def dataclass_config(cls):
     return cls
 
 
+class ShardsAsItself:
+    """Mixed into the CASAN models (before `PreTrainedModel`) for transformers 5's FSDP2 loading
+    (`from_pretrained(..., distributed_config=DistributedConfig(fsdp_size=N))`), which transformers 4.x lacks:
+
+    - it shards the model before it ties the output embeddings to the input ones, so FSDP2 would hold two
+      parameters that train apart after the first step; tied first, they are one parameter of one group;
+    - FSDP2 makes the model an instance of a new class, `FSDP<name>`, defined in torch, whose file
+      `save_pretrained` would copy as the model's code (and name in `auto_map`); that class takes the model's name
+      and module, so the saved folder loads with `trust_remote_code=True` as one saved without sharding."""
+
+    @classmethod
+    def maybe_distribute_model(cls, model, distributed_config, mesh_manager):
+        model_class = type(model)
+        if mesh_manager is not None:
+            model.tie_weights(recompute_mapping=False)
+        model = super().maybe_distribute_model(model, distributed_config, mesh_manager)
+        if type(model) is not model_class:
+            for name in ("__module__", "__name__", "__qualname__"):
+                setattr(type(model), name, getattr(model_class, name))
+        return model
+
+
 __all__ = [
     "OutputRecorder",
     "PreTrainedConfig",
+    "ShardsAsItself",
     "attention_function",
     "capture_outputs",
     "create_bidirectional_mask",

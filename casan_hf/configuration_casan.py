@@ -397,6 +397,11 @@ class CasanConfig(BertConfig):
     """
 
     model_type = "casan_bert"
+    # FSDP2 (`from_pretrained(..., distributed_config=DistributedConfig(fsdp_size=N))`): each layer and the word
+    # embeddings are groups of their own, gathered for their forward and freed after it. The rest (the other
+    # embeddings, the pooler, the heads) is the root's group, gathered for the whole step; so is the word embedding
+    # of a masked LM, whose decoder is tied to it (transformers drops its rule then).
+    base_model_fsdp_plan = {"embeddings.word_embeddings": "free_full_weight", "encoder.layer.*": "free_full_weight"}
 
     context_type: str = "deep_global"
     context_targets: list[str] = field(default_factory=lambda: list(CONTEXT_TARGETS))

@@ -47,6 +47,9 @@ class CasanMarianConfig(MarianConfig):
     """
 
     model_type = "casan_marian"
+    # FSDP2: the encoder, the decoder and their model each merge this plan as their own, so it is empty here and
+    # `CasanMarianModel._fsdp_plan` names the layers.
+    base_model_fsdp_plan = {}
 
     # The context options' dataclass fields, taken from CasanConfig (PreTrainedConfig turns every subclass
     # into a dataclass when the class is created, so the fields must be in the class namespace by then).

@@ -59,6 +59,7 @@ from transformers.utils.generic import can_return_tuple
 
 from .compat import (
     OutputRecorder,
+    ShardsAsItself,
     attention_function,
     capture_outputs,
     create_bidirectional_mask,
@@ -267,7 +268,7 @@ class CasanEncoder(nn.Module):
         return run_layers_with_context(self.config, self.layer, hidden_states, attention_mask, token_mask, **kwargs)
 
 
-class CasanPreTrainedModel(PreTrainedModel):
+class CasanPreTrainedModel(ShardsAsItself, PreTrainedModel):
     """Shared by every CASAN model; `family` says whose checkpoints it loads (BERT's here, each derived
     family's class sets its own, with its config class and base model prefix)."""
 
@@ -445,6 +446,8 @@ class CasanForSequenceClassification(CasanPreTrainedModel):
     (by default the family's own: BERT's pooled [CLS] vector, RoBERTa's and ELECTRA's dense head on the first
     token)."""
 
+    _fsdp_plan = {"pooling": "keep_full_weight", "classifier": "keep_full_weight"}
+
     def __init__(self, config):
         super().__init__(config)
         self.num_labels = config.num_labels
@@ -496,6 +499,8 @@ class CasanForSequenceClassification(CasanPreTrainedModel):
 class CasanForMultipleChoice(CasanPreTrainedModel):
     """Scores each choice from its sentence vector: through dropout and one linear layer (BERT, RoBERTa), or
     through ELECTRA's summary (a dense layer and activation) and one linear layer."""
+
+    _fsdp_plan = {"pooling": "keep_full_weight", "classifier": "keep_full_weight"}
 
     def __init__(self, config):
         super().__init__(config)
@@ -557,6 +562,8 @@ class CasanForMultipleChoice(CasanPreTrainedModel):
 
 
 class CasanForTokenClassification(CasanPreTrainedModel):
+    _fsdp_plan = {"classifier": "keep_full_weight"}
+
     def __init__(self, config):
         super().__init__(config)
         self.num_labels = config.num_labels
@@ -591,6 +598,8 @@ class CasanForTokenClassification(CasanPreTrainedModel):
 
 
 class CasanForQuestionAnswering(CasanPreTrainedModel):
+    _fsdp_plan = {"qa_outputs": "keep_full_weight"}
+
     def __init__(self, config):
         super().__init__(config)
         self.num_labels = config.num_labels
@@ -639,6 +648,8 @@ class CasanForMaskedLM(CasanPreTrainedModel):
         "cls.predictions.decoder.weight": "bert.embeddings.word_embeddings.weight",
         "cls.predictions.decoder.bias": "cls.predictions.bias",
     }
+    # The decoder, tied to the word embeddings, stays with them in the root's group.
+    _fsdp_plan = {"cls.predictions.transform": "keep_full_weight"}
 
     def __init__(self, config):
         super().__init__(config)
@@ -693,6 +704,7 @@ class CasanForMaskedLMWithRobertaHead(CasanForMaskedLM):
         "lm_head.decoder.weight": "roberta.embeddings.word_embeddings.weight",
         "lm_head.decoder.bias": "lm_head.bias",
     }
+    _fsdp_plan = {"lm_head.dense": "keep_full_weight", "lm_head.layer_norm": "keep_full_weight"}
 
     def add_lm_head(self, config):
         self.lm_head = self.family_modules.lm_head(config)
@@ -712,6 +724,7 @@ class CasanForMaskedLMWithElectraHead(CasanForMaskedLM):
     `generator_lm_head`, tied to the word embeddings. A discriminator checkpoint has none: it starts random."""
 
     _tied_weights_keys = {"generator_lm_head.weight": "electra.embeddings.word_embeddings.weight"}
+    _fsdp_plan = {"generator_predictions": "keep_full_weight"}
 
     def add_lm_head(self, config):
         self.generator_predictions = self.family_modules.lm_head(config)

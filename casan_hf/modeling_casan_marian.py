@@ -13,7 +13,9 @@ from dataclasses import dataclass
 
 import torch
 from torch import nn
+from torch.distributed.tensor import DTensor, distribute_tensor
 from transformers import MarianModel, MarianMTModel
+from transformers import initialization as init
 from transformers.activations import ACT2FN
 from transformers.masking_utils import create_bidirectional_mask
 from transformers.modeling_layers import GradientCheckpointingLayer
@@ -31,6 +33,7 @@ from transformers.utils import TransformersKwargs
 from transformers.utils.generic import merge_with_config_defaults
 from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 
+from .compat import ShardsAsItself
 from .configuration_casan import checkpoint_config
 from .configuration_casan_marian import CasanMarianConfig
 from .context import CasanContextMixer, check_encoder_inputs, mix_context, run_layers_with_context
@@ -127,7 +130,7 @@ class CasanMarianEncoderLayer(GradientCheckpointingLayer):
         return hidden_states
 
 
-class CasanMarianPreTrainedModel(MarianPreTrainedModel):
+class CasanMarianPreTrainedModel(ShardsAsItself, MarianPreTrainedModel):
     config_class = CasanMarianConfig
     config: CasanMarianConfig
     _no_split_modules = ["CasanMarianEncoderLayer", "MarianDecoderLayer"]
@@ -135,7 +138,13 @@ class CasanMarianPreTrainedModel(MarianPreTrainedModel):
     @torch.no_grad()
     def _init_weights(self, module):
         """Marian's initialisation, plus the context parameters: U and the gate vectors ~ N(0, context_init_range,
-        else `init_std`), the gate bias at `gate_bias_init`."""
+        else `init_std`), the gate bias at `gate_bias_init`. A sinusoidal table sharded by FSDP2 gets its shard of
+        the sinusoids (Marian's own copies the whole table into the shard, which fails)."""
+        if isinstance(module, MarianSinusoidalPositionalEmbedding) and isinstance(module.weight, DTensor):
+            weight = module.weight
+            sinusoids = module.create_weight().to(weight.device_mesh.device_type)
+            init.copy_(weight, distribute_tensor(sinusoids, weight.device_mesh, weight.placements))
+            return
         super()._init_weights(module)
         if isinstance(module, CasanContextMixer):
             std = self.config.context_init_range
@@ -195,8 +204,15 @@ class CasanMarianEncoder(CasanMarianPreTrainedModel):
         return CasanMarianEncoderOutput(last_hidden_state=hidden_states)
 
 
+class CasanMarianDecoder(CasanMarianPreTrainedModel, MarianDecoder):
+    """Marian's decoder, initialised as the rest of the model (its sinusoidal table too, when FSDP2 shards it)."""
+
+
 class CasanMarianModel(CasanMarianPreTrainedModel, MarianModel):
-    """`MarianModel` (its forward, embeddings and tying) with the context-aware encoder."""
+    """`MarianModel` (its forward, embeddings and tying) with the context-aware encoder. Under FSDP2 each layer is
+    a group of its own; the embeddings (shared with the output layer) and the rest are the root's group."""
+
+    _fsdp_plan = {"encoder.layers.*": "free_full_weight", "decoder.layers.*": "free_full_weight"}
 
     def __init__(self, config):
         # Skips MarianModel.__init__, which would build Marian's own encoder; the rest is what it builds.
@@ -207,7 +223,7 @@ class CasanMarianModel(CasanMarianPreTrainedModel, MarianModel):
             "encoder.embed_tokens.weight": "shared.weight",
         }
         self.encoder = CasanMarianEncoder(config)
-        self.decoder = MarianDecoder(config)
+        self.decoder = CasanMarianDecoder(config)
         self.post_init()
 
 
