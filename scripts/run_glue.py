@@ -36,7 +36,9 @@ from casan_hf.glue.metrics import load_glue_metric
 from casan_hf.glue.tasks import GLUE_TASKS
 from casan_hf.training import CasanTrainer, CasanTrainingArguments, check_training_options, gate_monitor_for
 from casan_hf.training.runs import (
+    ScalingArguments,
     find_checkpoint,
+    padding_multiple,
     parse_run_args,
     run_model_class,
     sequence_length,
@@ -103,7 +105,7 @@ class DataTrainingArguments:
     )
 
 
-def load_model(model_args, casan_args, glue_data):
+def load_model(model_args, casan_args, scaling_args, glue_data):
     """The source family's own model for --baseline; otherwise CASAN, converted from a BERT, RoBERTa,
     XLM-RoBERTa or ELECTRA checkpoint or continued from a CASAN one."""
     label_kwargs = (
@@ -126,8 +128,11 @@ def load_model(model_args, casan_args, glue_data):
         model_args.baseline,
         casan_args.casan_kwargs(),
         model_args.cache_dir,
+        sharded=scaling_args.fsdp_size is not None,
     )
-    return model_class.from_pretrained(model_args.model_name_or_path, **common, **casan_kwargs)
+    return model_class.from_pretrained(
+        model_args.model_name_or_path, **common, **casan_kwargs, **scaling_args.loading_kwargs()
+    )
 
 
 def tokenize(glue_data, tokenizer, data_args, training_args):
@@ -160,10 +165,15 @@ def metrics_function(glue_data, task_name):
     return compute_metrics
 
 
-def prepare(model_args, casan_args, casan_training, data_args, training_args):
+def prepare(model_args, casan_args, casan_training, data_args, scaling_args, training_args):
     """Everything that can fail on bad input, before any training: output folder, data, model, tokenizer."""
     if not (training_args.do_train or training_args.do_eval):
         raise ValueError("Nothing to do: pass --do_train and/or --do_eval.")
+    if scaling_args.pad_to_multiple_of is not None and data_args.pad_to_max_length:
+        raise ValueError(
+            "--pad_to_multiple_of pads each batch to its longest input, rounded up; with --pad_to_max_length (the "
+            "default) every input is max_seq_length long already: pass --pad_to_max_length False."
+        )
     for name in ("max_train_samples", "max_eval_samples"):
         if getattr(data_args, name) is not None and getattr(data_args, name) <= 0:
             raise ValueError(f"--{name} must be a positive number of examples; got {getattr(data_args, name)}.")
@@ -179,7 +189,7 @@ def prepare(model_args, casan_args, casan_training, data_args, training_args):
             cache_dir=model_args.cache_dir,
         )
     set_seed(training_args.seed)
-    model = load_model(model_args, casan_args, glue_data)
+    model = load_model(model_args, casan_args, scaling_args, glue_data)
     check_training_options(model, casan_training)
     tokenizer = AutoTokenizer.from_pretrained(
         model_args.tokenizer_name or model_args.model_name_or_path, cache_dir=model_args.cache_dir
@@ -188,15 +198,22 @@ def prepare(model_args, casan_args, casan_training, data_args, training_args):
 
 
 def main():
-    model_args, casan_args, casan_training, data_args, training_args = parse_run_args(
-        (ModelArguments, CasanArguments, CasanTrainingArguments, DataTrainingArguments, TrainingArguments),
+    model_args, casan_args, casan_training, data_args, scaling_args, training_args = parse_run_args(
+        (
+            ModelArguments,
+            CasanArguments,
+            CasanTrainingArguments,
+            DataTrainingArguments,
+            ScalingArguments,
+            TrainingArguments,
+        ),
         "run_glue.py",
     )
     setup_logging(training_args, logger)
     logger.info(f"Training/evaluation parameters {training_args}")
     try:
         checkpoint, glue_data, model, tokenizer = prepare(
-            model_args, casan_args, casan_training, data_args, training_args
+            model_args, casan_args, casan_training, data_args, scaling_args, training_args
         )
     except ValueError as error:
         logger.error(str(error))
@@ -208,9 +225,7 @@ def main():
     collator = (
         default_data_collator
         if data_args.pad_to_max_length
-        else DataCollatorWithPadding(
-            tokenizer, pad_to_multiple_of=8 if training_args.fp16 or training_args.bf16 else None
-        )
+        else DataCollatorWithPadding(tokenizer, pad_to_multiple_of=padding_multiple(scaling_args, training_args))
     )
 
     card_kwargs = {

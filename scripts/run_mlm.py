@@ -48,7 +48,9 @@ from casan_hf.training import (
     gate_monitor_for,
 )
 from casan_hf.training.runs import (
+    ScalingArguments,
     find_checkpoint,
+    padding_multiple,
     parse_run_args,
     run_model_class,
     sequence_length,
@@ -104,6 +106,10 @@ class DataArguments:
         default=5.0, metadata={"help": "Percent of the texts held out for the eval loss and perplexity."}
     )
     max_seq_length: int = field(default=128, metadata={"help": "Longer texts are truncated."})
+    pad_to_max_length: bool = field(
+        default=False,
+        metadata={"help": "Pad every text to max_seq_length: one batch shape (else each batch to its longest)."},
+    )
     mlm_probability: float = field(default=0.15, metadata={"help": "Share of the tokens masked."})
     whole_word_mask: bool = field(default=False, metadata={"help": "Mask whole words rather than word pieces."})
     max_train_samples: int | None = field(default=None, metadata={"help": "Keep the first N training texts."})
@@ -159,7 +165,7 @@ def load_texts(data_args, cache_dir):
     return dataset
 
 
-def load_model(model_args, casan_args):
+def load_model(model_args, casan_args, scaling_args):
     """The source family's own masked LM for --baseline; otherwise CASAN, converted or continued. Returns it
     with the head modules the checkpoint had no weights for."""
     model_class, kwargs = run_model_class(
@@ -168,14 +174,19 @@ def load_model(model_args, casan_args):
         model_args.baseline,
         casan_args.casan_kwargs(),
         model_args.cache_dir,
+        sharded=scaling_args.fsdp_size is not None,
     )
     model, loading = model_class.from_pretrained(
-        model_args.model_name_or_path, cache_dir=model_args.cache_dir, output_loading_info=True, **kwargs
+        model_args.model_name_or_path,
+        cache_dir=model_args.cache_dir,
+        output_loading_info=True,
+        **kwargs,
+        **scaling_args.loading_kwargs(),
     )
     return model, untrained_heads(loading["missing_keys"])
 
 
-def prepare(model_args, casan_args, casan_training, data_args, training_args):
+def prepare(model_args, casan_args, casan_training, data_args, scaling_args, training_args):
     """Everything that can fail on bad input, before any training: output folder, text, model, options."""
     if not (training_args.do_train or training_args.do_eval):
         raise ValueError("Nothing to do: pass --do_train and/or --do_eval.")
@@ -190,7 +201,7 @@ def prepare(model_args, casan_args, casan_training, data_args, training_args):
     with training_args.main_process_first(desc="loading the text"):
         texts = load_texts(data_args, model_args.cache_dir)
     set_seed(training_args.seed)
-    model, new_heads = load_model(model_args, casan_args)
+    model, new_heads = load_model(model_args, casan_args, scaling_args)
     check_training_options(model, casan_training)
     tokenizer = AutoTokenizer.from_pretrained(
         model_args.tokenizer_name or model_args.model_name_or_path, cache_dir=model_args.cache_dir
@@ -214,17 +225,17 @@ class MaskOnceCollator(DataCollatorForLanguageModeling):
         return batch
 
 
-def collator_for(tokenizer, data_args, training_args, seed=None):
+def collator_for(tokenizer, data_args, scaling_args, training_args, seed=None):
     return MaskOnceCollator(
         tokenizer,
         mlm_probability=data_args.mlm_probability,
         whole_word_mask=data_args.whole_word_mask,
-        pad_to_multiple_of=8 if training_args.fp16 or training_args.bf16 else None,
+        pad_to_multiple_of=padding_multiple(scaling_args, training_args),
         seed=seed,
     )
 
 
-def tokenize(texts, tokenizer, data_args, training_args):
+def tokenize(texts, tokenizer, data_args, scaling_args, training_args):
     """Held-out split (seeded) and tokenised texts: `{"train": ..., "validation": ...}`; the held-out texts
     are masked once, with the run's seed."""
     split = texts.train_test_split(test_size=data_args.validation_split_percentage / 100, seed=training_args.seed)
@@ -239,7 +250,7 @@ def tokenize(texts, tokenizer, data_args, training_args):
             return_special_tokens_mask=True,
             return_offsets_mapping=data_args.whole_word_mask,
             # The collator pads every column but the word offsets, so whole-word masking pads here.
-            padding="max_length" if data_args.whole_word_mask else False,
+            padding="max_length" if data_args.pad_to_max_length or data_args.whole_word_mask else False,
         )
 
     with training_args.main_process_first(desc="tokenising the text"):
@@ -250,7 +261,7 @@ def tokenize(texts, tokenizer, data_args, training_args):
             remove_columns=["text"],
             desc="Running tokenizer on the text",
         )
-    masker = collator_for(tokenizer, data_args, training_args, seed=training_args.seed)
+    masker = collator_for(tokenizer, data_args, scaling_args, training_args, seed=training_args.seed)
 
     def mask_once(example):
         masked = masker([example])
@@ -266,13 +277,14 @@ def tokenize(texts, tokenizer, data_args, training_args):
 
 
 def main():
-    model_args, casan_args, casan_training, data_args, training_args = parse_run_args(
-        (ModelArguments, CasanArguments, CasanTrainingArguments, DataArguments, TrainingArguments), "run_mlm.py"
+    model_args, casan_args, casan_training, data_args, scaling_args, training_args = parse_run_args(
+        (ModelArguments, CasanArguments, CasanTrainingArguments, DataArguments, ScalingArguments, TrainingArguments),
+        "run_mlm.py",
     )
     setup_logging(training_args, logger)
     try:
         checkpoint, texts, model, new_heads, tokenizer = prepare(
-            model_args, casan_args, casan_training, data_args, training_args
+            model_args, casan_args, casan_training, data_args, scaling_args, training_args
         )
     except ValueError as error:
         logger.error(str(error))
@@ -283,8 +295,8 @@ def main():
     frozen = freeze_pretrained(model) if model_args.train_only_new_parameters else []
     # The collator reads the special-token mask and the word offsets, which the model's forward does not take.
     training_args.remove_unused_columns = False
-    splits = tokenize(texts, tokenizer, data_args, training_args)
-    collator = collator_for(tokenizer, data_args, training_args)
+    splits = tokenize(texts, tokenizer, data_args, scaling_args, training_args)
+    collator = collator_for(tokenizer, data_args, scaling_args, training_args)
     trainer = CasanTrainer(
         model=model,
         args=training_args,

@@ -32,7 +32,14 @@ import casan_hf
 from casan_hf.cli import CasanArguments
 from casan_hf.hub import write_model_card
 from casan_hf.training import GateMonitor, has_context
-from casan_hf.training.runs import find_checkpoint, parse_run_args, setup_logging, take
+from casan_hf.training.runs import (
+    ScalingArguments,
+    find_checkpoint,
+    padding_multiple,
+    parse_run_args,
+    setup_logging,
+    take,
+)
 from casan_hf.translation import (
     MODEL_SIZES,
     load_parallel_data,
@@ -113,7 +120,7 @@ def wanted_splits(training_args):
     ]
 
 
-def load_model_and_tokenizer(model_args, casan_args, data_args, data):
+def load_model_and_tokenizer(model_args, casan_args, data_args, scaling_args, data):
     """The checkpoint (continued or converted) and its tokenizer, or a new model of `--model_size` with a
     tokenizer trained on the training pairs."""
     context = casan_args.casan_kwargs("context")
@@ -122,9 +129,14 @@ def load_model_and_tokenizer(model_args, casan_args, data_args, data):
             model_args.tokenizer_name or model_args.model_name_or_path, cache_dir=model_args.cache_dir
         )
         model = casan_hf.CasanMarianMTModel.from_pretrained(
-            model_args.model_name_or_path, cache_dir=model_args.cache_dir, **context
+            model_args.model_name_or_path, cache_dir=model_args.cache_dir, **context, **scaling_args.loading_kwargs()
         )
         return model, tokenizer
+    if scaling_args.fsdp_size is not None:
+        raise ValueError(
+            "--fsdp_size shards a checkpoint as it loads, and a new model has none: start from a checkpoint "
+            "(--model_name_or_path), e.g. the output folder of a short run in one process."
+        )
     max_positions = max(data_args.max_source_length, data_args.max_target_length) + 2
     if model_args.tokenizer_name is not None:
         tokenizer = AutoTokenizer.from_pretrained(model_args.tokenizer_name, cache_dir=model_args.cache_dir)
@@ -144,7 +156,7 @@ def load_model_and_tokenizer(model_args, casan_args, data_args, data):
     return casan_hf.CasanMarianMTModel(config), tokenizer
 
 
-def prepare(model_args, casan_args, data_args, training_args):
+def prepare(model_args, casan_args, data_args, scaling_args, training_args):
     """Everything that can fail on bad input, before any training: options, output folder, data, model."""
     splits = wanted_splits(training_args)
     if not splits:
@@ -185,7 +197,7 @@ def prepare(model_args, casan_args, data_args, training_args):
             cache_dir=model_args.cache_dir,
         )
     set_seed(training_args.seed)
-    model, tokenizer = load_model_and_tokenizer(model_args, casan_args, data_args, data)
+    model, tokenizer = load_model_and_tokenizer(model_args, casan_args, data_args, scaling_args, data)
     model.generation_config.update(
         num_beams=data_args.num_beams,
         max_length=data_args.max_target_length,
@@ -244,13 +256,14 @@ def metrics_function(tokenizer):
 
 
 def main():
-    model_args, casan_args, data_args, training_args = parse_run_args(
-        (ModelArguments, CasanArguments, DataTrainingArguments, Seq2SeqTrainingArguments), "run_translation.py"
+    model_args, casan_args, data_args, scaling_args, training_args = parse_run_args(
+        (ModelArguments, CasanArguments, DataTrainingArguments, ScalingArguments, Seq2SeqTrainingArguments),
+        "run_translation.py",
     )
     setup_logging(training_args, logger)
     logger.info(f"Training/evaluation parameters {training_args}")
     try:
-        checkpoint, data, model, tokenizer = prepare(model_args, casan_args, data_args, training_args)
+        checkpoint, data, model, tokenizer = prepare(model_args, casan_args, data_args, scaling_args, training_args)
     except ValueError as error:
         logger.error(str(error))
         sys.exit(f"run_translation.py: error: {error}")
@@ -264,7 +277,12 @@ def main():
         train_dataset=tokenized.get("train"),
         eval_dataset=tokenized.get("validation"),
         processing_class=tokenizer,
-        data_collator=DataCollatorForSeq2Seq(tokenizer, model=model, label_pad_token_id=-100),
+        data_collator=DataCollatorForSeq2Seq(
+            tokenizer,
+            model=model,
+            label_pad_token_id=-100,
+            pad_to_multiple_of=padding_multiple(scaling_args, training_args),
+        ),
         compute_metrics=metrics_function(tokenizer) if training_args.predict_with_generate else None,
         callbacks=[GateMonitor()] if has_context(model) else None,
     )

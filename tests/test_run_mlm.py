@@ -160,13 +160,18 @@ def test_bad_input_stops_before_training(run_mlm, tiny_bert, text_file, tmp_path
 def test_the_held_out_text_is_masked_once_and_alike_for_every_run(minilm_path, text_file):
     from transformers import AutoTokenizer, TrainingArguments
 
+    from casan_hf.training.runs import ScalingArguments
+
     module = load_script("run_mlm")
     tokenizer = AutoTokenizer.from_pretrained(minilm_path)
     data_args = module.DataArguments(train_file=str(text_file), validation_split_percentage=25)
     training_args = TrainingArguments(output_dir="unused", seed=7, report_to="none")
+    scaling_args = ScalingArguments()
     texts = module.load_texts(data_args, cache_dir=None)
-    first, second = (module.tokenize(texts, tokenizer, data_args, training_args)["validation"] for _ in range(2))
+    first, second = (
+        module.tokenize(texts, tokenizer, data_args, scaling_args, training_args)["validation"] for _ in range(2)
+    )
     assert first["labels"] == second["labels"] and first["input_ids"] == second["input_ids"]
     assert any(label != -100 for row in first["labels"] for label in row)  # something is masked
-    batch = module.collator_for(tokenizer, data_args, training_args)([first[0], first[1]])
+    batch = module.collator_for(tokenizer, data_args, scaling_args, training_args)([first[0], first[1]])
     assert batch["labels"][0, : len(first[0]["labels"])].tolist() == first[0]["labels"]  # passed through

@@ -1,21 +1,38 @@
-"""Training at scale on this machine's CPUs: transformers' FSDP2 loading (`from_pretrained(...,
+"""Training at scale, as far as this machine's CPUs go: transformers' FSDP2 loading (`from_pretrained(...,
 distributed_config=DistributedConfig(fsdp_size=2))`) of every CASAN family and head, against DDP from the same
-start in two gloo processes, and its saved folder loaded in a fresh process with `trust_remote_code=True`."""
+start in two gloo processes, and its saved folder loaded in a fresh process with `trust_remote_code=True`; the
+training scripts' `--fsdp_size` and their refusal of engines that would run as DDP without GPUs; accelerate's
+config files in scripts/accelerate/."""
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import torch
+from accelerate.commands.config.config_args import load_config_from_file
+from accelerate.commands.launch import _validate_launch_command, launch_command_parser
+from accelerate.utils import DeepSpeedPlugin, FullyShardedDataParallelPlugin
+from accelerate.utils.launch import prepare_deepspeed_cmd_env, prepare_multi_gpu_env
+from conftest import REPO_ROOT, load_script
 from fresh_process import run_without_casan_hf
+from glue_helpers import TINY_RUN, make_tiny_bert, read_json, run_glue
 from test_translation_model import TINY_MARIAN
-from tiny_models import tiny_config
+from tiny_models import TINY, tiny_config
+from transformers import BertConfig, BertModel, TrainingArguments
 from transformers.distributed.parallel_utils import replace_layer_number_by_wildcard
 
 from casan_hf import FAMILIES, HEADS, CasanMarianConfig, CasanMarianMTModel, casan_class
+from casan_hf.training.runs import (
+    ScalingArguments,
+    check_engines,
+    check_sharding,
+    requested_engines,
+    run_model_class,
+)
 
 
 TESTS = Path(__file__).resolve().parent
@@ -125,3 +142,139 @@ def test_the_fsdp2_saved_folder_loads_in_a_fresh_process_as_the_ddp_model(sharde
     folders = [(str(folder), heads[SHARDED_CASES[case][1]]) for case, (folder, _) in sharded_runs.items()]
     code = LOAD_SHARDED_SAVES.replace("sys.argv[1]", repr(json.dumps(folders)))
     assert run_without_casan_hf(code, tmp_path).strip() == f"loaded {len(folders)}"
+
+
+# --- the scripts: the sharded path, and no engine that would silently run as DDP ---------------------------------
+
+SCRIPTS = ("run_glue", "run_mlm", "run_translation")
+cpu_only = pytest.mark.skipif(torch.accelerator.is_available(), reason="the refusals are for machines without GPUs")
+
+
+@pytest.fixture(scope="module")
+def tiny_bert(tmp_path_factory, minilm_path):
+    return make_tiny_bert(tmp_path_factory.mktemp("tiny_bert"), minilm_path)
+
+
+@pytest.fixture(scope="module")
+def script_modules():
+    return {name: load_script(name) for name in SCRIPTS}
+
+
+@cpu_only
+@pytest.mark.parametrize("script", SCRIPTS)
+@pytest.mark.parametrize(
+    ("argv", "environment", "message"),
+    [
+        (["--fsdp", "full_shard"], {}, "--fsdp (accelerate's FSDP) needs GPUs"),
+        (["--fsdp"], {}, "--fsdp (accelerate's FSDP) needs GPUs"),
+        (["--deepspeed", "ds_config.json"], {}, "DeepSpeed needs GPUs"),
+        ([], {"ACCELERATE_USE_FSDP": "true"}, "--fsdp (accelerate's FSDP) needs GPUs"),
+        ([], {"ACCELERATE_USE_DEEPSPEED": "true"}, "DeepSpeed needs GPUs"),
+    ],
+)
+def test_an_engine_that_would_run_as_ddp_is_refused_first(
+    script_modules, script, argv, environment, message, monkeypatch
+):
+    """Before anything is parsed or loaded: TrainingArguments imports DeepSpeed, and accelerate would train DDP."""
+    monkeypatch.setattr(sys, "argv", [f"{script}.py", *argv])
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(SystemExit, match=f"^{script}.py: error: {re.escape(message)}.*--fsdp_size N"):
+        script_modules[script].main()
+
+
+def test_fsdp_size_is_one_fsdp2_run_over_the_launched_processes():
+    def args(**overrides):
+        return TrainingArguments(output_dir="unused", report_to="none", **overrides)
+
+    check_sharding(ScalingArguments(), args(), 1)  # not asked for: nothing to check
+    check_sharding(ScalingArguments(fsdp_size=2), args(save_only_model=True), 2)
+    check_sharding(ScalingArguments(fsdp_size=2), args(save_strategy="no"), 2)
+    refusals = [
+        (ScalingArguments(fsdp_size=2), args(save_only_model=True), 1, "which are 1: launch with `torchrun"),
+        (ScalingArguments(fsdp_size=4), args(save_only_model=True), 2, "--fsdp_size 4 shards over the launcher's"),
+        (ScalingArguments(fsdp_size=2), args(), 2, "pass --save_only_model (or --save_strategy no)"),
+    ]
+    for scaling, training, world_size, message in refusals:
+        with pytest.raises(ValueError, match=re.escape(message)):
+            check_sharding(scaling, training, world_size)
+    with pytest.raises(ValueError, match="--fsdp_size must be a positive number; got 0"):
+        ScalingArguments(fsdp_size=0)
+    assert ScalingArguments(fsdp_size=2).loading_kwargs()["distributed_config"].fsdp_size == 2
+
+
+def test_baseline_is_not_sharded(tmp_path):
+    BertModel(BertConfig(**TINY)).save_pretrained(tmp_path)
+    with pytest.raises(ValueError, match="--baseline fine-tunes transformers' own model, whose FSDP2 plan"):
+        run_model_class(str(tmp_path), "sequence-classification", True, {}, sharded=True)
+
+
+def test_torchrun_with_accelerates_fsdp_on_cpus_stops_and_fsdp_size_trains_sharded(tiny_bert, tmp_path, glue_dir):
+    """The command that used to train DDP and exit 0 now stops with one line; `--fsdp_size 2` trains FSDP2."""
+    command = ["--model_name_or_path", tiny_bert, "--context_type", "deep", "--task_name", "rte",
+               "--glue_dir", glue_dir, "--do_train", "--do_eval", "--num_train_epochs", "2", *TINY_RUN]  # fmt: skip
+    launcher = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29572"]
+    refused = run_glue(
+        [*command, "--fsdp", "full_shard", "--output_dir", tmp_path / "fsdp"], tmp_path, launcher=launcher
+    )
+    assert refused.returncode != 0 and not (tmp_path / "fsdp").exists()
+    assert "run_glue.py: error: --fsdp (accelerate's FSDP) needs GPUs" in refused.stderr
+    output_dir = tmp_path / "fsdp_size"
+    sharded = run_glue(
+        [*command, "--fsdp_size", "2", "--save_only_model", "--output_dir", output_dir], tmp_path, launcher=launcher
+    )
+    assert sharded.returncode == 0, sharded.stderr[-3000:]
+    log = sharded.stdout + sharded.stderr
+    # The word embeddings, the two layers, the pooling and the classifier.
+    assert "FSDP2 applied to model via _fsdp_plan: 5 entries" in log and "match nothing" not in log
+    state = read_json(output_dir / "trainer_state.json")
+    assert state["global_step"] == 2 and any("gates/layer_1/query" in entry for entry in state["log_history"])
+    assert read_json(output_dir / "eval_results.json")["eval_samples"] == 16
+    assert "| world_size | `2` |" in (output_dir / "README.md").read_text()
+
+
+# --- accelerate's config files (scripts/accelerate/): what a machine without GPUs can check -----------------------
+
+ACCELERATE_CONFIGS = sorted((REPO_ROOT / "scripts" / "accelerate").glob("*.yaml"))
+
+
+def launcher_environment(config_file):
+    """The variables `accelerate launch --config_file <config_file>` sets for the processes it starts."""
+    args = launch_command_parser().parse_args(["--config_file", str(config_file), "scripts/run_glue.py"])
+    args, defaults, _ = _validate_launch_command(args)
+    if args.use_deepspeed:  # as launch_command does before it starts DeepSpeed's launcher
+        args.deepspeed_fields_from_accelerate_config = ",".join(defaults.deepspeed_config)
+        return defaults, prepare_deepspeed_cmd_env(args)[1]
+    return defaults, prepare_multi_gpu_env(args)
+
+
+def test_the_accelerate_configs_are_ddp_fsdp2_and_zero_2_and_3():
+    types = {path.stem: load_config_from_file(str(path)).distributed_type for path in ACCELERATE_CONFIGS}
+    assert types == {"ddp": "MULTI_GPU", "fsdp2": "FSDP", "zero2": "DEEPSPEED", "zero3": "DEEPSPEED"}
+
+
+@pytest.mark.parametrize("config_file", ACCELERATE_CONFIGS, ids=lambda path: path.stem)
+def test_accelerate_takes_the_config_and_its_wrap_policy_finds_the_layers(config_file, monkeypatch):
+    defaults, environment = launcher_environment(config_file)
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    if defaults.distributed_type == "FSDP":
+        assert environment["FSDP_VERSION"] == "2" and environment["FSDP_AUTO_WRAP_POLICY"] == "TRANSFORMER_BASED_WRAP"
+        for family, head in [(family.name, "masked-lm") for family in FAMILIES] + [("marian", "translation")]:
+            plugin = FullyShardedDataParallelPlugin()
+            model = build(family, head, "deep_global")
+            plugin.set_auto_wrap_policy(model)  # raises for a class `_no_split_modules` names that the model lacks
+            wrapped = {
+                layer_class.__name__ for layer_class in plugin.auto_wrap_policy.keywords["transformer_layer_cls"]
+            }
+            assert wrapped >= {type(module).__name__ for module in model.modules()} & set(LAYER_CLASSES)
+    if defaults.distributed_type == "DEEPSPEED":
+        plugin = DeepSpeedPlugin()
+        assert plugin.zero_stage == int(config_file.stem.removeprefix("zero"))
+        saves_whole = plugin.deepspeed_config["zero_optimization"]["stage3_gather_16bit_weights_on_model_save"]
+        assert saves_whole == (plugin.zero_stage == 3)  # a ZeRO-3 run saves a folder from_pretrained loads
+    if defaults.distributed_type in ("FSDP", "DEEPSPEED") and not torch.accelerator.is_available():
+        with pytest.raises(ValueError, match="needs GPUs"):
+            check_engines(requested_engines([]))
+    else:
+        check_engines(requested_engines([]))

@@ -188,14 +188,15 @@ def gate_means(model, batches):
 class GateMonitor(TrainerCallback):
     """Logs the mean query and key gate of every layer at each evaluation, into `trainer_state.json`'s log
     history (and `latest`, which the model card reads). The gates are taken, in eval mode, over the first
-    `batches` batches of the evaluation dataloader."""
+    `batches` batches of the evaluation dataloader. Every process takes them (a model sharded over the processes
+    runs only in all of them together); the first one's are logged."""
 
     def __init__(self, batches=4):
         self.batches = batches
         self.latest = None
 
     def on_evaluate(self, args, state, control, model=None, eval_dataloader=None, **kwargs):
-        if model is None or eval_dataloader is None or not state.is_world_process_zero:
+        if model is None or eval_dataloader is None:
             return
         training = model.training
         model.eval()
@@ -204,7 +205,8 @@ class GateMonitor(TrainerCallback):
             self.latest = gate_means(model, batches)
         finally:
             model.train(training)
-        state.log_history.append({**self.latest, "epoch": state.epoch, "step": state.global_step})
+        if state.is_world_process_zero:
+            state.log_history.append({**self.latest, "epoch": state.epoch, "step": state.global_step})
 
 
 __all__ = [

@@ -1,14 +1,16 @@
 """The plumbing every CASAN training script shares: the model class a run trains, processes that really form one
 run, transformers' logging, and resuming from the last checkpoint (or refusing a folder that holds other files)."""
 
+import json
 import logging
 import os
 import sys
+from dataclasses import dataclass, field
 
 import datasets
 import torch
 import transformers
-from transformers import HfArgumentParser
+from transformers import DistributedConfig, HfArgumentParser
 from transformers.trainer_utils import get_last_checkpoint
 
 from ..compat import PreTrainedConfig
@@ -20,16 +22,22 @@ from ..modeling_casan import casan_class
 logger = logging.getLogger(__name__)
 
 
-def run_model_class(model_name_or_path, head_name, baseline, casan_kwargs, cache_dir=None):
+def run_model_class(model_name_or_path, head_name, baseline, casan_kwargs, cache_dir=None, sharded=False):
     """The class a run trains from `model_name_or_path`, and the CASAN options to load it with. `baseline`: the
     source family's own model (the head's auto class), which needs a source checkpoint (BERT, RoBERTa, ...) and
-    takes no CASAN option; otherwise the CASAN class of the checkpoint's family, converted from a source
-    checkpoint or continued from a CASAN one."""
+    takes no CASAN option, and is not `sharded` (FSDP2 as it loads: transformers' own encoders have no plan for
+    their modules); otherwise the CASAN class of the checkpoint's family, converted from a source checkpoint or
+    continued from a CASAN one."""
     saved = PreTrainedConfig.get_config_dict(model_name_or_path, cache_dir=cache_dir)[0]
     model_type = saved.get("model_type")
     if not baseline:
         return casan_class(model_type, head_name), casan_kwargs
     trains = "trains" if head_name == "masked-lm" else "fine-tunes"
+    if sharded:
+        raise ValueError(
+            f"--baseline {trains} transformers' own model, whose FSDP2 plan names a decoder's modules and none of "
+            "its own, so --fsdp_size would leave it one unsharded-in-compute group; drop one of them."
+        )
     if casan_kwargs:
         raise ValueError(
             f"--baseline {trains} the plain source model; drop the context options {sorted(casan_kwargs)}."
@@ -74,12 +82,107 @@ def check_joined(training_args, world_size):
         )
 
 
+# The engines that shard through accelerate, by TrainingArguments' flag and the variable `accelerate launch` sets
+# from a config file. Without an accelerator, accelerate runs plain DDP instead of either.
+ACCELERATE_ENGINES = {"fsdp": "ACCELERATE_USE_FSDP", "deepspeed": "ACCELERATE_USE_DEEPSPEED"}
+
+
+def requested_engines(argv):
+    """The accelerate engines a command line (or its one .json file) or the launcher asks for; read before
+    `TrainingArguments` acts on them (it imports DeepSpeed)."""
+    if len(argv) == 1 and argv[0].endswith(".json"):
+        options = json.loads(open(argv[0], encoding="utf-8").read())
+        flagged = {name for name in ACCELERATE_ENGINES if options.get(name)}
+    else:
+        flagged = {name for name in ACCELERATE_ENGINES for arg in argv if arg.split("=")[0] == f"--{name}"}
+    launched = {name for name, variable in ACCELERATE_ENGINES.items() if os.environ.get(variable, "") == "true"}
+    return flagged | launched
+
+
+def check_engines(engines):
+    """A ValueError for a sharding engine that would silently run as DDP: accelerate's FSDP and DeepSpeed without
+    an accelerator."""
+    if torch.accelerator.is_available():
+        return
+    if "fsdp" in engines:
+        raise ValueError(
+            "--fsdp (accelerate's FSDP) needs GPUs; on this machine accelerate would train every process with the "
+            "whole model (DDP) instead. Shard on CPUs with --fsdp_size N (transformers' FSDP2, over gloo)."
+        )
+    if "deepspeed" in engines:
+        raise ValueError(
+            "DeepSpeed needs GPUs; on this machine accelerate would train every process with the whole model (DDP) "
+            "instead. Shard on CPUs with --fsdp_size N (transformers' FSDP2, over gloo)."
+        )
+
+
+@dataclass
+class ScalingArguments:
+    """How a run shards the model over its processes, and keeps its batch shapes few for compiled steps; the
+    flags every CASAN training script takes."""
+
+    fsdp_size: int | None = field(
+        default=None,
+        metadata={
+            "help": "Shard the model over N processes (FSDP2) as it loads: from_pretrained(..., distributed_config="
+            "DistributedConfig(fsdp_size=N)), each layer a group of its own. N is the launcher's process count "
+            "(torchrun --nproc_per_node N); on CPUs as on GPUs. Checkpoints then hold the model only "
+            "(--save_only_model)."
+        },
+    )
+    pad_to_multiple_of: int | None = field(
+        default=None,
+        metadata={
+            "help": "Pad each batch to a multiple of N tokens: a few batch shapes, so that a compiled step "
+            "(--torch_compile) and its CUDA graphs (--torch_compile_mode reduce-overhead) are reused, not "
+            "recompiled and re-recorded for every length."
+        },
+    )
+
+    def __post_init__(self):
+        for name in ("fsdp_size", "pad_to_multiple_of"):
+            if getattr(self, name) is not None and getattr(self, name) <= 0:
+                raise ValueError(f"--{name} must be a positive number; got {getattr(self, name)}.")
+
+    def loading_kwargs(self):
+        """What `from_pretrained` takes to shard the model as it loads."""
+        return {} if self.fsdp_size is None else {"distributed_config": DistributedConfig(fsdp_size=self.fsdp_size)}
+
+
+def padding_multiple(scaling, training_args):
+    """What batches are padded to a multiple of: `--pad_to_multiple_of`, else 8 for the tensor cores of a 16-bit
+    run, else nothing."""
+    if scaling.pad_to_multiple_of is not None:
+        return scaling.pad_to_multiple_of
+    return 8 if training_args.fp16 or training_args.bf16 else None
+
+
+def check_sharding(scaling, training_args, world_size):
+    """A ValueError for a `--fsdp_size` that is not one FSDP2 run over the launcher's processes."""
+    if scaling.fsdp_size is None:
+        return
+    if scaling.fsdp_size != world_size or world_size == 1:
+        raise ValueError(
+            f"--fsdp_size {scaling.fsdp_size} shards over the launcher's processes, which are {world_size}: launch "
+            f"with `torchrun --nproc_per_node {max(scaling.fsdp_size, 2)}` and --fsdp_size equal to it."
+        )
+    if training_args.fsdp or training_args.deepspeed:
+        raise ValueError("--fsdp_size shards the model itself; drop --fsdp and --deepspeed.")
+    if training_args.save_strategy != "no" and not training_args.save_only_model:
+        raise ValueError(
+            "--fsdp_size: transformers does not resume a model sharded as it loads, so its checkpoints hold the "
+            "model only; pass --save_only_model (or --save_strategy no)."
+        )
+
+
 def parse_run_args(dataclass_types, script):
     """A training script's arguments, from the command line or one .json file (as transformers' scripts take
-    them), `TrainingArguments` last, once it is sure that the launcher's processes form one run. A bad value
-    is a usage error; a launch that would not be one run stops with `<script>: error: ...`."""
+    them), `ScalingArguments` and `TrainingArguments` last, once it is sure that the launcher's processes form
+    one run with the engine asked for. A bad value is a usage error; a launch that would not be that run stops
+    with `<script>: error: ...`."""
     try:
         world_size = launched_processes()
+        check_engines(requested_engines(sys.argv[1:]))
     except ValueError as error:
         sys.exit(f"{script}: error: {error}")
     parser = HfArgumentParser(dataclass_types)
@@ -92,6 +195,7 @@ def parse_run_args(dataclass_types, script):
         parser.error(str(error))
     try:
         check_joined(args[-1], world_size)
+        check_sharding(args[-2], args[-1], world_size)
     except ValueError as error:
         sys.exit(f"{script}: error: {error}")
     return args
