@@ -295,10 +295,13 @@ class CasanContextMixer(nn.Module):
             (sentence,) = context
             projected = F.linear(sentence, self.context_weight).unsqueeze(1)
         else:
-            # addmm adds each source layer's product into the running sum: no temporary, no extra pass.
+            # addmm adds each source layer's product into the running sum: no temporary, no extra pass. Compiled,
+            # the plain operators are traced (and their gradients planned by the compiler): dynamo cannot trace
+            # the custom backward's writes into column blocks of the gradient (`out=` a non-contiguous view).
             rows = context[0].shape[:-1]
             sources = [hidden_states.flatten(0, -2) for hidden_states in context]
-            if torch.is_grad_enabled() and any(t.requires_grad for t in (self.context_weight, *sources)):
+            custom_backward = torch.is_grad_enabled() and not torch.compiler.is_compiling()
+            if custom_backward and any(t.requires_grad for t in (self.context_weight, *sources)):
                 projected = _SplitProjection.apply(self.context_weight, *sources)
             else:
                 weights = self.context_weight.split(self.hidden_size, dim=1)

@@ -108,13 +108,15 @@ class DataTrainingArguments:
 def load_model(model_args, casan_args, scaling_args, glue_data):
     """The source family's own model for --baseline; otherwise CASAN, converted from a BERT, RoBERTa,
     XLM-RoBERTa or ELECTRA checkpoint or continued from a CASAN one."""
+    # problem_type up front: the model's first forward would set it, and a compiled step would compile twice.
     label_kwargs = (
-        {"num_labels": 1}
+        {"num_labels": 1, "problem_type": "regression"}
         if glue_data.is_regression
         else {
             "num_labels": len(glue_data.label_names),
             "id2label": dict(enumerate(glue_data.label_names)),
             "label2id": {name: index for index, name in enumerate(glue_data.label_names)},
+            "problem_type": "single_label_classification",
         }
     )
     common = {
