@@ -21,7 +21,7 @@ from conftest import REPO_ROOT, load_script
 from fresh_process import run_without_casan_hf
 from glue_helpers import TINY_RUN, make_tiny_bert, read_json, run_glue
 from test_translation_model import TINY_MARIAN
-from tiny_models import TINY, tiny_config
+from tiny_models import TINY, padded_batch, tiny_config
 from transformers import BertConfig, BertModel, TrainingArguments
 from transformers.distributed.parallel_utils import replace_layer_number_by_wildcard
 
@@ -278,3 +278,35 @@ def test_accelerate_takes_the_config_and_its_wrap_policy_finds_the_layers(config
             check_engines(requested_engines([]))
     else:
         check_engines(requested_engines([]))
+
+
+# --- device_map: a memory budget that offloads some layers places whole layers, with the unsplit outputs -----------
+
+
+@pytest.mark.parametrize(
+    ("family", "head", "context_type"),
+    [
+        ("bert", "sequence-classification", "deep_global"),
+        ("roberta", "masked-lm", "deep"),
+        ("electra", "token-classification", "global"),
+    ],
+)
+def test_device_map_auto_offloads_whole_layers_and_keeps_the_outputs(family, head, context_type, tmp_path):
+    torch.manual_seed(0)
+    model = build(family, head, context_type).eval()
+    model.save_pretrained(tmp_path / "model")
+    size = sum(parameter.numel() * parameter.element_size() for parameter in model.parameters())
+    placed = type(model).from_pretrained(
+        tmp_path / "model", device_map="auto", max_memory={"cpu": int(size * 0.75)}, offload_folder=tmp_path / "off"
+    )
+    devices = placed.hf_device_map
+    layers = [name for name, module in model.named_modules() if type(module).__name__ in LAYER_CLASSES]
+    assert {"cpu", "disk"} <= set(devices.values())  # the budget splits the model between memory and disk
+    assert any(devices.get(name) == "disk" for name in layers) and any(devices.get(name) == "cpu" for name in layers)
+    split = [key for key in devices for layer in layers if key.startswith(f"{layer}.")]
+    assert not split, f"layers split across devices: {split}"
+    input_ids, attention_mask = padded_batch([6, 3])
+    with torch.no_grad():
+        expected = model(input_ids, attention_mask=attention_mask)
+        actual = placed(input_ids, attention_mask=attention_mask)
+    torch.testing.assert_close(actual.logits, expected.logits, rtol=0, atol=0)
