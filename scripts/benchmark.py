@@ -3,12 +3,17 @@
     python scripts/benchmark.py --json runs/benchmark.json            # the full table (docs/BENCHMARKS.md)
     python scripts/benchmark.py --quick                               # a small subset, about a minute
     python scripts/benchmark.py --device cuda --dtype bfloat16        # on a GPU
+    python scripts/benchmark.py --compile reduce-overhead --device cuda   # each model also compiled (CUDA graphs)
 
 For each size and sequence length the models are built once with the same weights; for each mode they
 run round-robin after warm-up. `ratio` is CASAN's median tokens/s over BERT's (`cpu ratio`: the same
 with process CPU time, steadier on a shared machine); `flop floor` is BERT's
 FLOPs over CASAN's, and `floor` also charges the memory-bound reads of a sentence-level U (see
 casan_hf/benchmark/flops.py): the best ratio an implementation can reach.
+
+`--compile MODE` adds each model's compiled twin (`torch.compile(mode=MODE)`, the same weights) to the
+round-robin; compiled models take their ratio over compiled BERT, and `x eager` is each one's speed over its
+own eager run. Compilation (and CUDA-graph recording) happens in the warm-up rounds, outside the timing.
 """
 
 import argparse
@@ -24,6 +29,7 @@ from casan_hf import CONTEXT_TYPES
 from casan_hf.benchmark.runner import (
     benchmark_group,
     build_model,
+    compiled_twins,
     default_variants,
     machine_balance,
     random_inputs,
@@ -36,6 +42,8 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch
 # Batch sizes that keep a BERT-base step near 512 tokens: a full CPU run fits in about 15 minutes.
 DEFAULT_BATCH = {128: 4, 512: 1}
 DEFAULT_RANK = 64
+# Untimed rounds a compiled model needs: the compile, then the CUDA-graph warm-up and recording of reduce-overhead.
+COMPILED_WARMUP = 3
 
 logger = logging.getLogger("benchmark")
 
@@ -53,7 +61,15 @@ def parse_args():
         "--context-types", nargs="+", default=["none", "global", "deep", "deep_global"], choices=CONTEXT_TYPES
     )
     parser.add_argument("--rank", type=int, default=DEFAULT_RANK, help="context_rank of the low-rank rows (0: none)")
-    parser.add_argument("--warmup", type=int, default=1, help="untimed rounds before the memory round")
+    parser.add_argument(
+        "--compile",
+        choices=["default", "reduce-overhead", "max-autotune"],
+        help="also time every model compiled in this torch.compile mode",
+    )
+    parser.add_argument("--compile-backend", default="inductor", help="torch.compile backend of --compile")
+    parser.add_argument(
+        "--warmup", type=int, help=f"untimed rounds before the memory round (1; {COMPILED_WARMUP} with --compile)"
+    )
     parser.add_argument("--repeats", type=int, default=3, help="timed round-robin rounds")
     parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
     parser.add_argument("--json", type=Path, help="write one record per measurement here")
@@ -61,23 +77,33 @@ def parse_args():
     args = parser.parse_args()
     if args.quick:
         args.sizes, args.seq_lens, args.batch_size, args.repeats = ["minilm"], [128], 1, 2
+    if args.warmup is None:
+        args.warmup = COMPILED_WARMUP if args.compile else 1
+    elif args.compile and args.warmup < COMPILED_WARMUP:
+        parser.error(
+            f"--compile needs --warmup {COMPILED_WARMUP} or more: the first call compiles, and CUDA graphs "
+            "(reduce-overhead) are recorded on the calls after it; timing them would time the compiler."
+        )
     return args
 
 
 def format_table(records):
+    """The group's table; with compiled models, `x eager` is each one's speed over its own eager run."""
+    compiled = any(record["compile_mode"] for record in records)
     header = (
-        f"{'model':<24} {'params':>8} {'+params':>8} {'tokens/s':>9} {'ms':>8} {'cpu ms':>8} "
+        f"{'model':<40} {'params':>8} {'+params':>8} {'tokens/s':>9} {'ms':>8} {'cpu ms':>8} "
         f"{'peak MB':>8} {'ratio':>6} {'cpu ratio':>9} {'flop floor':>10} {'floor':>6}"
-    )
+    ) + (f" {'x eager':>7}" if compiled else "")
     bert_params = records[0]["params"]
     lines = [header]
     for record in records:
         peak = "n/a" if record["peak_mem_mb"] is None else f"{record['peak_mem_mb']:.0f}"
         lines.append(
-            f"{record['model']:<24} {record['params'] / 1e6:>7.1f}M {record['params'] / bert_params - 1:>+8.1%} "
+            f"{record['model']:<40} {record['params'] / 1e6:>7.1f}M {record['params'] / bert_params - 1:>+8.1%} "
             f"{record['tokens_per_s']:>9.0f} {record['ms_per_step']:>8.1f} {record['cpu_ms_per_step']:>8.1f} "
             f"{peak:>8} {record['ratio_vs_bert']:>6.3f} {record['cpu_ratio_vs_bert']:>9.3f} "
             f"{record['flop_floor']:>10.3f} {record['floor']:>6.3f}"
+            + (f" {record['speedup_vs_eager']:>7.3f}" if compiled else "")
         )
     return "\n".join(lines)
 
@@ -94,7 +120,7 @@ def main():
         else torch.device(args.device)
     )
     dtype = DTYPES[args.dtype]
-    variants = default_variants(args.rank, args.context_types)
+    variants = default_variants(args.rank, args.context_types, args.compile)
     balance = machine_balance(device, dtype)
     logger.info(
         f"device {device}, dtype {args.dtype}, attention {args.attn}, torch {torch.__version__}, "
@@ -108,7 +134,9 @@ def main():
     for size, seq_len in groups:
         progress.set_description(f"{size} seq {seq_len}: building")
         reference, weights = reference_bert(size, args.attn, dtype)
-        models = {variant.label: build_model(variant, reference, args.attn, dtype).to(device) for variant in variants}
+        eager = [variant for variant in variants if variant.compile_mode is None]
+        models = {variant.label: build_model(variant, reference, args.attn, dtype).to(device) for variant in eager}
+        models = compiled_twins(models, variants, args.compile_backend)
         del reference
         batch_size = args.batch_size or DEFAULT_BATCH.get(seq_len, max(1, 512 // seq_len))
         inputs = random_inputs(models["bert"].config.vocab_size, batch_size, seq_len, device)

@@ -80,3 +80,40 @@ def test_bert_is_the_reference_and_casan_adds_only_context_parameters(quick_reco
 def test_progress_and_tables_are_shown(quick_records):
     _, output = quick_records
     assert "flop floor" in output and "minilm" in output and "step" in output
+
+
+def test_compile_times_each_model_beside_its_compiled_twin(tmp_path):
+    """`--compile MODE`: every model also compiled (here with the eager backend: the tracing, not the compiler,
+    which would take minutes on a CPU), compiled BERT the reference of the compiled models, warm-up untimed."""
+    path = tmp_path / "compiled.json"
+    command = [sys.executable, str(ROOT / "scripts" / "benchmark.py"), "--quick", "--device", "cpu", "--context-types",
+               "global", "--rank", "0", "--repeats", "1", "--compile", "reduce-overhead", "--compile-backend", "eager",
+               "--json", str(path)]  # fmt: skip
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    completed = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    records = json.loads(path.read_text())
+    inference = [record for record in records if record["mode"] == "inference"]
+    assert [record["model"] for record in inference] == [
+        "bert",
+        "bert [compiled reduce-overhead]",
+        "bert (control copy)",
+        "bert (control copy) [compiled reduce-overhead]",
+        "casan global",
+        "casan global [compiled reduce-overhead]",
+    ]
+    for record in records:
+        assert record["compile_mode"] == ("reduce-overhead" if "[compiled" in record["model"] else None)
+        assert record["speedup_vs_eager"] > 0 and (record["compile_mode"] or record["speedup_vs_eager"] == 1.0)
+        if record["model"].startswith("bert [compiled"):
+            assert record["ratio_vs_bert"] == 1.0  # compiled BERT is the compiled models' reference
+    assert "x eager" in completed.stdout + completed.stderr
+
+
+def test_compile_refuses_a_warm_up_that_would_time_the_compiler(monkeypatch, capsys):
+    from conftest import load_script
+
+    monkeypatch.setattr(sys, "argv", ["benchmark.py", "--compile", "default", "--warmup", "1"])
+    with pytest.raises(SystemExit):
+        load_script("benchmark").parse_args()
+    assert "--compile needs --warmup 3 or more" in capsys.readouterr().err

@@ -32,16 +32,24 @@ MINILM_SHAPE = {
 
 @dataclass(frozen=True)
 class Variant:
-    """One model in the comparison: BertModel (`context_type=None`) or CasanModel."""
+    """One model in the comparison: BertModel (`context_type=None`) or CasanModel, run as it is or compiled
+    (`compile_mode`, torch.compile's mode: "default", "reduce-overhead", "max-autotune")."""
 
     label: str
     context_type: str | None = None
     context_rank: int | None = None
+    compile_mode: str | None = None
+
+    @property
+    def eager_label(self):
+        """The label of the same model run as it is."""
+        return self.label.removesuffix(f" [compiled {self.compile_mode}]")
 
 
-def default_variants(rank, context_types=("none", "global", "deep", "deep_global")):
+def default_variants(rank, context_types=("none", "global", "deep", "deep_global"), compile_mode=None):
     """BERT first (the reference), its control copy, then CASAN per context type; `rank` (0: none) adds
-    low-rank rows for deep and deep_global."""
+    low-rank rows for deep and deep_global. With a `compile_mode`, each is followed by its compiled twin (the
+    same model through `torch.compile(mode=compile_mode)`), compiled BERT the reference of the compiled ones."""
     variants = [Variant("bert"), Variant("bert (control copy)")]
     for context_type in context_types:
         label = "casan none (control)" if context_type == "none" else f"casan {context_type}"
@@ -49,7 +57,26 @@ def default_variants(rank, context_types=("none", "global", "deep", "deep_global
     for context_type in ("deep", "deep_global"):
         if rank and context_type in context_types:
             variants.append(Variant(f"casan {context_type} r{rank}", context_type, rank))
-    return variants
+    if compile_mode is None:
+        return variants
+    compiled = [
+        Variant(f"{variant.label} [compiled {compile_mode}]", variant.context_type, variant.context_rank, compile_mode)
+        for variant in variants
+    ]
+    return [twin for pair in zip(variants, compiled, strict=True) for twin in pair]
+
+
+def compiled_twins(models, variants, backend="inductor"):
+    """`models` with every compiled variant added: its eager model through `torch.compile` (the same module, so
+    the same weights; compiled at its first call, in the warm-up)."""
+    return {
+        **models,
+        **{
+            variant.label: torch.compile(models[variant.eager_label], mode=variant.compile_mode, backend=backend)
+            for variant in variants
+            if variant.compile_mode is not None
+        },
+    }
 
 
 def minilm_path():
@@ -87,11 +114,14 @@ def build_model(variant, reference, attn_implementation, dtype):
 
 
 def make_step(model, inputs, mode):
-    """One inference forward (no grad) or one training forward + backward, gradients freed after."""
+    """One inference forward (no grad) or one training forward + backward, gradients freed after. Each step
+    starts a new CUDA-graph step (compiled with mode "reduce-overhead"; nothing otherwise). The model's eager
+    and compiled variants share one module, and every step of a group the same mode."""
     if mode == "inference":
         model.eval()
 
         def step():
+            torch.compiler.cudagraph_mark_step_begin()
             with torch.no_grad():
                 model(**inputs)
 
@@ -99,6 +129,7 @@ def make_step(model, inputs, mode):
         model.train()
 
         def step():
+            torch.compiler.cudagraph_mark_step_begin()
             outputs = model(**inputs)
             loss = outputs.last_hidden_state.float().square().mean() + outputs.pooler_output.float().mean()
             loss.backward()
@@ -184,16 +215,20 @@ def benchmark_group(models, variants, inputs, mode, device, warmup, repeats, pro
 def records_for_group(
     results, models, variants, size, seq_len, batch_size, mode, device, dtype, attn, balance, weights
 ):
-    """One JSON-ready record per model; ratios are over the first variant (BERT)."""
+    """One JSON-ready record per model; ratios are over BERT run alike (as it is, or compiled in the same mode),
+    and a compiled model's `speedup_vs_eager` over the same model run as it is."""
     tokens = batch_size * seq_len
-    bert_s = statistics.median(results[variants[0].label][0])
-    bert_cpu_s = statistics.median(results[variants[0].label][1])
+    bert_runs = [variant for variant in variants if variant.context_type is None]
+    references = {variant.compile_mode: variant.label for variant in reversed(bert_runs)}
     bytes_per_param = torch.finfo(dtype).bits // 8
     records = []
     for variant in variants:
         wall, cpu, peak = results[variant.label]
         model = models[variant.label]
         median_s = statistics.median(wall)
+        bert_wall, bert_cpu, _ = results[references[variant.compile_mode]]
+        bert_s, bert_cpu_s = statistics.median(bert_wall), statistics.median(bert_cpu)
+        eager_s = statistics.median(results[variant.eager_label][0])
         if variant.context_type is None:
             flop_floor = floor = 1.0
         else:
@@ -204,6 +239,7 @@ def records_for_group(
                 "model": variant.label,
                 "context_type": variant.context_type,
                 "context_rank": variant.context_rank,
+                "compile_mode": variant.compile_mode,
                 "seq_len": seq_len,
                 "batch_size": batch_size,
                 "mode": mode,
@@ -221,6 +257,7 @@ def records_for_group(
                 "context_params": 0 if variant.context_type is None else context_param_count(model.config),
                 "ratio_vs_bert": bert_s / median_s,
                 "cpu_ratio_vs_bert": bert_cpu_s / statistics.median(cpu),
+                "speedup_vs_eager": eager_s / median_s,
                 "flop_floor": flop_floor,
                 "floor": floor,
                 "flops_per_byte": balance,
