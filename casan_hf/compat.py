@@ -155,6 +155,9 @@ class ShardsAsItself:
 
     - it shards the model before it ties the output embeddings to the input ones, so FSDP2 would hold two
       parameters that train apart after the first step; tied first, they are one parameter of one group;
+    - the sharded model's state dict names a tied parameter once, as the one tied to its source (the decoder's
+      bias, not the head's own): a checkpoint without the head leaves that source missing but unlisted, and on
+      the meta device; it is materialized (and initialized) with the missing keys;
     - FSDP2 makes the model an instance of a new class, `FSDP<name>`, defined in torch, whose file
       `save_pretrained` would copy as the model's code (and name in `auto_map`); that class takes the model's name
       and module, so the saved folder loads with `trust_remote_code=True` as one saved without sharding."""
@@ -169,6 +172,12 @@ class ShardsAsItself:
             for name in ("__module__", "__name__", "__qualname__"):
                 setattr(type(model), name, getattr(model_class, name))
         return model
+
+    def _move_missing_keys_from_meta_to_device(self, missing_keys, *args, **kwargs):
+        tied = self.all_tied_weights_keys
+        sources = {tied[key] for key in missing_keys if key in tied}
+        unloaded = {source for source in sources if self.get_parameter_or_buffer(source).device.type == "meta"}
+        return super()._move_missing_keys_from_meta_to_device(set(missing_keys) | unloaded, *args, **kwargs)
 
 
 __all__ = [

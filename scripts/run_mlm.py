@@ -264,8 +264,13 @@ def tokenize(texts, tokenizer, data_args, scaling_args, training_args):
     masker = collator_for(tokenizer, data_args, scaling_args, training_args, seed=training_args.seed)
 
     def mask_once(example):
+        # The masker pads (to a multiple of --pad_to_multiple_of); the example keeps its own length.
+        length = len(example["input_ids"])
         masked = masker([example])
-        return {"input_ids": masked["input_ids"][0].tolist(), "labels": masked["labels"][0].tolist()}
+        return {
+            "input_ids": masked["input_ids"][0, :length].tolist(),
+            "labels": masked["labels"][0, :length].tolist(),
+        }
 
     validation = take(tokenized["test"], data_args.max_eval_samples).map(mask_once, desc="Masking the held-out text")
     return {

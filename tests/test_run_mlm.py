@@ -175,3 +175,21 @@ def test_the_held_out_text_is_masked_once_and_alike_for_every_run(minilm_path, t
     assert any(label != -100 for row in first["labels"] for label in row)  # something is masked
     batch = module.collator_for(tokenizer, data_args, scaling_args, training_args)([first[0], first[1]])
     assert batch["labels"][0, : len(first[0]["labels"])].tolist() == first[0]["labels"]  # passed through
+
+
+def test_pad_to_multiple_of_pads_every_batch_and_the_held_out_text_keeps_its_lengths(minilm_path, text_file):
+    from transformers import AutoTokenizer, TrainingArguments
+
+    from casan_hf.training.runs import ScalingArguments
+
+    module = load_script("run_mlm")
+    tokenizer = AutoTokenizer.from_pretrained(minilm_path)
+    data_args = module.DataArguments(train_file=str(text_file), validation_split_percentage=25)
+    training_args = TrainingArguments(output_dir="unused", seed=7, report_to="none")
+    scaling_args = ScalingArguments(pad_to_multiple_of=16)
+    splits = module.tokenize(module.load_texts(data_args, None), tokenizer, data_args, scaling_args, training_args)
+    assert all(len(row["input_ids"]) == len(row["attention_mask"]) < 16 for row in splits["validation"])
+    collator = module.collator_for(tokenizer, data_args, scaling_args, training_args)
+    for split in ("train", "validation"):
+        batch = collator([splits[split][index] for index in range(3)])
+        assert batch["input_ids"].shape[1] == batch["labels"].shape[1] == 16

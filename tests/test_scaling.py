@@ -85,6 +85,11 @@ SHARDED_CASES = {
 }
 
 
+# A BERT checkpoint without a masked-LM head, converted as it loads: the head (its bias tied to the decoder's) and
+# the context start at random, initialised shard by shard under FSDP2, so the two runs start apart.
+CONVERTED = "converted-bert-masked-lm"
+
+
 @pytest.fixture(scope="module")
 def sharded_runs(tmp_path_factory):
     """One torchrun launch of tests/sharded_training.py over every case: {case: (folder, runs.json)}."""
@@ -95,6 +100,8 @@ def sharded_runs(tmp_path_factory):
         model = build(family, head, context_type, pooling)
         model.save_pretrained(root / name)
         cases.append({"folder": str(root / name), "model_class": type(model).__name__, "steps": 3})
+    BertModel(BertConfig(**TINY)).save_pretrained(root / CONVERTED)
+    cases.append({"folder": str(root / CONVERTED), "model_class": "CasanForMaskedLM", "steps": 3})
     (root / "cases.json").write_text(json.dumps(cases))
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(TESTS))
     launcher = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29571"]
@@ -107,7 +114,10 @@ def sharded_runs(tmp_path_factory):
     )
     assert result.returncode == 0, result.stderr[-5000:]
     assert "match nothing" not in result.stdout + result.stderr
-    return {name: (root / name, json.loads((root / name / "runs.json").read_text())) for name in SHARDED_CASES}
+    return {
+        name: (root / name, json.loads((root / name / "runs.json").read_text()))
+        for name in [*SHARDED_CASES, CONVERTED]
+    }
 
 
 @pytest.mark.parametrize("case", SHARDED_CASES)
@@ -137,9 +147,16 @@ print("loaded", len(json.loads(sys.argv[1])))
 """
 
 
+def test_a_converted_checkpoint_without_the_head_trains_sharded(sharded_runs):
+    """The head's bias, tied to the decoder's and missing from the checkpoint, is materialized and trains."""
+    _, runs = sharded_runs[CONVERTED]
+    for measure in ("loss", "grad_norm"):
+        assert len(runs["fsdp"][measure]) == 3 and all(0 < value < float("inf") for value in runs["fsdp"][measure])
+
+
 def test_the_fsdp2_saved_folder_loads_in_a_fresh_process_as_the_ddp_model(sharded_runs, tmp_path):
     heads = {head.name: head.auto_class for head in HEADS} | {"translation": "AutoModelForSeq2SeqLM"}
-    folders = [(str(folder), heads[SHARDED_CASES[case][1]]) for case, (folder, _) in sharded_runs.items()]
+    folders = [(str(sharded_runs[case][0]), heads[head]) for case, (_, head, _, _) in SHARDED_CASES.items()]
     code = LOAD_SHARDED_SAVES.replace("sys.argv[1]", repr(json.dumps(folders)))
     assert run_without_casan_hf(code, tmp_path).strip() == f"loaded {len(folders)}"
 
