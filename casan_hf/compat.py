@@ -158,6 +158,8 @@ class ShardsAsItself:
     - the sharded model's state dict names a tied parameter once, as the one tied to its source (the decoder's
       bias, not the head's own): a checkpoint without the head leaves that source missing but unlisted, and on
       the meta device; it is materialized (and initialized) with the missing keys;
+    - `generate()` runs the encoder and the decoder rather than the model, so FSDP2 would not gather the root's
+      weights (the embeddings) for it: it is registered as a forward of the model;
     - FSDP2 makes the model an instance of a new class, `FSDP<name>`, defined in torch, whose file
       `save_pretrained` would copy as the model's code (and name in `auto_map`); that class takes the model's name
       and module, so the saved folder loads with `trust_remote_code=True` as one saved without sharding."""
@@ -168,6 +170,10 @@ class ShardsAsItself:
         if mesh_manager is not None:
             model.tie_weights(recompute_mapping=False)
         model = super().maybe_distribute_model(model, distributed_config, mesh_manager)
+        if type(model) is not model_class and model.can_generate():
+            from torch.distributed.fsdp import register_fsdp_forward_method
+
+            register_fsdp_forward_method(model, "generate")
         if type(model) is not model_class:
             for name in ("__module__", "__name__", "__qualname__"):
                 setattr(type(model), name, getattr(model_class, name))

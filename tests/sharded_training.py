@@ -29,7 +29,7 @@ def examples(model_class, vocab_size, count=8):
     lengths padded to one width."""
     input_ids, attention_mask = padded_batch([8 - index % 5 for index in range(count)], vocab_size, seed=1)
     batch = head_inputs(model_class, input_ids, attention_mask)
-    if model_class is casan_hf.CasanMarianMTModel:
+    if issubclass(model_class, casan_hf.CasanMarianMTModel):
         batch["labels"] = input_ids.flip(1).masked_fill(attention_mask.flip(1) == 0, -100)
     return [{name: tensor[index] for name, tensor in batch.items()} for index in range(count)]
 
@@ -71,8 +71,13 @@ def main():
                 "loss": [entry["loss"] for entry in history if "loss" in entry],
                 "grad_norm": [entry["grad_norm"] for entry in history if "grad_norm" in entry],
             }
+            model = trainer.model.eval()
+            if model.config.is_encoder_decoder:  # sharded, every process generates: each step gathers weights
+                inputs = trainer.data_collator(examples(type(model), model.config.vocab_size)[:2])
+                del inputs["labels"]
+                generated = model.generate(**inputs, max_new_tokens=4, num_beams=2, do_sample=False)
+                runs[name]["generated"] = generated.tolist()
             if not sharded:
-                model = trainer.model.eval()
                 batch = trainer.data_collator(examples(type(model), model.config.vocab_size)[:4])
                 with torch.no_grad():
                     outputs = model(**batch)

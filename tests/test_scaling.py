@@ -127,6 +127,7 @@ def test_fsdp2_trains_as_ddp_from_the_same_start(sharded_runs, case):
     for measure in ("loss", "grad_norm"):
         assert runs["fsdp"][measure] == pytest.approx(runs["ddp"][measure], rel=1e-5, abs=1e-6), measure
     assert runs["ddp"]["loss"][-1] != runs["ddp"]["loss"][0]  # the weights moved
+    assert runs["fsdp"].get("generated") == runs["ddp"].get("generated")  # the translation model's beam search
 
 
 LOAD_SHARDED_SAVES = """
