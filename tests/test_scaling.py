@@ -227,6 +227,7 @@ def test_baseline_is_not_sharded(tmp_path):
         run_model_class(str(tmp_path), "sequence-classification", True, {}, sharded=True)
 
 
+@cpu_only
 def test_torchrun_with_accelerates_fsdp_on_cpus_stops_and_fsdp_size_trains_sharded(tiny_bert, tmp_path, glue_dir):
     """The command that used to train DDP and exit 0 now stops with one line; `--fsdp_size 2` trains FSDP2."""
     command = ["--model_name_or_path", tiny_bert, "--context_type", "deep", "--task_name", "rte",
