@@ -30,6 +30,7 @@ from casan_hf.training.runs import (
     ScalingArguments,
     check_engines,
     check_sharding,
+    padding_multiple,
     requested_engines,
     run_model_class,
 )
@@ -219,6 +220,20 @@ def test_fsdp_size_is_one_fsdp2_run_over_the_launched_processes():
     with pytest.raises(ValueError, match="--fsdp_size must be a positive number; got 0"):
         ScalingArguments(fsdp_size=0)
     assert ScalingArguments(fsdp_size=2).loading_kwargs()["distributed_config"].fsdp_size == 2
+
+
+def test_static_shapes_on_request(script_modules, tiny_bert, glue_dir, tmp_path, monkeypatch):
+    """--pad_to_multiple_of rounds each batch's padding up (8 by default for 16-bit runs); run_glue refuses it
+    where every input is padded to max_seq_length already."""
+    training = TrainingArguments(output_dir="unused", report_to="none")
+    assert padding_multiple(ScalingArguments(pad_to_multiple_of=32), training) == 32
+    assert padding_multiple(ScalingArguments(), training) is None
+    command = ["run_glue.py", "--model_name_or_path", tiny_bert, "--task_name", "rte", "--glue_dir", glue_dir,
+               "--do_train", "--pad_to_multiple_of", "32", "--output_dir", tmp_path / "out"]  # fmt: skip
+    monkeypatch.setattr(sys, "argv", list(map(str, command)))
+    with pytest.raises(SystemExit, match="--pad_to_multiple_of pads each batch .* pass --pad_to_max_length False"):
+        script_modules["run_glue"].main()
+    assert not (tmp_path / "out").exists()
 
 
 def test_baseline_is_not_sharded(tmp_path):
