@@ -22,20 +22,14 @@ installed casan_hf needs no remote code; `save_pretrained` still writes the code
 import transformers
 
 from .configuration_casan import (
-    CONTEXT_TARGETS,
-    CONTEXT_TYPES,
-    FAMILIES,
     FAMILY_CONFIGS,
-    GATE_KINDS,
-    HEADS,
     CasanConfig,
     CasanElectraConfig,
     CasanRobertaConfig,
     CasanXLMRobertaConfig,
-    get_family,
-    get_head,
 )
 from .configuration_casan_marian import CasanMarianConfig
+from .families import FAMILIES, HEADS, get_family, get_head
 from .modeling_casan import (
     MODEL_CLASSES,
     CasanForMaskedLM,
@@ -49,6 +43,7 @@ from .modeling_casan import (
     casan_twin,
 )
 from .modeling_casan_marian import CasanMarianModel, CasanMarianMTModel
+from .options import CONTEXT_TARGETS, CONTEXT_TYPES, GATE_KINDS
 
 
 __version__ = "0.1.0"
