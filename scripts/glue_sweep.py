@@ -31,7 +31,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from casan_hf.configuration_casan import CLASSIFIER_POOLINGS
+from casan_hf.options import CLASSIFIER_POOLINGS
 from casan_hf.training.sweep import Run, final_gates, mean_gates, paired_table, run_sweep
 
 

@@ -19,8 +19,9 @@ import transformers
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
 from .. import __version__
-from ..configuration_casan import OPTIONS, get_family, get_head, option_names
+from ..families import get_family, get_head
 from ..glue.tasks import GLUE_HUB_ID, GLUE_TASKS
+from ..options import OPTIONS, option_names
 
 
 MODEL_CARD_NAME = "README.md"

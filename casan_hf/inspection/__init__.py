@@ -11,7 +11,9 @@ import torch
 import transformers
 from transformers import AutoConfig, AutoModel, AutoTokenizer
 
-from ..configuration_casan import ATTENTIVE_POOLINGS, HEADS, CasanConfig
+from ..configuration_casan import CasanConfig
+from ..families import HEADS
+from ..options import ATTENTIVE_POOLINGS
 
 
 # The heads that classify a sentence vector say more than the encoder: their logits and the structured

@@ -12,7 +12,7 @@ from transformers import HfArgumentParser
 from transformers.trainer_utils import get_last_checkpoint
 
 from ..compat import PreTrainedConfig
-from ..configuration_casan import FAMILIES, get_family, get_head
+from ..families import FAMILIES, get_family, get_head
 from ..hub import check_output_dir
 from ..modeling_casan import casan_class
 

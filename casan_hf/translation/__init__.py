@@ -234,7 +234,7 @@ def render_translation_card(model, model_name, source_lang, target_lang, dataset
     from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
     from .. import __version__
-    from ..configuration_casan import option_names
+    from ..options import option_names
 
     task = f"translation {source_lang} to {target_lang}"
     eval_results = [
