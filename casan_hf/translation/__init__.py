@@ -227,14 +227,24 @@ def translation_scores(predictions, references):
 METRIC_NAMES = {"bleu": "BLEU", "chrf": "chrF"}
 
 
-def render_translation_card(model, model_name, source_lang, target_lang, dataset_id, eval_metrics, training, license):
+def render_translation_card(
+    model, model_name, source_lang, target_lang, dataset_id, eval_metrics, training, license, base_model=None
+):
     """The README.md of a translation run's folder; its `model-index` holds the BLEU and chrF of every evaluated
-    split (`eval_metrics`: split -> metrics)."""
+    split (`eval_metrics`: split -> metrics). `base_model`: the checkpoint the run started from (None: trained
+    from scratch); the metadata names it when it is a Hub id, the card never names a local folder."""
     import transformers
     from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
     from .. import __version__
     from ..configuration_casan import option_names
+    from ..hub import is_hub_id, pinned_load_lines
+
+    if base_model is None:
+        origin = "trained from scratch"
+    else:
+        origin = f"started from `{base_model}`" if is_hub_id(base_model) else "started from a local checkpoint"
+        base_model = base_model if is_hub_id(base_model) else None
 
     task = f"translation {source_lang} to {target_lang}"
     eval_results = [
@@ -254,6 +264,7 @@ def render_translation_card(model, model_name, source_lang, target_lang, dataset
     ]
     card_data = ModelCardData(
         model_name=model_name,
+        base_model=base_model,
         language=[source_lang, target_lang],
         eval_results=eval_results or None,
         library_name="transformers",
@@ -278,7 +289,7 @@ def render_translation_card(model, model_name, source_lang, target_lang, dataset
             f"# {model_name}",
             "",
             f"A {source_lang}-{target_lang} encoder-decoder (Marian layout: post-norm Transformer, sinusoidal "
-            "positions, shared embeddings) trained from scratch, whose encoder self-attention is context-aware "
+            f"positions, shared embeddings) {origin}, whose encoder self-attention is context-aware "
             f"(CASAN, Yang et al., AAAI 2019; context_type `{config.context_type}`). The decoder is Marian's.",
             "",
             "## Model",
@@ -308,6 +319,7 @@ def render_translation_card(model, model_name, source_lang, target_lang, dataset
             f'model = AutoModelForSeq2SeqLM.from_pretrained("{model_name}", trust_remote_code=True)',
             'batch = tokenizer(["A man is riding a bike."], return_tensors="pt")',
             "print(tokenizer.batch_decode(model.generate(**batch, num_beams=5), skip_special_tokens=True))",
+            *pinned_load_lines(model_name, "AutoModelForSeq2SeqLM"),
             "```",
             "",
             "## Training",
