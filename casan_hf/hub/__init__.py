@@ -119,7 +119,9 @@ def sentence_transformers_pipeline(source):
     modules_file = os.path.join(source, "modules.json")
     modules = _read_modules(source)
     encoder = modules[0] if modules else {}
-    if encoder.get("type") != "sentence_transformers.models.Transformer" or encoder.get("path") != "":
+    # sentence-transformers names the class by its module path, which moved in version 6
+    # (`sentence_transformers.models.Transformer`, `sentence_transformers.base.modules.transformer.Transformer`).
+    if encoder.get("type", "").rpartition(".")[2] != "Transformer" or encoder.get("path") != "":
         raise ValueError(
             f"{modules_file!r} must start with the Transformer module at path ''; it starts with {encoder}."
         )
