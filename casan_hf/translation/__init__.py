@@ -16,6 +16,7 @@ import os
 from dataclasses import dataclass
 
 from datasets import Dataset, DatasetDict, load_dataset
+from transformers import PreTrainedTokenizerFast
 
 
 # The splits a run can read: run_translation's name for each, and the split a Hub dataset calls it.
@@ -161,14 +162,23 @@ def _check_translation_column(dataset, source_lang, target_lang, where):
     return dataset.select_columns(["translation"])
 
 
+class PortableTokenizer(PreTrainedTokenizerFast):
+    """transformers 5's fast tokenizer saved under the class name both 4.x and 5 load: its tokenizer_config.json
+    would name `TokenizersBackend`, which transformers 4.x does not know, so that a folder or Hub repo with the
+    tokenizer of a translation run would load its model on 4.x but not its tokenizer."""
+
+
+PortableTokenizer.__name__ = PortableTokenizer.__qualname__ = "PreTrainedTokenizerFast"
+
+
 def train_tokenizer(datasets, source_lang, target_lang, vocab_size, model_max_length):
     """A joint BPE tokenizer trained on both sides of `datasets["train"]`, as a `PreTrainedTokenizerFast`.
 
     Metaspace pre-tokenization keeps the spaces in the pieces, so decoding gives back the detokenized text that
-    sacreBLEU scores; every sequence ends in `</s>`, as Marian's do.
+    sacreBLEU scores; every sequence ends in `</s>`, as Marian's do. The saved tokenizer names the inputs the
+    model takes: without that, transformers 4.x returns token type ids, which a translation model refuses.
     """
     from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
-    from transformers import PreTrainedTokenizerFast
 
     tokenizer = Tokenizer(models.BPE(unk_token=UNK))
     tokenizer.normalizer = normalizers.NFKC()
@@ -185,8 +195,13 @@ def train_tokenizer(datasets, source_lang, target_lang, vocab_size, model_max_le
     tokenizer.post_processor = processors.TemplateProcessing(
         single=f"$A {EOS}", special_tokens=[(EOS, tokenizer.token_to_id(EOS))]
     )
-    return PreTrainedTokenizerFast(
-        tokenizer_object=tokenizer, pad_token=PAD, eos_token=EOS, unk_token=UNK, model_max_length=model_max_length
+    return PortableTokenizer(
+        tokenizer_object=tokenizer,
+        pad_token=PAD,
+        eos_token=EOS,
+        unk_token=UNK,
+        model_max_length=model_max_length,
+        model_input_names=["input_ids", "attention_mask"],
     )
 
 
