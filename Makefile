@@ -4,6 +4,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 # A second environment with transformers 4.x and without casan-hf: the tests load saved folders in it.
 VENV_4X := .venv-4x
+# The Hub-protocol server of tests/test_hub.py (olah), in an environment of its own: a separate process.
+VENV_OLAH := .venv-olah
 GLUE_DIR ?= ../shared/glue
 TASK ?= mrpc
 CONTEXT ?= deep_global
@@ -28,8 +30,13 @@ $(VENV_4X)/bin/.installed: constraints-transformers4.txt
 	$(VENV_4X)/bin/pip install --quiet --no-compile -c constraints-transformers4.txt transformers
 	touch $@
 
+$(VENV_OLAH)/bin/.installed: constraints-olah.txt
+	$(PYTHON) -m venv $(VENV_OLAH)
+	$(VENV_OLAH)/bin/pip install --quiet --no-compile -c constraints-olah.txt olah
+	touch $@
+
 # Lint and format are checked first: CI enforces them (ruff is pinned in constraints.txt).
-test: install $(VENV_4X)/bin/.installed
+test: install $(VENV_4X)/bin/.installed $(VENV_OLAH)/bin/.installed
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q
