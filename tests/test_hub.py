@@ -100,24 +100,13 @@ class Publisher:
             path = self.save_inputs(repo, inputs)
             self.commits[repo] = [self.server.publish_folder(repo, folder)]
             encoder = casan_class(family.name, "base").from_pretrained(folder)
-            self.check(
-                f"{repo}:classifier",
-                "auto_model",
-                outputs_of(model, inputs, "logits"),
-                repo=repo,
-                auto_class="AutoModelForSequenceClassification",
-                output="logits",
-                inputs=path,
-            )
-            self.check(
-                f"{repo}:AutoModel",
-                "auto_model",
-                outputs_of(encoder, inputs, "last_hidden_state"),
-                repo=repo,
-                auto_class="AutoModel",
-                output="last_hidden_state",
-                inputs=path,
-            )
+            for load, auto_class, loaded, output in (
+                ("classifier", "AutoModelForSequenceClassification", model, "logits"),
+                ("AutoModel", "AutoModel", encoder, "last_hidden_state"),
+            ):
+                expected = outputs_of(loaded, inputs, output)
+                self.check(f"{repo}:{load}", "auto_model", expected, repo=repo, auto_class=auto_class, output=output,
+                           inputs=path)  # fmt: skip
 
     def revisions(self):
         """casan/tiny-bert again: a second commit with a changed classifier bias, a third with changed code."""
