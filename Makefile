@@ -2,7 +2,7 @@
 PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
-# A second environment with transformers 4.x and without casan-hf: the tests load saved folders in it.
+# A second environment with transformers 4.x (and peft) without casan-hf: the tests load saved folders in it.
 VENV_4X := .venv-4x
 # The Hub-protocol server of tests/test_hub.py (olah), in an environment of its own: a separate process.
 VENV_OLAH := .venv-olah
@@ -27,7 +27,7 @@ $(VENV_4X)/bin/.installed: constraints-transformers4.txt
 	$(PYTHON) -m venv $(VENV_4X)
 	# --no-compile: no .pyc for torch's thousands of modules, which the one process that uses them does not repay.
 	$(VENV_4X)/bin/pip install --quiet --no-compile torch==2.13.0
-	$(VENV_4X)/bin/pip install --quiet --no-compile -c constraints-transformers4.txt transformers
+	$(VENV_4X)/bin/pip install --quiet --no-compile -c constraints-transformers4.txt transformers peft
 	touch $@
 
 $(VENV_OLAH)/bin/.installed: constraints-olah.txt
