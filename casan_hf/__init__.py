@@ -5,7 +5,7 @@ The package's top folder holds the model files only: `configuration_casan.py`, `
 `context.py`, `pooling.py` and `compat.py`, which `save_pretrained` copies next to the weights for
 `trust_remote_code=True` (they import only torch, transformers and each other, and run on transformers 4.56
 or later: what differs between 4.x and 5.x is in `compat.py`), and the translation model's
-`configuration_casan_marian.py` and `modeling_casan_marian.py` (transformers 5 only; whose folders carry those two,
+`configuration_casan_marian.py` and `modeling_casan_marian.py` (for transformers 5; their folders carry those two,
 `context.py`, `configuration_casan.py` and `compat.py`). The tools around a model
 live in subpackages: `casan_hf.glue` (data and metrics), `casan_hf.hub` (the Hub folder and its card),
 `casan_hf.cli` (the scripts' options), `casan_hf.training` (the context's learning rate, gate monitoring),

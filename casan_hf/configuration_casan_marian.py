@@ -18,6 +18,7 @@ from .configuration_casan import OPTION_CHECKS, CasanConfig, option_names
 # its folders stop here, at the config, with the minimum named, rather than at an import deep in the model file.
 MINIMUM_TRANSFORMERS_MARIAN = "5.0"
 require_transformers(MINIMUM_TRANSFORMERS_MARIAN, "CasanMarian translation models")
+
 CONTEXT_OPTIONS = option_names("context")
 POOLING_OPTIONS = option_names("pooling")
 
