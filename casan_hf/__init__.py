@@ -6,8 +6,8 @@ head and family tables), `configuration_casan.py`, `modeling_casan.py`, `context
 `compat.py`, which `save_pretrained` copies next to the weights for `trust_remote_code=True` (they import only
 torch, transformers and each other, and run on transformers 4.56 or later: what differs between 4.x and 5.x
 is in `compat.py`), and the translation model's `configuration_casan_marian.py` and
-`modeling_casan_marian.py` (whose folders carry those two and the encoder's files except `modeling_casan.py`
-and `pooling.py`). The tools around a model
+`modeling_casan_marian.py` (for transformers 5; their folders carry those two and the encoder's files except
+`modeling_casan.py` and `pooling.py`). The tools around a model
 live in subpackages: `casan_hf.glue` (data and metrics), `casan_hf.hub` (the Hub folder and its card),
 `casan_hf.cli` (the scripts' options), `casan_hf.training` (the context's learning rate, gate monitoring),
 `casan_hf.inspection` (gates and attention of one text) and `casan_hf.benchmark` (speed and memory against

@@ -10,9 +10,15 @@ import dataclasses
 
 from transformers import MarianConfig
 
+from .compat import require_transformers
 from .configuration_casan import CasanConfig
 from .options import OPTION_CHECKS, option_names
 
+
+# The translation model builds on transformers 5's Marian (its masking and output-capturing utilities): on 4.x
+# its folders stop here, at the config, with the minimum named, rather than at an import deep in the model file.
+MINIMUM_TRANSFORMERS_MARIAN = "5.0"
+require_transformers(MINIMUM_TRANSFORMERS_MARIAN, "CasanMarian translation models")
 
 CONTEXT_OPTIONS = option_names("context")
 POOLING_OPTIONS = option_names("pooling")
