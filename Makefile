@@ -4,12 +4,15 @@ VENV := .venv
 BIN := $(VENV)/bin
 # A second environment with transformers 4.x and without casan-hf: the tests load saved folders in it.
 VENV_4X := .venv-4x
+# The explorer's environment: casan-hf[demo] (Gradio), pinned by constraints-demo.txt (Gradio caps pillow below
+# constraints.txt's 13.0). The browser test serves the app from it.
+VENV_DEMO := .venv-demo
 GLUE_DIR ?= ../shared/glue
 TASK ?= mrpc
 CONTEXT ?= deep_global
 OUTPUT_DIR ?= outputs/minilm-casan-$(CONTEXT)-$(TASK)
 
-.PHONY: install test glue
+.PHONY: install install-demo browser test glue
 
 $(BIN)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -28,8 +31,24 @@ $(VENV_4X)/bin/.installed: constraints-transformers4.txt
 	$(VENV_4X)/bin/pip install --quiet --no-compile -c constraints-transformers4.txt transformers
 	touch $@
 
+$(VENV_DEMO)/bin/.installed: pyproject.toml constraints-demo.txt
+	$(PYTHON) -m venv $(VENV_DEMO)
+	$(VENV_DEMO)/bin/pip install --quiet --no-compile torch==2.13.0
+	$(VENV_DEMO)/bin/pip install --quiet -c constraints-demo.txt -e ".[demo]"
+	touch $@
+
+install-demo: $(VENV_DEMO)/bin/.installed
+
+# Debian's Chromium and ChromeDriver for the explorer's browser test (nothing downloads a browser at run time);
+# nothing to do once both are there, and the package lists are refreshed only if apt cannot find them.
+browser:
+	@if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then \
+		apt-get install -y -q chromium chromium-driver || \
+		{ apt-get update -q && apt-get install -y -q chromium chromium-driver; }; \
+	fi
+
 # Lint and format are checked first: CI enforces them (ruff is pinned in constraints.txt).
-test: install $(VENV_4X)/bin/.installed
+test: install $(VENV_4X)/bin/.installed install-demo browser
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q
