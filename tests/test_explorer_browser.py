@@ -168,8 +168,10 @@ def test_explorer_in_a_browser(server, browser, casan_minilm, tmp_path):
         expected.attentions[LAYER, HEAD, 0].tolist(), rel=1e-4, abs=1e-7
     )
 
-    # The whole page in one picture: the window as tall as the page.
-    browser.set_window_size(1400, browser.execute_script("return document.documentElement.scrollHeight"))
+    # The whole page in one picture: a viewport as tall as the page (headless Chromium caps the window's size).
+    height = browser.execute_script("return document.documentElement.scrollHeight")
+    metrics = {"width": 1400, "height": height, "deviceScaleFactor": 1, "mobile": False}
+    browser.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", metrics)
     screenshot = tmp_path / "explorer.png"
     assert browser.save_screenshot(str(screenshot)) and screenshot.stat().st_size > 10_000
     print(f"screenshot: {screenshot}")

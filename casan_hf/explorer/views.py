@@ -38,7 +38,7 @@ STYLE = """<style>
 .casan-view table.casan-map tbody th {height:var(--cell); padding:0 4px !important}
 .casan-view table.casan-map thead th {writing-mode:vertical-rl; transform:rotate(180deg); padding:4px 0 !important;
   text-align:left}
-.casan-view .casan-caption {margin:4px 0; font-weight:600; max-width:480px}
+.casan-view .casan-caption {margin:4px 0; font-weight:600; max-width:360px}
 </style>"""
 
 
