@@ -34,7 +34,7 @@ $(VENV_4X)/bin/.installed: constraints-transformers4.txt
 $(VENV_DEMO)/bin/.installed: pyproject.toml constraints-demo.txt
 	$(PYTHON) -m venv $(VENV_DEMO)
 	$(VENV_DEMO)/bin/pip install --quiet --no-compile torch==2.13.0
-	$(VENV_DEMO)/bin/pip install --quiet -c constraints-demo.txt -e ".[demo]"
+	$(VENV_DEMO)/bin/pip install --quiet --no-compile -c constraints-demo.txt -e ".[demo]"
 	touch $@
 
 install-demo: $(VENV_DEMO)/bin/.installed

@@ -89,7 +89,7 @@ def write_space(space_dir, model, compare=None, overwrite=False):
         if name is not None and not is_hub_id(name):
             raise ValueError(
                 f"{flag} {name!r} is not a Hub id: a Space loads its model from the Hub; upload the folder "
-                "(huggingface-cli upload) and give its id, such as 'user/casan-minilm-sst2'."
+                "(hf upload USER/NAME FOLDER) and give its id, such as 'user/casan-minilm-sst2'."
             )
     check_output_dir(space_dir, overwrite, flag="--overwrite_space_dir")
     requirements, sdk_version = space_requirements(), installed(SDK).version  # both before anything is written
