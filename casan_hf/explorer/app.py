@@ -78,10 +78,10 @@ def build_app(model="", compare="", text=DEFAULT_TEXT, pair="", max_tokens=MAX_T
 
         inputs = [model_box, compare_box, text_box, pair_box, layer, head]
         outputs = [state, status, prediction, gates, attention, hops, layer, head]
-        run.click(on_submit, inputs, outputs)
-        text_box.submit(on_submit, inputs, outputs)
-        for choice in (layer, head):
-            choice.input(on_switch, [state, layer, head], attention)
+        # One listener for both triggers: its queue runs one submission at a time, and the models are not
+        # thread-safe (inspect_attention switches their attention implementation for the call).
+        gr.on([run.click, text_box.submit], on_submit, inputs, outputs, concurrency_limit=1)
+        gr.on([layer.input, head.input], on_switch, [state, layer, head], attention)
     return app
 
 

@@ -8,6 +8,7 @@ The heatmaps are HTML tables, tokens down the rows, coloured with the colormaps 
 pooling hops); each cell holds its exact value in `data-value` and its `title`.
 """
 
+import dataclasses
 import html
 import os
 from dataclasses import dataclass
@@ -44,8 +45,9 @@ STYLE = """<style>
 
 @dataclass
 class Exploration:
-    """One model's run on one submission: the checkpoint's `name`, its class, what `inspect_attention` saw, what
-    its head predicts, and how many tokens the text(s) had before being cut to `max_tokens`."""
+    """One model's run on one submission: the checkpoint's `name`, its class, what `inspect_attention` saw (less
+    the logits, which `prediction` has read), what its head predicts, and how many tokens the text(s) had
+    before being cut to `max_tokens`."""
 
     name: str
     model_class: str
@@ -104,12 +106,14 @@ def submit(cache, model_name, compare_name, text, pair, max_tokens=MAX_TOKENS):
     explorations = []
     for name, (model, tokenizer) in zip(names, cache.get(names), strict=True):
         inspection = inspect_attention(model, tokenizer, text, pair, max_length=max_tokens)
+        prediction = predict(model, tokenizer, inspection)
         explorations.append(
             Exploration(
                 name=name,
                 model_class=type(model).__name__,
-                inspection=inspection,
-                prediction=predict(model, tokenizer, inspection),
+                # The page's state keeps what the views draw; a masked LM's logits (tokens x vocabulary) it drops.
+                inspection=dataclasses.replace(inspection, logits=None),
+                prediction=prediction,
                 num_tokens_before_cut=len(tokenizer(text, pair)["input_ids"]),
                 max_tokens=max_tokens,
             )
