@@ -6,12 +6,15 @@ BIN := $(VENV)/bin
 VENV_4X := .venv-4x
 # The Hub-protocol server of tests/test_hub.py (olah), in an environment of its own: a separate process.
 VENV_OLAH := .venv-olah
+# The explorer's environment: casan-hf[demo] (Gradio), pinned by constraints-demo.txt (Gradio caps pillow below
+# constraints.txt's 13.0). The browser test serves the app from it.
+VENV_DEMO := .venv-demo
 GLUE_DIR ?= ../shared/glue
 TASK ?= mrpc
 CONTEXT ?= deep_global
 OUTPUT_DIR ?= outputs/minilm-casan-$(CONTEXT)-$(TASK)
 
-.PHONY: install test glue
+.PHONY: install install-demo browser test glue
 
 $(BIN)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -35,8 +38,24 @@ $(VENV_OLAH)/bin/.installed: constraints-olah.txt
 	$(VENV_OLAH)/bin/pip install --quiet --no-compile -c constraints-olah.txt olah
 	touch $@
 
+$(VENV_DEMO)/bin/.installed: pyproject.toml constraints-demo.txt
+	$(PYTHON) -m venv $(VENV_DEMO)
+	$(VENV_DEMO)/bin/pip install --quiet --no-compile torch==2.13.0
+	$(VENV_DEMO)/bin/pip install --quiet --no-compile -c constraints-demo.txt -e ".[demo]"
+	touch $@
+
+install-demo: $(VENV_DEMO)/bin/.installed
+
+# Debian's Chromium and ChromeDriver for the explorer's browser test (nothing downloads a browser at run time);
+# nothing to do once both are there, and the package lists are refreshed only if apt cannot find them.
+browser:
+	@if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then \
+		apt-get install -y -q chromium chromium-driver || \
+		{ apt-get update -q && apt-get install -y -q chromium chromium-driver; }; \
+	fi
+
 # Lint and format are checked first: CI enforces them (ruff is pinned in constraints.txt).
-test: install $(VENV_4X)/bin/.installed $(VENV_OLAH)/bin/.installed
+test: install $(VENV_4X)/bin/.installed $(VENV_OLAH)/bin/.installed install-demo browser
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q
