@@ -19,8 +19,9 @@ import transformers
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
 from .. import __version__
-from ..configuration_casan import OPTIONS, get_family, get_head, option_names
+from ..families import get_family, get_head
 from ..glue.tasks import GLUE_HUB_ID, GLUE_TASKS
+from ..options import OPTIONS, option_names
 
 
 MODEL_CARD_NAME = "README.md"
@@ -40,6 +41,16 @@ METRIC_NAMES = {
 def is_hub_id(name):
     """Whether `name` can stand in `base_model`: a Hub id, not a local folder."""
     return name is not None and not os.path.isdir(name) and not os.path.isabs(name) and name.count("/") <= 1
+
+
+def pinned_load_lines(model_name, auto_class):
+    """The lines of a card's snippet that load `model_name` at a commit: transformers warns that the code of an
+    unpinned repository can change, and a pinned revision loads the code and weights that were read."""
+    return [
+        "",
+        "# The code and weights of one commit, whatever is pushed later (the commit ids: the repository's history):",
+        f'model = {auto_class}.from_pretrained("{model_name}", trust_remote_code=True, revision="<commit id>")',
+    ]
 
 
 def eval_results_for(task_name, dataset_id, eval_metrics, task_type="text-classification"):
@@ -109,7 +120,9 @@ def sentence_transformers_pipeline(source):
     modules_file = os.path.join(source, "modules.json")
     modules = _read_modules(source)
     encoder = modules[0] if modules else {}
-    if encoder.get("type") != "sentence_transformers.models.Transformer" or encoder.get("path") != "":
+    # sentence-transformers names the class by its module path, which moved in version 6
+    # (`sentence_transformers.models.Transformer`, `sentence_transformers.base.modules.transformer.Transformer`).
+    if encoder.get("type", "").rpartition(".")[2] != "Transformer" or encoder.get("path") != "":
         raise ValueError(
             f"{modules_file!r} must start with the Transformer module at path ''; it starts with {encoder}."
         )
@@ -178,9 +191,10 @@ def render_model_card(
     on_hub = dataset_id == GLUE_HUB_ID
     task_type = head.pipeline_task or head.name
     eval_results = eval_results_for(task_name, dataset_id, eval_metrics or {}, task_type) or None
+    base_model = base_model if is_hub_id(base_model) else None  # a folder of the training machine is no source
     card_data = ModelCardData(
         model_name=model_name,
-        base_model=base_model if is_hub_id(base_model) else None,
+        base_model=base_model,
         datasets=[GLUE_HUB_ID] if on_hub else None,
         eval_results=eval_results,
         library_name="transformers",
@@ -251,6 +265,7 @@ def _load_instructions(model_name, head, casan):
         # The config's auto_map makes the tokenizer's config lookup ask for remote code too.
         f'tokenizer = AutoTokenizer.from_pretrained("{model_name}"{remote})',
         f'model = {auto_class}.from_pretrained("{model_name}"{remote})',
+        *(pinned_load_lines(model_name, auto_class) if casan else []),
         "```",
     ]
     if not casan:
@@ -322,6 +337,7 @@ __all__ = [
     "eval_results_for",
     "gates_table",
     "is_hub_id",
+    "pinned_load_lines",
     "render_model_card",
     "save_hub_folder",
     "sentence_transformers_pipeline",

@@ -14,7 +14,7 @@ from transformers import DistributedConfig, HfArgumentParser
 from transformers.trainer_utils import get_last_checkpoint
 
 from ..compat import PreTrainedConfig
-from ..configuration_casan import FAMILIES, get_family, get_head
+from ..families import FAMILIES, get_family, get_head
 from ..hub import check_output_dir
 from ..modeling_casan import casan_class
 
@@ -175,11 +175,20 @@ def check_sharding(scaling, training_args, world_size):
         )
 
 
+def pin_memory_only_with_an_accelerator(training_args):
+    """Turns `dataloader_pin_memory` (on by default) off where no accelerator is found: torch would not pin
+    there anyway, and warns "'pin_memory' argument is set as true but no accelerator is found" at each data
+    loader, a message no user of a CPU can act on. transformers does the same for `--use_cpu`."""
+    if training_args.dataloader_pin_memory and not torch.accelerator.is_available():
+        training_args.dataloader_pin_memory = False
+    return training_args
+
+
 def parse_run_args(dataclass_types, script):
     """A training script's arguments, from the command line or one .json file (as transformers' scripts take
     them), `ScalingArguments` and `TrainingArguments` last, once it is sure that the launcher's processes form
     one run with the engine asked for. A bad value is a usage error; a launch that would not be that run stops
-    with `<script>: error: ...`."""
+    with `<script>: error: ...`. Memory is pinned only where there is an accelerator to pin it for."""
     try:
         world_size = launched_processes()
         check_engines(requested_engines(sys.argv[1:]))
@@ -198,6 +207,7 @@ def parse_run_args(dataclass_types, script):
         check_sharding(args[-2], args[-1], world_size)
     except ValueError as error:
         sys.exit(f"{script}: error: {error}")
+    pin_memory_only_with_an_accelerator(args[-1])
     return args
 
 
