@@ -202,6 +202,16 @@ def test_an_engine_that_would_run_as_ddp_is_refused_first(
         script_modules[script].main()
 
 
+def test_engines_are_read_from_the_flags_a_json_file_and_the_launcher(tmp_path, monkeypatch):
+    arguments = tmp_path / "args.json"
+    arguments.write_text(json.dumps({"deepspeed": "ds_config.json", "fsdp": "", "output_dir": "out"}))
+    assert requested_engines([str(arguments)]) == {"deepspeed"}
+    assert requested_engines(["--fsdp=full_shard", "--fsdp_config", "fsdp.json"]) == {"fsdp"}
+    assert requested_engines(["--fsdp_size", "2"]) == set()
+    monkeypatch.setenv("ACCELERATE_USE_DEEPSPEED", "True")
+    assert requested_engines([]) == {"deepspeed"}
+
+
 def test_fsdp_size_is_one_fsdp2_run_over_the_launched_processes():
     def args(**overrides):
         return TrainingArguments(output_dir="unused", report_to="none", **overrides)

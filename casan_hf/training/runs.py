@@ -6,6 +6,7 @@ import logging
 import os
 import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import datasets
 import torch
@@ -91,11 +92,11 @@ def requested_engines(argv):
     """The accelerate engines a command line (or its one .json file) or the launcher asks for; read before
     `TrainingArguments` acts on them (it imports DeepSpeed)."""
     if len(argv) == 1 and argv[0].endswith(".json"):
-        options = json.loads(open(argv[0], encoding="utf-8").read())
+        options = json.loads(Path(argv[0]).read_text(encoding="utf-8"))
         flagged = {name for name in ACCELERATE_ENGINES if options.get(name)}
     else:
         flagged = {name for name in ACCELERATE_ENGINES for arg in argv if arg.split("=")[0] == f"--{name}"}
-    launched = {name for name, variable in ACCELERATE_ENGINES.items() if os.environ.get(variable, "") == "true"}
+    launched = {name for name, var in ACCELERATE_ENGINES.items() if os.environ.get(var, "").lower() == "true"}
     return flagged | launched
 
 
