@@ -1,7 +1,8 @@
 """Compiled steps stay compiled: every family's model of each head the scripts train with Trainer (sequence
-classification in run_glue.py, masked LM in run_mlm.py, translation in run_translation.py) compiles whole
-(`fullgraph=True`: no graph break), in training (forward and backward) and in evaluation, and batches of one
-padded shape reuse the graph (no recompile), whatever their padding. Every context type is among them."""
+classification in run_glue.py, masked LM in run_mlm.py, translation in run_translation.py), and BERT's other
+heads with a loss, compile whole (`fullgraph=True`: no graph break), in training (forward and backward) and in
+evaluation, and batches of one padded shape reuse the graph (no recompile), whatever their padding. Every
+context type is among them."""
 
 import pytest
 import torch
@@ -12,11 +13,13 @@ from torch._dynamo.testing import CompileCounterWithBackend
 from casan_hf import CONTEXT_TYPES, FAMILIES, CasanMarianConfig, CasanMarianMTModel, casan_class
 
 
-# (family, head), each with a context type: every family for both heads, every context type among them.
+# (family, head), each with a context type: every family for both heads, the translation model, and BERT's
+# other heads that train with a loss; every context type among them.
 TRAINER_MODELS = [
     *((family.name, "sequence-classification") for family in FAMILIES),
     *((family.name, "masked-lm") for family in FAMILIES),
     ("marian", "translation"),
+    *(("bert", head) for head in ("token-classification", "question-answering", "multiple-choice")),
 ]
 CASES = [(family, head, CONTEXT_TYPES[index % 4]) for index, (family, head) in enumerate(TRAINER_MODELS)]
 
