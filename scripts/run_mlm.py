@@ -201,10 +201,25 @@ def prepare(model_args, casan_args, casan_training, data_args, training_args):
 class MaskOnceCollator(DataCollatorForLanguageModeling):
     """Masks each training batch anew, and passes through examples that come masked already (the held-out
     text, masked once with the run's seed), their labels padded with -100. Every evaluation then scores the
-    same masks: the twins' perplexities differ by the model alone."""
+    same masks: the twins' perplexities differ by the model alone.
+
+    With a `seed`, the masks of each batch are drawn from (seed, the batch's index in the run, the dataloader
+    worker): they do not depend on when the dataloader draws the batch, and a resumed run (`resume_at`, called
+    by CasanTrainer) masks its batches as the uninterrupted run did."""
+
+    batches = 0  # batches masked so far in this process
+
+    def resume_at(self, batches):
+        """The next batch is the run's `batches`-th (0-based), as after that many training batches."""
+        self.batches = batches
 
     def torch_call(self, examples):
         if "labels" not in examples[0]:
+            if self.seed is not None:
+                worker = torch.utils.data.get_worker_info()
+                key = (self.seed, self.batches, -1 if worker is None else worker.id)
+                self.generator = self.get_generator(hash(key) & (2**63 - 1))
+                self.batches += 1
             return super().torch_call(examples)
         labels = [example["labels"] for example in examples]
         inputs = [{name: value for name, value in example.items() if name != "labels"} for example in examples]
@@ -284,7 +299,9 @@ def main():
     # The collator reads the special-token mask and the word offsets, which the model's forward does not take.
     training_args.remove_unused_columns = False
     splits = tokenize(texts, tokenizer, data_args, training_args)
-    collator = collator_for(tokenizer, data_args, training_args)
+    # Seeded: the training masks come from the collator's own generator, which CasanTrainer checkpoints, so an
+    # interrupted run resumes with the masks of an uninterrupted one.
+    collator = collator_for(tokenizer, data_args, training_args, seed=training_args.seed)
     trainer = CasanTrainer(
         model=model,
         args=training_args,
