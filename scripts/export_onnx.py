@@ -14,6 +14,11 @@ example) through both and prints the largest difference of every output; it fail
 import sys
 from dataclasses import dataclass, field
 
+from casan_hf.cli.extras import require_extras
+
+
+require_extras("export_onnx.py", "export")
+
 import numpy as np
 import onnxruntime
 import torch

@@ -21,6 +21,11 @@ import logging
 import sys
 from dataclasses import dataclass, field
 
+from casan_hf.cli.extras import require_extras
+
+
+require_extras("run_glue.py", "train")
+
 import numpy as np
 from transformers import (
     AutoTokenizer,

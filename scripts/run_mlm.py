@@ -27,6 +27,11 @@ import os
 import sys
 from dataclasses import dataclass, field
 
+from casan_hf.cli.extras import require_extras
+
+
+require_extras("run_mlm.py", "train")
+
 import torch
 from datasets import Dataset, load_dataset
 from transformers import (

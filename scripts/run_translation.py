@@ -25,6 +25,11 @@ import os
 import sys
 from dataclasses import dataclass, field
 
+from casan_hf.cli.extras import missing_extras_message, require_extras
+
+
+require_extras("run_translation.py", "train")
+
 import numpy as np
 from transformers import AutoTokenizer, DataCollatorForSeq2Seq, Seq2SeqTrainer, Seq2SeqTrainingArguments, set_seed
 
@@ -158,6 +163,10 @@ def prepare(model_args, casan_args, data_args, training_args):
             raise ValueError(f"--{name} must be a positive number; got {getattr(holder, name)}.")
     if (training_args.do_eval or training_args.do_predict) and not training_args.predict_with_generate:
         raise ValueError("BLEU needs translations: pass --predict_with_generate with --do_eval or --do_predict.")
+    if training_args.predict_with_generate:
+        missing = missing_extras_message("Scoring BLEU and chrF (--predict_with_generate)", ["translation"])
+        if missing is not None:
+            raise ValueError(missing)
     checkpoint = find_checkpoint(training_args, data_args.overwrite_output_dir)
     files = {
         split: path
