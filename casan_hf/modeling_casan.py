@@ -310,6 +310,29 @@ class CasanPreTrainedModel(PreTrainedModel):
     def family_modules(self):
         return FAMILY_MODULES[self.family.name]
 
+    _model_tags = None
+
+    @property
+    def model_tags(self):
+        """transformers' tags for the Hub card. PEFT reads them first when it saves an adapter, the one point at
+        which casan-hf can stop an adapter that would not reload: a model converted (or built from a config) and
+        never saved has no checkpoint, so its adapter names no base and `AutoPeftModel...from_pretrained` fails
+        with a Hub error. The base must be a saved CASAN folder (the source checkpoint would reload as plain BERT
+        without the context)."""
+        if self.name_or_path == "" and any(
+            hasattr(module, "base_layer") and hasattr(module, "active_adapters") for module in self.modules()
+        ):
+            raise ValueError(
+                f"This {type(self).__name__} was converted and never saved, so an adapter of it has no base to "
+                "reload from: save the CASAN model first (model.save_pretrained(folder)), load it with "
+                "from_pretrained(folder), and train the adapter on that."
+            )
+        return self._model_tags
+
+    @model_tags.setter
+    def model_tags(self, tags):
+        self._model_tags = tags
+
     def build_base_model(self, config, add_pooling_layer):
         """The family's `CasanModel`, stored under the family's prefix (`bert`, `roberta`, `electra`) as in
         transformers, so that the checkpoints' weight names match."""
