@@ -10,6 +10,7 @@ listed once per family in `FAMILY_MODULES`. BERT's classes are written out (`Cas
 the family's own head) at the end of this file, named as in `FAMILIES`.
 """
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -72,6 +73,7 @@ from .configuration_casan import (
     HEADS,
     OPTION_CHECKS,
     CasanConfig,
+    check_saved_weights,
     checkpoint_config,
     get_family,
     get_head,
@@ -379,6 +381,9 @@ class CasanPreTrainedModel(PreTrainedModel):
                 f"CASAN {cls.family.name} models",
                 hint,
             )
+            folder = os.path.join(pretrained_model_name_or_path, kwargs.get("subfolder") or "")
+            if os.path.isdir(folder):
+                check_saved_weights(folder, cls, saved)
         loaded = super().from_pretrained(pretrained_model_name_or_path, *model_args, **kwargs)
         if saved is not None and saved.get("model_type") != cls.family.model_type:
             (loaded[0] if isinstance(loaded, tuple) else loaded).name_or_path = ""

@@ -41,6 +41,7 @@ from casan_hf.glue.metrics import load_glue_metric
 from casan_hf.glue.tasks import GLUE_TASKS
 from casan_hf.training import CasanTrainer, CasanTrainingArguments, check_training_options, gate_monitor_for
 from casan_hf.training.runs import (
+    check_tokenizer,
     find_checkpoint,
     parse_run_args,
     run_model_class,
@@ -186,9 +187,9 @@ def prepare(model_args, casan_args, casan_training, data_args, training_args):
     set_seed(training_args.seed)
     model = load_model(model_args, casan_args, glue_data)
     check_training_options(model, casan_training)
-    tokenizer = AutoTokenizer.from_pretrained(
-        model_args.tokenizer_name or model_args.model_name_or_path, cache_dir=model_args.cache_dir
-    )
+    tokenizer_name = model_args.tokenizer_name or model_args.model_name_or_path
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_name, cache_dir=model_args.cache_dir)
+    check_tokenizer(tokenizer, model, tokenizer_name)
     return checkpoint, glue_data, model, tokenizer
 
 

@@ -37,7 +37,7 @@ import casan_hf
 from casan_hf.cli import CasanArguments
 from casan_hf.hub import write_model_card
 from casan_hf.training import GateMonitor, has_context
-from casan_hf.training.runs import find_checkpoint, parse_run_args, setup_logging, take
+from casan_hf.training.runs import check_tokenizer, find_checkpoint, parse_run_args, setup_logging, take
 from casan_hf.translation import (
     MODEL_SIZES,
     load_parallel_data,
@@ -129,6 +129,7 @@ def load_model_and_tokenizer(model_args, casan_args, data_args, data):
         model = casan_hf.CasanMarianMTModel.from_pretrained(
             model_args.model_name_or_path, cache_dir=model_args.cache_dir, **context
         )
+        check_tokenizer(tokenizer, model, model_args.tokenizer_name or model_args.model_name_or_path)
         return model, tokenizer
     max_positions = max(data_args.max_source_length, data_args.max_target_length) + 2
     if model_args.tokenizer_name is not None:

@@ -124,6 +124,24 @@ def setup_logging(training_args, logger):
     )
 
 
+def check_tokenizer(tokenizer, model, tokenizer_name):
+    """A ValueError when `tokenizer` (loaded from `tokenizer_name`) cannot be the model's: it makes ids beyond the
+    model's embeddings, or pads with another id (a tokenizer of another family: BERT pads with 0, RoBERTa with
+    1). Either would train on wrong tokens without a word, or fail in the first step with an index error."""
+    vocab_size = model.config.vocab_size
+    if len(tokenizer) > vocab_size:
+        raise ValueError(
+            f"The tokenizer of {tokenizer_name!r} has {len(tokenizer)} tokens but the model's embeddings hold "
+            f"{vocab_size} (config.json vocab_size): it is not this checkpoint's tokenizer."
+        )
+    model_pad = model.config.pad_token_id
+    if tokenizer.pad_token_id is not None and model_pad is not None and tokenizer.pad_token_id != model_pad:
+        raise ValueError(
+            f"The tokenizer of {tokenizer_name!r} pads with id {tokenizer.pad_token_id} ({tokenizer.pad_token!r}) "
+            f"but the model with id {model_pad} (config.json pad_token_id): it is a tokenizer of another family."
+        )
+
+
 def take(dataset, limit):
     """The first `limit` examples of `dataset` (all of them for None)."""
     return dataset if limit is None else dataset.select(range(min(limit, len(dataset))))
