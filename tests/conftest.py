@@ -11,6 +11,16 @@ os.environ["TRANSFORMERS_OFFLINE"] = "1"
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import pytest  # noqa: E402
+from hypothesis import HealthCheck, settings  # noqa: E402
+
+
+# The property tests (test_properties.py): CI's profile draws a fixed number of examples, the same ones every run
+# and without an example database; `--hypothesis-profile long` draws many more, new ones each run.
+settings.register_profile(
+    "ci", max_examples=40, derandomize=True, database=None, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.register_profile("long", max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("ci")
 
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
