@@ -13,6 +13,7 @@ import pytest
 import torch
 from glue_helpers import TINY_RUN, make_tiny_bert, read_json
 from safetensors.torch import load_file
+from test_shared_folder import pickled_files
 
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -154,7 +155,7 @@ def uninterrupted(tmp_path_factory, commands):
         if name not in finished:
             cwd = tmp_path_factory.mktemp(name)
             run(commands(name, cwd / "out"), cwd)
-            finished[name] = final_state(cwd / "out", "checkpoint-6")
+            finished[name] = {**final_state(cwd / "out", "checkpoint-6"), "pickled": pickled_files(cwd / "out")}
         return finished[name]
 
     return state
@@ -178,3 +179,10 @@ def test_a_killed_run_resumes_to_the_same_model(name, point, step, tmp_path, com
     assert len(gate_records(state["log_history"])) == 3 + 1  # three evaluations in training, the final one
     if name != "run_translation":
         assert {group["initial_lr"] for group in state["param_groups"]} == {1e-4, 1e-3}
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_the_runs_write_weights_only_as_safetensors(name, uninterrupted):
+    """What a run leaves for loading holds no pickle (training_args.bin, transformers' record of the run, aside;
+    the checkpoint folders hold Trainer's own resume state)."""
+    assert uninterrupted(name)["pickled"] == []

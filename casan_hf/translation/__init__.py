@@ -235,6 +235,7 @@ def render_translation_card(model, model_name, source_lang, target_lang, dataset
 
     from .. import __version__
     from ..configuration_casan import option_names
+    from ..hub import card_text
 
     task = f"translation {source_lang} to {target_lang}"
     eval_results = [
@@ -275,11 +276,12 @@ def render_translation_card(model, model_name, source_lang, target_lang, dataset
             card_data.to_yaml(),
             "---",
             "",
-            f"# {model_name}",
+            f"# {card_text(model_name)}",
             "",
-            f"A {source_lang}-{target_lang} encoder-decoder (Marian layout: post-norm Transformer, sinusoidal "
-            "positions, shared embeddings) trained from scratch, whose encoder self-attention is context-aware "
-            f"(CASAN, Yang et al., AAAI 2019; context_type `{config.context_type}`). The decoder is Marian's.",
+            f"A {card_text(source_lang)}-{card_text(target_lang)} encoder-decoder (Marian layout: post-norm "
+            "Transformer, sinusoidal positions, shared embeddings) trained from scratch, whose encoder "
+            f"self-attention is context-aware (CASAN, Yang et al., AAAI 2019; context_type "
+            f"`{config.context_type}`). The decoder is Marian's.",
             "",
             "## Model",
             "",
@@ -290,7 +292,7 @@ def render_translation_card(model, model_name, source_lang, target_lang, dataset
             "",
             "## Evaluation",
             "",
-            f"sacreBLEU (13a tokenization, detokenized output) and chrF on {dataset_id}, beam search:"
+            f"sacreBLEU (13a tokenization, detokenized output) and chrF on {card_text(dataset_id)}, beam search:"
             if eval_metrics
             else "Not evaluated.",
             "",
@@ -304,8 +306,8 @@ def render_translation_card(model, model_name, source_lang, target_lang, dataset
             "```python",
             "from transformers import AutoModelForSeq2SeqLM, AutoTokenizer",
             "",
-            f'tokenizer = AutoTokenizer.from_pretrained("{model_name}", trust_remote_code=True)',
-            f'model = AutoModelForSeq2SeqLM.from_pretrained("{model_name}", trust_remote_code=True)',
+            f'tokenizer = AutoTokenizer.from_pretrained("{card_text(model_name)}", trust_remote_code=True)',
+            f'model = AutoModelForSeq2SeqLM.from_pretrained("{card_text(model_name)}", trust_remote_code=True)',
             'batch = tokenizer(["A man is riding a bike."], return_tensors="pt")',
             "print(tokenizer.batch_decode(model.generate(**batch, num_beams=5), skip_special_tokens=True))",
             "```",
@@ -314,7 +316,10 @@ def render_translation_card(model, model_name, source_lang, target_lang, dataset
             "",
             "| hyper-parameter | value |",
             "| --- | --- |",
-            *[f"| {name} | `{value}` |" for name, value in training.items()],
+            *[
+                f"| {name} | `{card_text(value) if isinstance(value, str) else value}` |"
+                for name, value in training.items()
+            ],
             "",
             f"Made with casan-hf {__version__} and transformers {transformers.__version__}.",
             "",
