@@ -14,10 +14,10 @@ example) through both and prints the largest difference of every output; it fail
 import sys
 from dataclasses import dataclass, field
 
-from casan_hf.cli.extras import require_extras
+from casan_hf.cli.extras import require_packages
 
 
-require_extras("export_onnx.py", "export")
+require_packages("export_onnx.py", "onnx", "onnxruntime", "onnxscript")
 
 import numpy as np
 import onnxruntime

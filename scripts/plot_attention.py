@@ -11,10 +11,10 @@ heads are 0-based; by default the last layer's heads are drawn. Sentences are cu
 import argparse
 import math
 
-from casan_hf.cli.extras import require_extras
+from casan_hf.cli.extras import require_packages
 
 
-require_extras("plot_attention.py", "plot")
+require_packages("plot_attention.py", "matplotlib")
 
 import matplotlib
 

@@ -21,10 +21,10 @@ import logging
 import sys
 from dataclasses import dataclass, field
 
-from casan_hf.cli.extras import require_extras
+from casan_hf.cli.extras import GLUE, require_packages
 
 
-require_extras("run_glue.py", "train")
+require_packages("run_glue.py", *GLUE)
 
 import numpy as np
 from transformers import (

@@ -27,10 +27,10 @@ import os
 import sys
 from dataclasses import dataclass, field
 
-from casan_hf.cli.extras import require_extras
+from casan_hf.cli.extras import TRAINING, require_packages
 
 
-require_extras("run_mlm.py", "train")
+require_packages("run_mlm.py", *TRAINING)
 
 import torch
 from datasets import Dataset, load_dataset

@@ -25,10 +25,10 @@ import os
 import sys
 from dataclasses import dataclass, field
 
-from casan_hf.cli.extras import missing_extras_message, require_extras
+from casan_hf.cli.extras import TRAINING, missing_packages_message, require_packages
 
 
-require_extras("run_translation.py", "train")
+require_packages("run_translation.py", *TRAINING)
 
 import numpy as np
 from transformers import AutoTokenizer, DataCollatorForSeq2Seq, Seq2SeqTrainer, Seq2SeqTrainingArguments, set_seed
@@ -165,7 +165,7 @@ def prepare(model_args, casan_args, data_args, training_args):
     if (training_args.do_eval or training_args.do_predict) and not training_args.predict_with_generate:
         raise ValueError("BLEU needs translations: pass --predict_with_generate with --do_eval or --do_predict.")
     if training_args.predict_with_generate:
-        missing = missing_extras_message("Scoring BLEU and chrF (--predict_with_generate)", ["translation"])
+        missing = missing_packages_message("Scoring BLEU and chrF (--predict_with_generate)", ["sacrebleu"])
         if missing is not None:
             raise ValueError(missing)
     checkpoint = find_checkpoint(training_args, data_args.overwrite_output_dir)

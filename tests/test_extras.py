@@ -8,7 +8,7 @@ import pytest
 import tomllib
 from conftest import REPO_ROOT, load_script
 
-from casan_hf.cli.extras import EXTRAS, missing_extras_message
+from casan_hf.cli.extras import PACKAGES, missing_packages_message
 
 
 @pytest.fixture
@@ -27,7 +27,7 @@ def hide(monkeypatch):
 # Each script, a package its work needs, and the extra that installs it.
 SCRIPT_NEEDS = [
     ("run_glue", "datasets", "train"),
-    ("run_mlm", "evaluate", "train"),
+    ("run_mlm", "datasets", "train"),
     ("run_translation", "accelerate", "train"),
     ("export_onnx", "onnxruntime", "export"),
     ("plot_attention", "matplotlib", "plot"),
@@ -39,7 +39,7 @@ def test_a_script_without_its_package_stops_at_once_naming_the_extra(script, mod
     hide(module)
     with pytest.raises(SystemExit) as stopped:
         load_script(script)
-    distribution = dict((m, d) for m, d in EXTRAS[extra])[module]
+    distribution = PACKAGES[module][0]
     assert str(stopped.value) == (
         f"{script}.py: error: {script}.py needs {distribution}, which is not installed: "
         f'pip install "casan-hf[{extra}]"'
@@ -81,7 +81,7 @@ def test_the_sweeps_check_what_their_runs_need(script, argv, extras, hide, tmp_p
 
 def test_every_extra_is_pinned_in_pyproject():
     declared = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
-    for extra, packages in EXTRAS.items():
+    for module, (distribution, extra) in PACKAGES.items():
         names = {requirement.split(">")[0].split("=")[0].split("<")[0] for requirement in declared[extra]}
-        assert {distribution for _, distribution in packages} <= names, extra
-    assert missing_extras_message("x", list(EXTRAS)) is None  # the test environment has them all
+        assert distribution in names, (module, extra)
+    assert missing_packages_message("x", list(PACKAGES)) is None  # the test environment has them all
