@@ -1,12 +1,13 @@
 """casan-hf: context-aware self-attention (Yang et al., AAAI 2019) for Hugging Face BERT-style encoders and a
 Marian-layout translation model.
 
-The package's top folder holds the model files only: `configuration_casan.py`, `modeling_casan.py`,
-`context.py`, `pooling.py` and `compat.py`, which `save_pretrained` copies next to the weights for
-`trust_remote_code=True` (they import only torch, transformers and each other, and run on transformers 4.56
-or later: what differs between 4.x and 5.x is in `compat.py`), and the translation model's
-`configuration_casan_marian.py` and `modeling_casan_marian.py` (whose folders carry those two,
-`context.py`, `configuration_casan.py` and `compat.py`). The tools around a model
+The package's top folder holds the model files only: `options.py` (the option table), `families.py` (the
+head and family tables), `configuration_casan.py`, `modeling_casan.py`, `context.py`, `pooling.py` and
+`compat.py`, which `save_pretrained` copies next to the weights for `trust_remote_code=True` (they import only
+torch, transformers and each other, and run on transformers 4.56 or later: what differs between 4.x and 5.x
+is in `compat.py`), and the translation model's `configuration_casan_marian.py` and
+`modeling_casan_marian.py` (for transformers 5; their folders carry those two and the encoder's files except
+`modeling_casan.py` and `pooling.py`). The tools around a model
 live in subpackages: `casan_hf.glue` (data and metrics), `casan_hf.hub` (the Hub folder and its card),
 `casan_hf.cli` (the scripts' options), `casan_hf.training` (the context's learning rate, gate monitoring),
 `casan_hf.inspection` (gates and attention of one text) and `casan_hf.benchmark` (speed and memory against
@@ -22,20 +23,14 @@ installed casan_hf needs no remote code; `save_pretrained` still writes the code
 import transformers
 
 from .configuration_casan import (
-    CONTEXT_TARGETS,
-    CONTEXT_TYPES,
-    FAMILIES,
     FAMILY_CONFIGS,
-    GATE_KINDS,
-    HEADS,
     CasanConfig,
     CasanElectraConfig,
     CasanRobertaConfig,
     CasanXLMRobertaConfig,
-    get_family,
-    get_head,
 )
 from .configuration_casan_marian import CasanMarianConfig
+from .families import FAMILIES, HEADS, get_family, get_head
 from .modeling_casan import (
     MODEL_CLASSES,
     CasanForMaskedLM,
@@ -49,6 +44,7 @@ from .modeling_casan import (
     casan_twin,
 )
 from .modeling_casan_marian import CasanMarianModel, CasanMarianMTModel
+from .options import CONTEXT_TARGETS, CONTEXT_TYPES, GATE_KINDS
 
 
 __version__ = "0.1.0"

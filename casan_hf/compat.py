@@ -22,11 +22,17 @@ def _major_minor(version):
     return tuple(int(part) for part in version.split(".")[:2])
 
 
-if _major_minor(transformers.__version__) < _major_minor(MINIMUM_TRANSFORMERS):
-    raise ImportError(
-        f"casan-hf models need transformers >= {MINIMUM_TRANSFORMERS} (found {transformers.__version__}): "
-        f"pip install -U 'transformers>={MINIMUM_TRANSFORMERS}'"
-    )
+def require_transformers(minimum, models):
+    """An ImportError naming the minimum when the installed transformers is older: what a folder's code raises
+    when it is loaded with `trust_remote_code` by a transformers it cannot run on."""
+    if _major_minor(transformers.__version__) < _major_minor(minimum):
+        raise ImportError(
+            f"{models} need transformers >= {minimum} (found {transformers.__version__}): "
+            f"pip install -U 'transformers>={minimum}'"
+        )
+
+
+require_transformers(MINIMUM_TRANSFORMERS, "casan-hf models")
 
 try:
     from transformers.configuration_utils import PreTrainedConfig

@@ -1,6 +1,6 @@
 """Configuration of the context-aware encoder-decoder (CASAN in the encoder of a Marian translation model).
 
-`CasanMarianConfig` is a `MarianConfig` with the *context* options of `configuration_casan.OPTIONS` on top:
+`CasanMarianConfig` is a `MarianConfig` with the *context* options of `options.OPTIONS` on top:
 the same names, types, defaults and checks as `CasanConfig`, read from that class's fields rather than
 declared a second time. The *pooling* options shape a sentence vector for classification, which a translation
 model does not have: setting one is an error.
@@ -10,8 +10,15 @@ import dataclasses
 
 from transformers import MarianConfig
 
-from .configuration_casan import OPTION_CHECKS, CasanConfig, option_names
+from .compat import require_transformers
+from .configuration_casan import CasanConfig
+from .options import OPTION_CHECKS, option_names
 
+
+# The translation model builds on transformers 5's Marian (its masking and output-capturing utilities): on 4.x
+# its folders stop here, at the config, with the minimum named, rather than at an import deep in the model file.
+MINIMUM_TRANSFORMERS_MARIAN = "5.0"
+require_transformers(MINIMUM_TRANSFORMERS_MARIAN, "CasanMarian translation models")
 
 CONTEXT_OPTIONS = option_names("context")
 POOLING_OPTIONS = option_names("pooling")

@@ -18,7 +18,7 @@ from torch.autograd.function import once_differentiable
 from torch.nn import functional as F
 
 from .compat import init
-from .configuration_casan import CONTEXT_TARGETS, SENTENCE_CONTEXTS
+from .options import CONTEXT_TARGETS, SENTENCE_CONTEXTS
 
 
 def mean_weights(token_mask, dtype):

@@ -5,9 +5,10 @@ Every submodule keeps its family's name (`roberta.embeddings`, `roberta.encoder.
 `classifier.out_proj`, ...), so any checkpoint of the family loads unchanged and only the context parameters
 (`...attention.self.context_mixer.*`) are new. The four families share one encoder (their layers are BERT's)
 and differ in embeddings, pooler and heads, which are imported from `transformers` rather than copied and
-listed once per family in `FAMILY_MODULES`. BERT's classes are written out (`CasanModel`,
-`CasanForSequenceClassification`, ...); each other family's are derived from them (and, for masked LM, from
-the family's own head) at the end of this file, named as in `FAMILIES`.
+listed once per family in `FAMILY_MODULES`. BERT's classes come first (`CasanModel`,
+`CasanForSequenceClassification`, ...), then each other family's, in the order of `FAMILIES` x `HEADS`: a
+`PreTrainedModel` that names the family's config and prefix, and one small subclass per head
+(`CasanRobertaForSequenceClassification`, ...). `MODEL_CLASSES` lists them all.
 """
 
 import os
@@ -68,17 +69,17 @@ from .compat import (
     merge_with_config_defaults,
 )
 from .configuration_casan import (
-    FAMILIES,
     FAMILY_CONFIGS,
-    HEADS,
-    OPTION_CHECKS,
     CasanConfig,
+    CasanElectraConfig,
+    CasanRobertaConfig,
+    CasanXLMRobertaConfig,
     check_saved_weights,
     checkpoint_config,
-    get_family,
-    get_head,
 )
 from .context import CasanContextMixer, check_encoder_inputs, mix_context, run_layers_with_context
+from .families import FAMILIES, HEADS, get_family, get_head
+from .options import OPTION_CHECKS
 from .pooling import SentencePooling
 
 
@@ -270,8 +271,9 @@ class CasanEncoder(nn.Module):
 
 
 class CasanPreTrainedModel(PreTrainedModel):
-    """Shared by every CASAN model; `family` says whose checkpoints it loads (BERT's here, each derived
-    family's class sets its own, with its config class and base model prefix)."""
+    """Shared by every CASAN model; `family` says whose checkpoints it loads (BERT's here; each other family's
+    `PreTrainedModel` sets its own, with its config class and base model prefix). Each head's class says
+    which row of `HEADS` it is (`head`)."""
 
     family = get_family("bert")
     config_class = CasanConfig
@@ -400,8 +402,10 @@ def encoder_extras(outputs):
 
 
 class CasanModel(CasanPreTrainedModel):
-    """The encoder: the family's embeddings (ELECTRA's projected to the hidden width when they are narrower),
-    the context-aware layers, and the family's pooler where it has one."""
+    """The encoder, as `BertModel`: the family's embeddings (ELECTRA's projected to the hidden width when they
+    are narrower), the context-aware layers, and the family's pooler where it has one."""
+
+    head = get_head("base")
 
     def __init__(self, config, add_pooling_layer=True):
         super().__init__(config)
@@ -471,7 +475,9 @@ def first_token_head(head_class, config, in_features):
 class CasanForSequenceClassification(CasanPreTrainedModel):
     """Single-label, multi-label or regression classifier on the sentence vector of `classifier_pooling`
     (by default the family's own: BERT's pooled [CLS] vector, RoBERTa's and ELECTRA's dense head on the first
-    token)."""
+    token), as `BertForSequenceClassification`."""
+
+    head = get_head("sequence-classification")
 
     def __init__(self, config):
         super().__init__(config)
@@ -521,9 +527,93 @@ class CasanForSequenceClassification(CasanPreTrainedModel):
         )
 
 
+class CasanForTokenClassification(CasanPreTrainedModel):
+    """A label for every token, from dropout and one linear layer, as `BertForTokenClassification`."""
+
+    head = get_head("token-classification")
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        self.build_base_model(config, add_pooling_layer=False)
+        self.dropout = classifier_dropout(config)
+        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
+        self.post_init()
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids=None,
+        attention_mask=None,
+        token_type_ids=None,
+        position_ids=None,
+        inputs_embeds=None,
+        labels=None,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> CasanTokenClassifierOutput:
+        outputs = self.base_model(
+            input_ids,
+            attention_mask=attention_mask,
+            token_type_ids=token_type_ids,
+            position_ids=position_ids,
+            inputs_embeds=inputs_embeds,
+            return_dict=True,
+            **kwargs,
+        )
+        logits = self.classifier(self.dropout(outputs.last_hidden_state))
+        loss = self.loss_function(logits, labels, self.config) if labels is not None else None
+        return CasanTokenClassifierOutput(loss=loss, logits=logits, **encoder_extras(outputs))
+
+
+class CasanForQuestionAnswering(CasanPreTrainedModel):
+    """Extractive question answering (start and end logits of every token), as `BertForQuestionAnswering`."""
+
+    head = get_head("question-answering")
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        self.build_base_model(config, add_pooling_layer=False)
+        self.qa_outputs = nn.Linear(config.hidden_size, config.num_labels)
+        self.post_init()
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids=None,
+        attention_mask=None,
+        token_type_ids=None,
+        position_ids=None,
+        inputs_embeds=None,
+        start_positions=None,
+        end_positions=None,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> CasanQuestionAnsweringOutput:
+        outputs = self.base_model(
+            input_ids,
+            attention_mask=attention_mask,
+            token_type_ids=token_type_ids,
+            position_ids=position_ids,
+            inputs_embeds=inputs_embeds,
+            return_dict=True,
+            **kwargs,
+        )
+        start_logits, end_logits = self.qa_outputs(outputs.last_hidden_state).split(1, dim=-1)
+        start_logits = start_logits.squeeze(-1).contiguous()
+        end_logits = end_logits.squeeze(-1).contiguous()
+        loss = None
+        if start_positions is not None and end_positions is not None:
+            loss = self.loss_function(start_logits, end_logits, start_positions, end_positions)
+        return CasanQuestionAnsweringOutput(
+            loss=loss, start_logits=start_logits, end_logits=end_logits, **encoder_extras(outputs)
+        )
+
+
 class CasanForMultipleChoice(CasanPreTrainedModel):
     """Scores each choice from its sentence vector: through dropout and one linear layer (BERT, RoBERTa), or
-    through ELECTRA's summary (a dense layer and activation) and one linear layer."""
+    through ELECTRA's summary (a dense layer and activation) and one linear layer, as `BertForMultipleChoice`."""
+
+    head = get_head("multiple-choice")
 
     def __init__(self, config):
         super().__init__(config)
@@ -584,84 +674,12 @@ class CasanForMultipleChoice(CasanPreTrainedModel):
         )
 
 
-class CasanForTokenClassification(CasanPreTrainedModel):
-    def __init__(self, config):
-        super().__init__(config)
-        self.num_labels = config.num_labels
-        self.build_base_model(config, add_pooling_layer=False)
-        self.dropout = classifier_dropout(config)
-        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
-        self.post_init()
-
-    @can_return_tuple
-    def forward(
-        self,
-        input_ids=None,
-        attention_mask=None,
-        token_type_ids=None,
-        position_ids=None,
-        inputs_embeds=None,
-        labels=None,
-        **kwargs: Unpack[TransformersKwargs],
-    ) -> CasanTokenClassifierOutput:
-        outputs = self.base_model(
-            input_ids,
-            attention_mask=attention_mask,
-            token_type_ids=token_type_ids,
-            position_ids=position_ids,
-            inputs_embeds=inputs_embeds,
-            return_dict=True,
-            **kwargs,
-        )
-        logits = self.classifier(self.dropout(outputs.last_hidden_state))
-        loss = self.loss_function(logits, labels, self.config) if labels is not None else None
-        return CasanTokenClassifierOutput(loss=loss, logits=logits, **encoder_extras(outputs))
-
-
-class CasanForQuestionAnswering(CasanPreTrainedModel):
-    def __init__(self, config):
-        super().__init__(config)
-        self.num_labels = config.num_labels
-        self.build_base_model(config, add_pooling_layer=False)
-        self.qa_outputs = nn.Linear(config.hidden_size, config.num_labels)
-        self.post_init()
-
-    @can_return_tuple
-    def forward(
-        self,
-        input_ids=None,
-        attention_mask=None,
-        token_type_ids=None,
-        position_ids=None,
-        inputs_embeds=None,
-        start_positions=None,
-        end_positions=None,
-        **kwargs: Unpack[TransformersKwargs],
-    ) -> CasanQuestionAnsweringOutput:
-        outputs = self.base_model(
-            input_ids,
-            attention_mask=attention_mask,
-            token_type_ids=token_type_ids,
-            position_ids=position_ids,
-            inputs_embeds=inputs_embeds,
-            return_dict=True,
-            **kwargs,
-        )
-        start_logits, end_logits = self.qa_outputs(outputs.last_hidden_state).split(1, dim=-1)
-        start_logits = start_logits.squeeze(-1).contiguous()
-        end_logits = end_logits.squeeze(-1).contiguous()
-        loss = None
-        if start_positions is not None and end_positions is not None:
-            loss = self.loss_function(start_logits, end_logits, start_positions, end_positions)
-        return CasanQuestionAnsweringOutput(
-            loss=loss, start_logits=start_logits, end_logits=end_logits, **encoder_extras(outputs)
-        )
-
-
 class CasanForMaskedLM(CasanPreTrainedModel):
-    """Masked LM with BERT's head (`cls.predictions`, its decoder tied to the word embeddings). The heads of the
-    other families subclass it with their own modules: `add_lm_head`, `lm_logits`, the output embeddings and
-    the tied weights."""
+    """Masked LM with BERT's head (`cls.predictions`, its decoder tied to the word embeddings), as
+    `BertForMaskedLM`. The other families' masked LMs subclass it with their own head: `add_lm_head`,
+    `lm_logits`, the output embeddings and the tied weights."""
+
+    head = get_head("masked-lm")
 
     _tied_weights_keys = {
         "cls.predictions.decoder.weight": "bert.embeddings.word_embeddings.weight",
@@ -714,8 +732,45 @@ class CasanForMaskedLM(CasanPreTrainedModel):
         return CasanMaskedLMOutput(loss=loss, logits=logits, **encoder_extras(outputs))
 
 
-class CasanForMaskedLMWithRobertaHead(CasanForMaskedLM):
-    """RoBERTa's and XLM-RoBERTa's masked-LM head, `lm_head` (its decoder tied to the word embeddings)."""
+# Each other family's classes: its `PreTrainedModel` says whose checkpoints they load (family, config class,
+# base model prefix, the module that must not be split), and each head is BERT's class under it. Masked LM is
+# the exception: each family has its own head (XLM-RoBERTa's is RoBERTa's). `tests/test_model_classes.py`
+# holds every class to its row of `FAMILIES` x `HEADS`.
+
+
+class CasanRobertaPreTrainedModel(CasanPreTrainedModel):
+    """Loads RoBERTa checkpoints, as `RobertaPreTrainedModel`."""
+
+    family = get_family("roberta")
+    config_class = CasanRobertaConfig
+    config: CasanRobertaConfig
+    base_model_prefix = "roberta"
+    _no_split_modules = ["RobertaEmbeddings", "CasanLayer"]
+
+
+class CasanRobertaModel(CasanRobertaPreTrainedModel, CasanModel):
+    """`CasanModel` for RoBERTa checkpoints, as `RobertaModel`."""
+
+
+class CasanRobertaForSequenceClassification(CasanRobertaPreTrainedModel, CasanForSequenceClassification):
+    """`CasanForSequenceClassification` for RoBERTa checkpoints, as `RobertaForSequenceClassification`."""
+
+
+class CasanRobertaForTokenClassification(CasanRobertaPreTrainedModel, CasanForTokenClassification):
+    """`CasanForTokenClassification` for RoBERTa checkpoints, as `RobertaForTokenClassification`."""
+
+
+class CasanRobertaForQuestionAnswering(CasanRobertaPreTrainedModel, CasanForQuestionAnswering):
+    """`CasanForQuestionAnswering` for RoBERTa checkpoints, as `RobertaForQuestionAnswering`."""
+
+
+class CasanRobertaForMultipleChoice(CasanRobertaPreTrainedModel, CasanForMultipleChoice):
+    """`CasanForMultipleChoice` for RoBERTa checkpoints, as `RobertaForMultipleChoice`."""
+
+
+class CasanRobertaForMaskedLM(CasanRobertaPreTrainedModel, CasanForMaskedLM):
+    """Masked LM with RoBERTa's head, `lm_head` (its decoder tied to the word embeddings), as
+    `RobertaForMaskedLM`."""
 
     _tied_weights_keys = {
         "lm_head.decoder.weight": "roberta.embeddings.word_embeddings.weight",
@@ -735,9 +790,75 @@ class CasanForMaskedLMWithRobertaHead(CasanForMaskedLM):
         self.lm_head.decoder = new_embeddings
 
 
-class CasanForMaskedLMWithElectraHead(CasanForMaskedLM):
-    """ELECTRA's generator head: `generator_predictions` (dense to the embedding width, gelu, LayerNorm) and
-    `generator_lm_head`, tied to the word embeddings. A discriminator checkpoint has none: it starts random."""
+class CasanXLMRobertaPreTrainedModel(CasanPreTrainedModel):
+    """Loads XLM-RoBERTa checkpoints, as `XLMRobertaPreTrainedModel`."""
+
+    family = get_family("xlm-roberta")
+    config_class = CasanXLMRobertaConfig
+    config: CasanXLMRobertaConfig
+    base_model_prefix = "roberta"
+    _no_split_modules = ["XLMRobertaEmbeddings", "CasanLayer"]
+
+
+class CasanXLMRobertaModel(CasanXLMRobertaPreTrainedModel, CasanModel):
+    """`CasanModel` for XLM-RoBERTa checkpoints, as `XLMRobertaModel`."""
+
+
+class CasanXLMRobertaForSequenceClassification(CasanXLMRobertaPreTrainedModel, CasanForSequenceClassification):
+    """`CasanForSequenceClassification` for XLM-RoBERTa checkpoints, as `XLMRobertaForSequenceClassification`."""
+
+
+class CasanXLMRobertaForTokenClassification(CasanXLMRobertaPreTrainedModel, CasanForTokenClassification):
+    """`CasanForTokenClassification` for XLM-RoBERTa checkpoints, as `XLMRobertaForTokenClassification`."""
+
+
+class CasanXLMRobertaForQuestionAnswering(CasanXLMRobertaPreTrainedModel, CasanForQuestionAnswering):
+    """`CasanForQuestionAnswering` for XLM-RoBERTa checkpoints, as `XLMRobertaForQuestionAnswering`."""
+
+
+class CasanXLMRobertaForMultipleChoice(CasanXLMRobertaPreTrainedModel, CasanForMultipleChoice):
+    """`CasanForMultipleChoice` for XLM-RoBERTa checkpoints, as `XLMRobertaForMultipleChoice`."""
+
+
+class CasanXLMRobertaForMaskedLM(CasanXLMRobertaPreTrainedModel, CasanRobertaForMaskedLM):
+    """`CasanRobertaForMaskedLM` (XLM-RoBERTa's head is RoBERTa's, `lm_head`) for XLM-RoBERTa checkpoints, as
+    `XLMRobertaForMaskedLM`."""
+
+
+class CasanElectraPreTrainedModel(CasanPreTrainedModel):
+    """Loads ELECTRA discriminator checkpoints, as `ElectraPreTrainedModel`."""
+
+    family = get_family("electra")
+    config_class = CasanElectraConfig
+    config: CasanElectraConfig
+    base_model_prefix = "electra"
+    _no_split_modules = ["ElectraEmbeddings", "CasanLayer"]
+
+
+class CasanElectraModel(CasanElectraPreTrainedModel, CasanModel):
+    """`CasanModel` for ELECTRA checkpoints, as `ElectraModel`."""
+
+
+class CasanElectraForSequenceClassification(CasanElectraPreTrainedModel, CasanForSequenceClassification):
+    """`CasanForSequenceClassification` for ELECTRA checkpoints, as `ElectraForSequenceClassification`."""
+
+
+class CasanElectraForTokenClassification(CasanElectraPreTrainedModel, CasanForTokenClassification):
+    """`CasanForTokenClassification` for ELECTRA checkpoints, as `ElectraForTokenClassification`."""
+
+
+class CasanElectraForQuestionAnswering(CasanElectraPreTrainedModel, CasanForQuestionAnswering):
+    """`CasanForQuestionAnswering` for ELECTRA checkpoints, as `ElectraForQuestionAnswering`."""
+
+
+class CasanElectraForMultipleChoice(CasanElectraPreTrainedModel, CasanForMultipleChoice):
+    """`CasanForMultipleChoice` for ELECTRA checkpoints, as `ElectraForMultipleChoice`."""
+
+
+class CasanElectraForMaskedLM(CasanElectraPreTrainedModel, CasanForMaskedLM):
+    """Masked LM with ELECTRA's generator head: `generator_predictions` (dense to the embedding width, gelu,
+    LayerNorm) and `generator_lm_head`, tied to the word embeddings, as `ElectraForMaskedLM`. A discriminator
+    checkpoint has none: it starts random."""
 
     _tied_weights_keys = {"generator_lm_head.weight": "electra.embeddings.word_embeddings.weight"}
 
@@ -755,45 +876,36 @@ class CasanForMaskedLMWithElectraHead(CasanForMaskedLM):
         self.generator_lm_head = new_embeddings
 
 
-# BERT's class of each head; the other families' classes derive from them (masked LM: from the family's head).
-BERT_CLASSES = {
-    "base": CasanModel,
-    "sequence-classification": CasanForSequenceClassification,
-    "token-classification": CasanForTokenClassification,
-    "question-answering": CasanForQuestionAnswering,
-    "multiple-choice": CasanForMultipleChoice,
-    "masked-lm": CasanForMaskedLM,
+# Every CASAN model class, by (family name, head name), in the order of `FAMILIES` x `HEADS`; `auto_map` names them.
+MODEL_CLASSES = {
+    (model_class.family.name, model_class.head.name): model_class
+    for model_class in (
+        CasanModel,
+        CasanForSequenceClassification,
+        CasanForTokenClassification,
+        CasanForQuestionAnswering,
+        CasanForMultipleChoice,
+        CasanForMaskedLM,
+        CasanRobertaModel,
+        CasanRobertaForSequenceClassification,
+        CasanRobertaForTokenClassification,
+        CasanRobertaForQuestionAnswering,
+        CasanRobertaForMultipleChoice,
+        CasanRobertaForMaskedLM,
+        CasanXLMRobertaModel,
+        CasanXLMRobertaForSequenceClassification,
+        CasanXLMRobertaForTokenClassification,
+        CasanXLMRobertaForQuestionAnswering,
+        CasanXLMRobertaForMultipleChoice,
+        CasanXLMRobertaForMaskedLM,
+        CasanElectraModel,
+        CasanElectraForSequenceClassification,
+        CasanElectraForTokenClassification,
+        CasanElectraForQuestionAnswering,
+        CasanElectraForMultipleChoice,
+        CasanElectraForMaskedLM,
+    )
 }
-MASKED_LM_CLASSES = {
-    "bert": CasanForMaskedLM,
-    "roberta": CasanForMaskedLMWithRobertaHead,
-    "xlm-roberta": CasanForMaskedLMWithRobertaHead,
-    "electra": CasanForMaskedLMWithElectraHead,
-}
-
-
-def _family_class(family, head):
-    """The CASAN class of `head` for `family`: BERT's class itself, or a subclass that loads the family's
-    checkpoints (its config class, base model prefix and embeddings)."""
-    parent = MASKED_LM_CLASSES[family.name] if head.name == "masked-lm" else BERT_CLASSES[head.name]
-    if family.name == "bert":
-        return parent
-    name = family.class_name(head)
-    attributes = {
-        "__module__": __name__,
-        "__qualname__": name,
-        "__doc__": f"{parent.__doc__ or ''}\n\n    Loads {family.name} checkpoints ({family.source_class_name(head)})",
-        "family": family,
-        "config_class": FAMILY_CONFIGS[family.name],
-        "base_model_prefix": family.base_model_prefix,
-        "_no_split_modules": [FAMILY_MODULES[family.name].embeddings.__name__, "CasanLayer"],
-    }
-    return type(name, (parent,), attributes)
-
-
-# Every CASAN model class, by (family name, head name); each is also a name of this module, for `auto_map`.
-MODEL_CLASSES = {(family.name, head.name): _family_class(family, head) for family in FAMILIES for head in HEADS}
-globals().update({model_class.__name__: model_class for model_class in MODEL_CLASSES.values()})
 
 
 def casan_class(family, head_name):

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from casan_hf.cli.extras import GLUE, require_packages
-from casan_hf.configuration_casan import CLASSIFIER_POOLINGS
+from casan_hf.options import CLASSIFIER_POOLINGS
 from casan_hf.training.sweep import Run, final_gates, mean_gates, paired_table, run_sweep
 
 
@@ -238,6 +238,7 @@ def tables(args, records):
 
     text = f"Twin: `{args.twin}` (classifier_pooling `{args.classifier_pooling}`).\n"
     for task in present("task", TASKS):
+        recipes = [name for name in RECIPES if any((r["task"], r["recipe"]) == (task, name) for r in records)]
         for metric in TABLE_METRICS.get(task, ("accuracy",)):
             rows = [
                 (
@@ -245,7 +246,7 @@ def tables(args, records):
                     selected(task, recipe, variant),
                     None if variant == args.twin else selected(task, recipe, args.twin),
                 )
-                for recipe in RECIPES
+                for recipe in recipes
                 for variant in present("variant", VARIANT_FLAGS)
                 if selected(task, recipe, variant)
             ]

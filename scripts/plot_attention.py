@@ -5,7 +5,7 @@ chosen layers and heads, and the structured pooling's hops when the model has th
 
 Works for CASAN checkpoints of every context type and for plain BERT (attention maps only). Layers and
 heads are 0-based; by default the last layer's heads are drawn. Sentences are cut to `--max-tokens`
-(64 by default, the most the figure keeps readable).
+(64 by default, `casan_hf.inspection.MAX_TOKENS`, the most the figure keeps readable).
 """
 
 import argparse
@@ -25,7 +25,7 @@ import numpy as np  # noqa: E402
 from matplotlib import pyplot as plt  # noqa: E402
 from transformers import AutoConfig  # noqa: E402
 
-from casan_hf.inspection import inspect_attention, load_for_inspection  # noqa: E402
+from casan_hf.inspection import MAX_TOKENS, checkpoint_head, inspect_attention, load_for_inspection, predict  # noqa: E402
 
 
 MAPS_PER_ROW = 4
@@ -69,7 +69,10 @@ def parse_args(argv=None):
         "--heads", type=int, nargs="+", help="0-based heads to draw in each chosen layer (default: all)."
     )
     parser.add_argument(
-        "--max-tokens", type=int, default=64, help="Cut the text(s) to this many tokens (default: 64)."
+        "--max-tokens",
+        type=int,
+        default=MAX_TOKENS,
+        help=f"Cut the text(s) to this many tokens (default: {MAX_TOKENS}).",
     )
     parser.add_argument("--dpi", type=int, default=100, help="Resolution of the PNG (default: 100).")
     args = parser.parse_args(argv)
@@ -79,6 +82,10 @@ def parse_args(argv=None):
         parser.error(f"--max-tokens must be at least 3 (room for the special tokens); got {args.max_tokens}.")
 
     config = AutoConfig.from_pretrained(args.model)
+    try:
+        checkpoint_head(config)
+    except ValueError as error:
+        parser.error(str(error))
     args.layers = check_indices(
         parser, "--layers", args.layers, config.num_hidden_layers, "layers", config.num_hidden_layers - 1
     )
@@ -138,9 +145,7 @@ def plot(inspection, layers, heads, title, dpi=100):
         axes = top.subplots(1, len(ratios), width_ratios=ratios, sharey=True, squeeze=False)[0]
         layer_names = [str(layer) for layer in range(num_layers)]
         if panels:
-            # One scale for both, spanning the gated values only: gates near their initial value still vary.
-            gated = np.concatenate([values[values != 0].numpy() for _, values in panels])
-            vmin, vmax = (float(gated.min()), float(gated.max())) if gated.size else (0.0, 1.0)
+            vmin, vmax = inspection.gate_range()
             # The hops panel, if any, comes after the gate panels: zip stops at the gates.
             for ax, (name, values) in zip(axes, panels, strict=False):
                 image = heatmap(ax, values.T.numpy(), tokens, layer_names, "viridis", vmin, vmax, name)
@@ -178,22 +183,17 @@ def plot(inspection, layers, heads, title, dpi=100):
     return figure
 
 
-def describe(model, inspection):
-    """A title: the model and, for a classifier, its prediction."""
+def describe(model, tokenizer, inspection):
+    """A title: the model and what its head predicts."""
     name = model.config.name_or_path or type(model).__name__
-    if inspection.logits is None or inspection.logits.numel() < 2:
-        return f"{name} ({type(model).__name__})"
-    probabilities = inspection.logits.softmax(-1)
-    best = int(probabilities.argmax())
-    label = model.config.id2label.get(best, str(best)) if hasattr(model.config, "id2label") else str(best)
-    return f"{name} ({type(model).__name__}): predicts {label} ({probabilities[best]:.2f})"
+    return f"{name} ({type(model).__name__}): {predict(model, tokenizer, inspection).summary}"
 
 
 def main(argv=None):
     args = parse_args(argv)
     model, tokenizer = load_for_inspection(args.model, tokenizer_name_or_path=args.tokenizer)
     inspection = inspect_attention(model, tokenizer, args.text, args.text_pair, max_length=args.max_tokens)
-    figure = plot(inspection, args.layers, args.heads, describe(model, inspection), dpi=args.dpi)
+    figure = plot(inspection, args.layers, args.heads, describe(model, tokenizer, inspection), dpi=args.dpi)
     figure.savefig(args.out, dpi=args.dpi)
     width, height = figure.canvas.get_width_height()
     print(f"Wrote {args.out}: {len(inspection.tokens)} tokens, {width}x{height} pixels.")

@@ -323,7 +323,7 @@ def main():
             "head": "masked-lm",
             "base_model": model_args.base_model or model_args.model_name_or_path,
             "dataset_id": data_args.dataset_name
-            or data_args.train_file
+            or (data_args.train_file and os.path.basename(data_args.train_file))  # its name, not this machine's path
             or f"GLUE training sentences: {', '.join(data_args.glue_tasks or [])}",
             "license": model_args.license,
             "untrained_heads": new_heads,

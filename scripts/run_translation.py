@@ -35,7 +35,7 @@ from transformers import AutoTokenizer, DataCollatorForSeq2Seq, Seq2SeqTrainer, 
 
 import casan_hf
 from casan_hf.cli import CasanArguments
-from casan_hf.hub import write_model_card
+from casan_hf.hub import is_hub_id, write_model_card
 from casan_hf.training import GateMonitor, has_context
 from casan_hf.training.runs import check_tokenizer, find_checkpoint, parse_run_args, setup_logging, take
 from casan_hf.translation import (
@@ -49,6 +49,14 @@ from casan_hf.translation import (
 
 
 logger = logging.getLogger(__name__)
+
+
+class TranslationTrainer(Seq2SeqTrainer):
+    """`Seq2SeqTrainer` whose `push_to_hub` uploads the card this script writes (`render_translation_card`: the
+    scores, the options, how to load the model): transformers' own card would be written over it."""
+
+    def create_model_card(self, **kwargs):
+        """The card is the script's, written before the push."""
 
 
 @dataclass
@@ -268,7 +276,7 @@ def main():
     logger.info(f"{type(model).__name__}: {size}, {model.config.context_type!r} context")
 
     tokenized = tokenize(data, tokenizer, data_args, training_args)
-    trainer = Seq2SeqTrainer(
+    trainer = TranslationTrainer(
         model=model,
         args=training_args,
         train_dataset=tokenized.get("train"),
@@ -282,7 +290,10 @@ def main():
     scores = {}
     if training_args.do_train:
         train_result = trainer.train(resume_from_checkpoint=checkpoint)
-        trainer.save_model()  # weights, config with auto_map, code files, tokenizer, training_args.bin
+        if not training_args.push_to_hub:
+            # Weights, config with auto_map, code files, tokenizer, training_args.bin. With --push_to_hub,
+            # push_to_hub below saves them, once the card holds the scores (save_model would push too).
+            trainer.save_model()
         metrics = {**train_result.metrics, "train_samples": len(tokenized["train"])}
         trainer.log_metrics("train", metrics)
         trainer.save_metrics("train", metrics)
@@ -311,11 +322,12 @@ def main():
     if training_args.do_train:
         trainer.save_state()  # after evaluation: the log history holds the final scores and the encoder's gates
     if trainer.is_world_process_zero():
-        if not training_args.do_train:
+        if not training_args.do_train and not training_args.push_to_hub:
             trainer.save_model()
+        started_from = model_args.model_name_or_path  # named on the card when it is a Hub id
         training = {
             "model_size": model_args.model_size if model_args.model_name_or_path is None else None,
-            "started_from": model_args.model_name_or_path,
+            "started_from": started_from if started_from is None or is_hub_id(started_from) else "a local checkpoint",
             "learning_rate": training_args.learning_rate,
             "per_device_train_batch_size": training_args.per_device_train_batch_size,
             "world_size": training_args.world_size,
@@ -335,6 +347,7 @@ def main():
             scores,
             training,
             model_args.license,
+            base_model=model_args.model_name_or_path,
         )
         write_model_card(training_args.output_dir, card)
     if training_args.push_to_hub:

@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 
 from casan_hf.cli.extras import TRAINING, require_packages
-from casan_hf.configuration_casan import CONTEXT_TYPES
+from casan_hf.options import CONTEXT_TYPES
 from casan_hf.training.sweep import Run, final_gates, mean_gates, paired_table, run_sweep
 from casan_hf.translation import MODEL_SIZES
 

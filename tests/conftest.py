@@ -65,3 +65,19 @@ def multi30k_dir(tmp_path_factory):
             lines = (MULTI30K / f"{split}.{lang}").read_text(encoding="utf-8").splitlines()[:120]
             (folder / f"{split}.{lang}").write_text("\n".join(lines) + "\n", encoding="utf-8")
     return folder
+
+
+@pytest.fixture(scope="session")
+def hub_server(tmp_path_factory):
+    """olah serving a mirrors folder on 127.0.0.1 (tests/hub_server.py), one per session, stopped at its end.
+    Skipped without olah's environment, except in CI, where `make test` makes it."""
+    from hub_server import OLAH_PYTHON, HubServer
+
+    if not OLAH_PYTHON.is_file():
+        message = f"olah is not installed ({OLAH_PYTHON} is missing): `make test` installs it"
+        if os.environ.get("CI") == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+    server = HubServer(tmp_path_factory.mktemp("hub")).start()
+    yield server
+    server.stop()

@@ -25,10 +25,16 @@ else:
 """
 
 
-def run_without_casan_hf(code, workdir, timeout=600, python=sys.executable):
+def run_without_casan_hf(code, workdir, timeout=600, python=sys.executable, env=None):
     """Runs `code` with casan_hf blocked, in `workdir`, with its own remote-code module cache; returns stdout.
-    `python` is the interpreter: another environment's runs the folder with that environment's transformers."""
-    env = dict(os.environ, HF_HUB_OFFLINE="1", HF_MODULES_CACHE=str(os.path.join(workdir, "hf_modules")))
+    `python` is the interpreter: another environment's runs the folder with that environment's transformers.
+    The process is offline unless `env` (variables set on top) says otherwise, as a Hub server's does."""
+    env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "HF_MODULES_CACHE": str(os.path.join(workdir, "hf_modules")),
+        **(env or {}),
+    }
     env.pop("PYTHONPATH", None)
     result = subprocess.run(
         [str(python), "-c", BLOCK_CASAN_HF + textwrap.dedent(code)],

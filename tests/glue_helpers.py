@@ -22,7 +22,7 @@ CONVERT = REPO_ROOT / "scripts" / "convert_bert_to_casan.py"
 TINY_RUN = [
     "--max_seq_length", "32", "--max_train_samples", "16", "--max_eval_samples", "16",
     "--per_device_train_batch_size", "8", "--per_device_eval_batch_size", "16",
-    "--report_to", "none", "--logging_steps", "1", "--dataloader_pin_memory", "False",
+    "--report_to", "none", "--logging_steps", "1",
 ]  # fmt: skip
 
 

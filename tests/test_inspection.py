@@ -1,14 +1,24 @@
 """inspect_attention returns the model's own gates, attention maps, pooling hops and logits, aligned with
-the tokens, for CASAN models of every context type and for plain BERT."""
+the tokens, for CASAN models of every context type and for plain BERT; predict reads every head's logits as its
+pipeline would; load_for_inspection refuses other model types and heads by name."""
+
+import re
 
 import pytest
 import torch
 from tiny_models import TINY, tiny_config
 from tiny_tokenizer import tiny_tokenizer
-from transformers import BertConfig, BertForSequenceClassification, BertModel
+from transformers import BertConfig, BertForSequenceClassification, BertModel, GPT2Config
 
-from casan_hf import CasanForMultipleChoice, CasanForSequenceClassification, CasanModel
-from casan_hf.inspection import inspect_attention, load_for_inspection
+from casan_hf import (
+    CasanForMaskedLM,
+    CasanForMultipleChoice,
+    CasanForQuestionAnswering,
+    CasanForSequenceClassification,
+    CasanForTokenClassification,
+    CasanModel,
+)
+from casan_hf.inspection import inspect_attention, load_for_inspection, predict
 
 
 TEXT, PAIR = "The film was gripping, funny and not at all dull!", "I liked it."
@@ -99,3 +109,102 @@ def test_generalized_pooling_heads_are_shown_averaged_over_the_hidden_dimensions
         expected = model(**tokenizer(TEXT, PAIR, return_tensors="pt"), output_pooling_attentions=True)
     torch.testing.assert_close(inspection.pooling_attentions, expected.pooling_attentions[0].mean(-1))
     torch.testing.assert_close(inspection.pooling_attentions.sum(-1), torch.ones(3))
+
+
+def inspected(model, tokenizer, text=TEXT, pair=PAIR):
+    return inspect_attention(model.eval(), tokenizer, text, pair)
+
+
+def test_sequence_classification_predicts_each_label_s_probability(tokenizer):
+    torch.manual_seed(0)
+    model = CasanForSequenceClassification(tiny_config(num_labels=3, id2label={0: "neg", 1: "neutral", 2: "pos"}))
+    inspection = inspected(model, tokenizer)
+    prediction = predict(model, tokenizer, inspection)
+    probabilities = inspection.logits.softmax(-1)
+    best = int(probabilities.argmax())
+    assert prediction.rows[0] == (model.config.id2label[best], pytest.approx(float(probabilities[best])))
+    assert sorted(label for label, _ in prediction.rows) == ["neg", "neutral", "pos"]
+    assert sum(p for _, p in prediction.rows) == pytest.approx(1.0)
+    assert prediction.summary == f"predicts {model.config.id2label[best]} ({float(probabilities[best]):.2f})"
+
+
+def test_regression_and_multi_label_read_the_logits_as_their_problem_type(tokenizer):
+    torch.manual_seed(0)
+    model = CasanForSequenceClassification(tiny_config(num_labels=1))
+    inspection = inspected(model, tokenizer)
+    assert predict(model, tokenizer, inspection).rows == [("regression", pytest.approx(float(inspection.logits[0])))]
+    model = CasanForSequenceClassification(tiny_config(num_labels=4, problem_type="multi_label_classification"))
+    inspection = inspected(model, tokenizer)
+    rows = dict(predict(model, tokenizer, inspection).rows)
+    assert rows == {f"LABEL_{i}": pytest.approx(float(inspection.logits[i].sigmoid())) for i in range(4)}
+
+
+def test_token_classification_tags_every_text_token(tokenizer):
+    torch.manual_seed(0)
+    model = CasanForTokenClassification(tiny_config(num_labels=3, id2label={0: "O", 1: "B-X", 2: "I-X"}))
+    inspection = inspected(model, tokenizer)
+    prediction = predict(model, tokenizer, inspection)
+    assert inspection.logits.shape == (len(inspection.tokens), 3)
+    text_positions = [i for i, token in enumerate(inspection.tokens) if token not in ("[CLS]", "[SEP]")]
+    assert [row[0] for row in prediction.rows] == [inspection.tokens[i] for i in text_positions]
+    tags = [model.config.id2label[int(inspection.logits[i].argmax())] for i in text_positions]
+    assert [row[1] for row in prediction.rows] == tags
+
+
+def test_question_answering_finds_the_best_span_in_the_context(tokenizer):
+    torch.manual_seed(0)
+    model = CasanForQuestionAnswering(tiny_config())
+    inspection = inspected(model, tokenizer, "was the film funny ?", TEXT)
+    prediction = predict(model, tokenizer, inspection)
+    context = [i for i, sequence in enumerate(inspection.sequence_ids) if sequence == 1]
+    start, end = (inspection.logits[context, column].softmax(-1) for column in (0, 1))
+    brute = max(
+        (float(start[a] * end[b]), context[a], context[b])
+        for a in range(len(context))
+        for b in range(a, min(len(context), a + 30))
+    )
+    answer, first, last, probability = prediction.rows[0]
+    assert (probability, first, last) == (pytest.approx(brute[0]), brute[1], brute[2])
+    assert answer == tokenizer.convert_tokens_to_string(inspection.tokens[first : last + 1])
+    assert len(prediction.rows) == 5 and all(row[3] <= probability for row in prediction.rows)
+
+
+def test_masked_lm_fills_each_mask_with_its_top_tokens(tokenizer):
+    torch.manual_seed(0)
+    model = CasanForMaskedLM(tiny_config())
+    inspection = inspected(model, tokenizer, "the film was [MASK] and [MASK] .", None)
+    prediction = predict(model, tokenizer, inspection, top_k=3)
+    masks = [i for i, token in enumerate(inspection.tokens) if token == "[MASK]"]
+    expected = []
+    for position in masks:
+        top = inspection.logits[position].softmax(-1).topk(3)
+        tokens = tokenizer.convert_ids_to_tokens(top.indices.tolist())
+        expected += [(position, token, pytest.approx(float(p))) for token, p in zip(tokens, top.values, strict=True)]
+    assert len(masks) == 2 and prediction.rows == expected
+    assert "put [MASK] in the text" in predict(model, tokenizer, inspected(model, tokenizer)).summary
+
+
+def test_multiple_choice_scores_the_text_and_an_encoder_predicts_nothing(tokenizer):
+    torch.manual_seed(0)
+    model = CasanForMultipleChoice(tiny_config())
+    inspection = inspected(model, tokenizer)
+    assert predict(model, tokenizer, inspection).rows == [("this text", pytest.approx(float(inspection.logits[0])))]
+    encoder = CasanModel(tiny_config())
+    assert predict(encoder, tokenizer, inspected(encoder, tokenizer)).summary.startswith("no prediction")
+
+
+@pytest.mark.parametrize(
+    "config,message",
+    [
+        (GPT2Config(n_layer=1, n_embd=8, n_head=2), "Checkpoint has model_type 'gpt2'; CASAN models load 'bert'"),
+        (
+            BertConfig(**TINY, architectures=["BertForPreTraining"]),
+            "'BertForPreTraining' is not a head that can be inspected; a bert checkpoint can be one of CasanModel, "
+            "BertModel, CasanForSequenceClassification",
+        ),
+    ],
+)
+def test_other_models_and_heads_are_refused_before_weights_are_read(tmp_path, config, message):
+    config.save_pretrained(tmp_path)  # a config alone: the refusal must come before any weights are looked for
+    with pytest.raises(ValueError, match=re.escape(message)):
+        load_for_inspection(tmp_path)

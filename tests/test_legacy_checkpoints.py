@@ -1,4 +1,8 @@
-"""Checkpoints saved by an earlier casan-hf load with the current code: same keys, identical outputs."""
+"""Checkpoints saved by an earlier casan-hf load with the current code: same keys, the same outputs.
+
+The expected outputs were computed on another machine: CPUs with other vector units (AVX2 or AVX-512) take other
+BLAS kernels, which round differently in the last bits (up to 3.6e-7 seen), so the outputs are held to 1e-6, not
+to the bit. A changed computation moves them by far more."""
 
 from pathlib import Path
 
@@ -14,7 +18,7 @@ FOLDERS = sorted(path for path in FIXTURES.iterdir() if path.is_dir())
 
 
 @pytest.mark.parametrize("folder", FOLDERS, ids=[folder.name for folder in FOLDERS])
-def test_earlier_checkpoint_loads_with_identical_outputs(folder):
+def test_earlier_checkpoint_loads_with_the_same_outputs(folder):
     config = casan_hf.CasanConfig.from_pretrained(folder)
     model_class = getattr(casan_hf, config.architectures[0])
     model, info = model_class.from_pretrained(folder, output_loading_info=True)
@@ -29,4 +33,6 @@ def test_earlier_checkpoint_loads_with_identical_outputs(folder):
         )
     for name, tensor in expected.items():
         actual = torch.stack(outputs.context_gates) if name == "context_gates" else outputs[name]
-        assert torch.equal(actual, tensor), name
+        torch.testing.assert_close(
+            actual, tensor, rtol=0, atol=1e-6, msg=lambda message, name=name: f"{name}: {message}"
+        )

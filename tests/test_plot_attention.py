@@ -109,6 +109,16 @@ def test_bad_flags_are_usage_errors(tmp_path, capsys, checkpoints, flags, messag
     assert not out.exists()
 
 
+def test_a_head_it_cannot_show_is_a_usage_error(tmp_path, capsys):
+    BertConfig(**TINY, architectures=["BertForPreTraining"]).save_pretrained(tmp_path)
+    with pytest.raises(SystemExit) as exit_info:
+        plot_attention.main(["--model", str(tmp_path), "--text", TEXT, "--out", str(tmp_path / "never.png")])
+    assert exit_info.value.code == 2
+    assert (
+        "Checkpoint architecture 'BertForPreTraining' is not a head that can be inspected" in capsys.readouterr().err
+    )
+
+
 def test_runs_as_a_script_without_a_display(tmp_path, checkpoints):
     out = tmp_path / "cli.png"
     result = subprocess.run(

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from tiny_models import comparable_outputs, tiny_config, tiny_source_config
 
 from casan_hf import FAMILIES, casan_class, casan_twin, get_family, get_head
-from casan_hf.configuration_casan import CLASSIFIER_POOLINGS
+from casan_hf.options import CLASSIFIER_POOLINGS
 
 
 HEADS = ("base", "sequence-classification", "token-classification")

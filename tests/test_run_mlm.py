@@ -15,7 +15,7 @@ from casan_hf.training import is_new_parameter
 
 
 TINY_MLM = ["--max_seq_length", "32", "--per_device_train_batch_size", "8", "--per_device_eval_batch_size", "8",
-            "--report_to", "none", "--logging_steps", "1", "--dataloader_pin_memory", "False",
+            "--report_to", "none", "--logging_steps", "1",
             "--validation_split_percentage", "25", "--save_strategy", "no"]  # fmt: skip
 
 

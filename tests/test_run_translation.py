@@ -4,6 +4,7 @@ with one line before anything is trained."""
 
 import json
 import sys
+from pathlib import Path
 
 import pytest
 from conftest import load_script
@@ -72,6 +73,35 @@ def test_run_trains_scores_and_writes_the_hub_folder(trained):
     card = (trained / "README.md").read_text()
     assert "model-index:" in card and "type: bleu" in card and "type: chrf" in card and "split: test" in card
     assert f"value: {round(results['predict_bleu'], 2)}" in card
+
+
+def test_push_to_hub_uploads_the_runs_own_card(run_translation_module, multi30k_dir, tmp_path, monkeypatch):
+    """transformers' Trainer writes its generic card before an upload; the run's card (scores, loading code) is
+    the one uploaded."""
+    import transformers.trainer
+
+    uploads = []
+
+    class HubApi:  # records what Trainer uploads
+        def create_repo(self, repo_id, **kwargs):
+            return type("RepoUrl", (), {"repo_id": repo_id})()
+
+        def upload_folder(self, repo_id, folder_path, **kwargs):
+            uploads.append((repo_id, (Path(folder_path) / "README.md").read_text()))
+
+    monkeypatch.setattr(transformers.trainer, "hf_api", HubApi)
+    output_dir = tmp_path / "push"
+    run_in_process(
+        run_translation_module,
+        ["--data_dir", multi30k_dir, "--context_type", "global", "--do_train", "--max_steps", "1", "--push_to_hub",
+         "--hub_model_id", "you/casan-mt", "--output_dir", output_dir, *TINY_RUN],
+    )  # fmt: skip
+    ((repo_id, card),) = uploads
+    assert repo_id == "you/casan-mt" and card == (output_dir / "README.md").read_text()
+    assert (
+        "casan-global" in card
+        and 'AutoModelForSeq2SeqLM.from_pretrained("you/casan-mt", trust_remote_code=True)' in card
+    )
 
 
 def test_the_encoders_final_gates_are_logged(trained):

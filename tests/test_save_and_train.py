@@ -44,7 +44,15 @@ def test_save_load_round_trip_is_exact(tmp_path, options):
 
 def test_saved_folder_holds_the_code_and_auto_map(tmp_path):
     CasanModel(tiny_config()).save_pretrained(tmp_path)
-    bert_files = {"configuration_casan.py", "modeling_casan.py", "context.py", "pooling.py", "compat.py"}
+    bert_files = {
+        "configuration_casan.py",
+        "modeling_casan.py",
+        "options.py",
+        "families.py",
+        "context.py",
+        "pooling.py",
+        "compat.py",
+    }
     assert {path.name for path in tmp_path.glob("*.py")} == bert_files
     # The package's top folder holds exactly the model files: what a saved BERT or translation folder carries.
     top_folder = {path.name for path in Path(casan_hf.__file__).parent.glob("*.py")} - {"__init__.py"}

@@ -14,7 +14,7 @@ from huggingface_hub import ModelCard
 from tiny_models import tiny_config
 
 from casan_hf import CasanForSequenceClassification, CasanMarianConfig, CasanMarianMTModel, casan_class
-from casan_hf.hub import card_text, render_model_card
+from casan_hf.hub import escape_for_card, render_model_card
 from casan_hf.translation import render_translation_card
 
 
@@ -88,7 +88,7 @@ def assert_nothing_escapes(card, statements):
     body = card_body(card)
     assert "<script" not in body and "\n---\n" not in body and "# Injected" not in body
     heading = next(line for line in body.splitlines() if line.startswith("# "))
-    assert heading == f"# {card_text(HOSTILE)}"
+    assert heading == f"# {escape_for_card(HOSTILE)}"
     arguments, count = snippet_arguments(card)
     assert arguments == [HOSTILE, HOSTILE] and count == statements  # no statement added, the name read back whole
 
@@ -124,7 +124,7 @@ def test_the_translation_card_escapes_user_strings():
 @pytest.mark.parametrize(
     "name", ["org/model-v2.1", "runs/minilm_casan (v2)", "über", "a\\b", 'q"', "\n\t<\x00\U0001f600"]
 )
-def test_card_text_reads_back_as_python_and_keeps_plain_names(name):
-    assert ast.literal_eval(f'"{card_text(name)}"') == name
+def test_escape_for_card_reads_back_as_python_and_keeps_plain_names(name):
+    assert ast.literal_eval(f'"{escape_for_card(name)}"') == name
     if name in ("org/model-v2.1", "runs/minilm_casan (v2)", "über"):
-        assert card_text(name) == name
+        assert escape_for_card(name) == name

@@ -62,3 +62,13 @@ def test_gate_means_average_the_real_tokens_only():
     alone = gate_means(model, [{"input_ids": input_ids[1:, :3], "attention_mask": attention_mask[1:, :3]}])
     padded = gate_means(model, [{"input_ids": input_ids[1:], "attention_mask": attention_mask[1:]}])
     assert alone == pytest.approx(padded, abs=1e-6)
+
+
+def test_memory_is_pinned_only_with_an_accelerator(monkeypatch):
+    """Every training script parses its arguments with parse_run_args, which leaves pinning to an accelerator."""
+    from casan_hf.training.runs import pin_memory_only_with_an_accelerator
+
+    for available in (False, True):
+        monkeypatch.setattr(torch.accelerator, "is_available", lambda available=available: available)
+        args = pin_memory_only_with_an_accelerator(TrainingArguments(output_dir="unused", report_to="none"))
+        assert args.dataloader_pin_memory is available

@@ -13,6 +13,7 @@ import torch
 from conftest import REPO_ROOT
 from fresh_process import run_without_casan_hf
 from tiny_models import comparable_outputs, head_inputs, padded_batch, tiny_config
+from transformers import AutoTokenizer
 
 from casan_hf import FAMILIES, HEAD_CLASSES, HEADS, casan_class
 from casan_hf.compat import MINIMUM_TRANSFORMERS
@@ -174,3 +175,18 @@ def test_this_process_runs_transformers_5():
     import transformers
 
     assert transformers.__version__.startswith("5."), (transformers.__version__, sys.executable)
+
+
+def test_a_translation_runs_tokenizer_loads_on_transformers_4(tmp_path):
+    """A translation run's trained tokenizer is saved under a class name 4.x knows, with the model's inputs."""
+    from casan_hf.translation import train_tokenizer
+
+    pairs = [{"en": "A man rides a bike.", "de": "Ein Mann fährt Fahrrad."}] * 3
+    train_tokenizer({"train": {"translation": pairs}}, "en", "de", 60, 64).save_pretrained(tmp_path / "tokenizer")
+    code = """
+import json
+from transformers import AutoTokenizer
+print(json.dumps(dict(AutoTokenizer.from_pretrained("tokenizer")("A man rides a bike."))))
+"""
+    expected = dict(AutoTokenizer.from_pretrained(tmp_path / "tokenizer")("A man rides a bike."))
+    assert json.loads(run_without_casan_hf(code, tmp_path, python=python_4x())) == expected

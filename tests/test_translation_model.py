@@ -11,7 +11,8 @@ from tiny_models import CONTEXT_TYPES
 from transformers import AutoModelForSeq2SeqLM, BertConfig, BertModel, MarianConfig, MarianMTModel
 
 from casan_hf import CasanMarianConfig, CasanMarianMTModel
-from casan_hf.configuration_casan import option_defaults, option_names
+from casan_hf.configuration_casan import option_defaults
+from casan_hf.options import option_names
 
 
 PAD = 59
@@ -35,6 +36,8 @@ MARIAN_CODE_FILES = {
     "modeling_casan_marian.py",
     "context.py",
     "configuration_casan.py",
+    "options.py",
+    "families.py",
     "compat.py",
 }
 

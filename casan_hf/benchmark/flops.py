@@ -7,7 +7,7 @@ U: a matrix-vector product is bound by memory, not arithmetic. `cost_floor` char
 machine's FLOP-per-byte balance, so that the floor counts both, as docs/BENCHMARKS.md explains.
 """
 
-from ..configuration_casan import SENTENCE_CONTEXTS
+from ..options import SENTENCE_CONTEXTS
 
 
 def bert_forward_flops(config, seq_len):

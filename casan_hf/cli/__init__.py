@@ -1,7 +1,7 @@
 """The CASAN options on the command line: one dataclass, `CasanArguments`, that every script hands to
 `HfArgumentParser`.
 
-It is derived from `configuration_casan.OPTIONS` (names, help, choices) and `CasanConfig` (types and
+It is derived from `options.OPTIONS` (names, help, choices) and `CasanConfig` (types and
 defaults), so a new option is one row of that table. Every flag defaults to None, "not given", so that a
 CASAN checkpoint that is continued keeps its own values and a converted BERT gets `CasanConfig`'s defaults.
 Values are checked when the arguments are parsed, by the config's own checks.
@@ -12,7 +12,8 @@ import dataclasses
 import types
 import typing
 
-from ..configuration_casan import OPTION_CHECKS, OPTIONS, option_defaults, option_types
+from ..configuration_casan import option_defaults, option_types
+from ..options import OPTION_CHECKS, OPTIONS
 
 
 class PositiveInt(int):
@@ -59,7 +60,7 @@ CasanArguments = dataclasses.make_dataclass(
     [_field(option, _DEFAULTS[option.name], _TYPES[option.name]) for option in OPTIONS],
     namespace={"casan_kwargs": _casan_kwargs, "__post_init__": _check_given_options, "__module__": __name__},
 )
-CasanArguments.__doc__ = "The CASAN options (`configuration_casan.OPTIONS`) as command-line flags."
+CasanArguments.__doc__ = "The CASAN options (`options.OPTIONS`) as command-line flags."
 
 
 __all__ = ["CasanArguments", "PositiveInt"]

@@ -19,8 +19,9 @@ import transformers
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
 from .. import __version__
-from ..configuration_casan import OPTIONS, get_family, get_head, option_names
+from ..families import get_family, get_head
 from ..glue.tasks import GLUE_HUB_ID, GLUE_TASKS
+from ..options import OPTIONS, option_names
 
 
 MODEL_CARD_NAME = "README.md"
@@ -37,7 +38,7 @@ METRIC_NAMES = {
 }
 
 
-def card_text(value):
+def escape_for_card(value):
     r"""A user's string (a model or dataset name, a path) as the card's body writes it: letters, digits and the
     characters of Hub ids and paths as they are, every other character as a Python escape (`\"`, `\\`, `\x0a`,
     `\x3c`). The result is plain text in Markdown (no line, heading, table cell, code span or HTML can start in
@@ -60,6 +61,16 @@ def card_text(value):
 def is_hub_id(name):
     """Whether `name` can stand in `base_model`: a Hub id, not a local folder."""
     return name is not None and not os.path.isdir(name) and not os.path.isabs(name) and name.count("/") <= 1
+
+
+def pinned_load_lines(model_name, auto_class):
+    """The lines of a card's snippet that load `model_name` at a commit: transformers warns that the code of an
+    unpinned repository can change, and a pinned revision loads the code and weights that were read."""
+    return [
+        "",
+        "# The code and weights of one commit, whatever is pushed later (the commit ids: the repository's history):",
+        f'model = {auto_class}.from_pretrained("{model_name}", trust_remote_code=True, revision="<commit id>")',
+    ]
 
 
 def eval_results_for(task_name, dataset_id, eval_metrics, task_type="text-classification"):
@@ -129,7 +140,9 @@ def sentence_transformers_pipeline(source):
     modules_file = os.path.join(source, "modules.json")
     modules = _read_modules(source)
     encoder = modules[0] if modules else {}
-    if encoder.get("type") != "sentence_transformers.models.Transformer" or encoder.get("path") != "":
+    # sentence-transformers names the class by its module path, which moved in version 6
+    # (`sentence_transformers.models.Transformer`, `sentence_transformers.base.modules.transformer.Transformer`).
+    if encoder.get("type", "").rpartition(".")[2] != "Transformer" or encoder.get("path") != "":
         raise ValueError(
             f"{modules_file!r} must start with the Transformer module at path ''; it starts with {encoder}."
         )
@@ -198,9 +211,10 @@ def render_model_card(
     on_hub = dataset_id == GLUE_HUB_ID
     task_type = head.pipeline_task or head.name
     eval_results = eval_results_for(task_name, dataset_id, eval_metrics or {}, task_type) or None
+    base_model = base_model if is_hub_id(base_model) else None  # a folder of the training machine is no source
     card_data = ModelCardData(
         model_name=model_name,
-        base_model=base_model if is_hub_id(base_model) else None,
+        base_model=base_model,
         datasets=[GLUE_HUB_ID] if on_hub else None,
         eval_results=eval_results,
         library_name="transformers",
@@ -211,15 +225,15 @@ def render_model_card(
     template = Template(resources.files(__name__).joinpath(TEMPLATE_NAME).read_text(encoding="utf-8"))
     text = template.substitute(
         metadata=card_data.to_yaml(),
-        model_name=card_text(model_name),
+        model_name=escape_for_card(model_name),
         summary=_summary(config, base_model, task_name, casan, family),
         architecture=type(model).__name__,
-        base_model=f"`{card_text(base_model)}`" if base_model else f"a {family.name} checkpoint",
+        base_model=f"`{escape_for_card(base_model)}`" if base_model else f"a {family.name} checkpoint",
         context_rows=_option_rows(config, head)
         if casan
         else f"| context | none: plain {family.name}, the baseline of the CASAN runs |",
         results=_results_table(task_name, eval_metrics),
-        load_instructions=_load_instructions(card_text(model_name), head, casan),
+        load_instructions=_load_instructions(escape_for_card(model_name), head, casan),
         training=_training_table(
             training, untrained_heads_warning(untrained_heads, head.name, trained=bool(training)), gates
         ),
@@ -240,7 +254,7 @@ def _option_rows(config, head):
 
 
 def _summary(config, base_model, task_name, casan, family):
-    source = f"`{card_text(base_model)}`" if base_model else f"a {family.name} checkpoint"
+    source = f"`{escape_for_card(base_model)}`" if base_model else f"a {family.name} checkpoint"
     task = f" fine-tuned on {GLUE_TASKS[task_name].description}" if task_name in GLUE_TASKS else ""
     if casan:
         return f"A context-aware self-attention ({config.context_type!r} context) version of {source}{task}."
@@ -271,6 +285,7 @@ def _load_instructions(model_name, head, casan):
         # The config's auto_map makes the tokenizer's config lookup ask for remote code too.
         f'tokenizer = AutoTokenizer.from_pretrained("{model_name}"{remote})',
         f'model = {auto_class}.from_pretrained("{model_name}"{remote})',
+        *(pinned_load_lines(model_name, auto_class) if casan else []),
         "```",
     ]
     if not casan:
@@ -329,7 +344,8 @@ def _training_table(training, warning="", gates=None):
     rows = [f"**{warning}**", ""] if warning else []
     rows += ["| hyper-parameter | value |", "| --- | --- |"]
     rows += [
-        f"| {name} | `{card_text(value) if isinstance(value, str) else value}` |" for name, value in training.items()
+        f"| {name} | `{escape_for_card(value) if isinstance(value, str) else value}` |"
+        for name, value in training.items()
     ]
     if gates:
         rows += ["", "Mean context gates over the real tokens of the evaluation data, at the end of training:", ""]
@@ -339,12 +355,13 @@ def _training_table(training, warning="", gates=None):
 
 __all__ = [
     "MODEL_CARD_NAME",
-    "card_text",
+    "escape_for_card",
     "check_output_dir",
     "copy_into",
     "eval_results_for",
     "gates_table",
     "is_hub_id",
+    "pinned_load_lines",
     "render_model_card",
     "save_hub_folder",
     "sentence_transformers_pipeline",

@@ -15,7 +15,7 @@ from transformers.trainer import TRAINER_STATE_NAME
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from ..compat import PreTrainedConfig
-from ..configuration_casan import FAMILIES, get_family, get_head
+from ..families import FAMILIES, get_family, get_head
 from ..hub import check_output_dir
 from ..modeling_casan import casan_class
 
@@ -77,10 +77,20 @@ def check_joined(training_args, world_size):
         )
 
 
+def pin_memory_only_with_an_accelerator(training_args):
+    """Turns `dataloader_pin_memory` (on by default) off where no accelerator is found: torch would not pin
+    there anyway, and warns "'pin_memory' argument is set as true but no accelerator is found" at each data
+    loader, a message no user of a CPU can act on. transformers does the same for `--use_cpu`."""
+    if training_args.dataloader_pin_memory and not torch.accelerator.is_available():
+        training_args.dataloader_pin_memory = False
+    return training_args
+
+
 def parse_run_args(dataclass_types, script):
     """A training script's arguments, from the command line or one .json file (as transformers' scripts take
     them), `TrainingArguments` last, once it is sure that the launcher's processes form one run. A bad value
-    is a usage error; a launch that would not be one run stops with `<script>: error: ...`."""
+    is a usage error; a launch that would not be one run stops with `<script>: error: ...`. Memory is pinned
+    only where there is an accelerator to pin it for."""
     try:
         world_size = launched_processes()
     except ValueError as error:
@@ -97,6 +107,7 @@ def parse_run_args(dataclass_types, script):
         check_joined(args[-1], world_size)
     except ValueError as error:
         sys.exit(f"{script}: error: {error}")
+    pin_memory_only_with_an_accelerator(args[-1])
     return args
 
 

@@ -72,7 +72,8 @@ def run_sweep(runs, results_path, collect, render_tables, parallel=1, threads_pe
     """Runs the `runs` that have no record in `results_path`, `parallel` at a time, each with
     `threads_per_run` threads (default: the machine's cores shared out). As each finishes, `collect(run)` makes
     its record, which is added to the results file, and `render_tables(records)` is written beside it (`.md`),
-    so that both are current whenever the sweep stops. Prints a progress line per finished run. Returns the
+    so that both are current whenever the sweep stops; the tables are also written at the start (with
+    `dry_run`, the only thing done beside printing the commands). Prints a progress line per finished run. Returns the
     logs of the runs that failed."""
     results_path = Path(results_path)
     records = load_results(results_path)
@@ -80,6 +81,8 @@ def run_sweep(runs, results_path, collect, render_tables, parallel=1, threads_pe
     finished = {record_key(record, fields) for record in records}
     todo = [run for run in runs if run.key not in finished]
     print(f"{len(runs)} runs: {len(runs) - len(todo)} finished before, {len(todo)} to run, {parallel} at a time")
+    if records:  # the tables of what is recorded, in this version of the table code
+        write_atomically(results_path.with_suffix(".md"), render_tables(records))
     if dry_run:
         for run in todo:
             print("\n".join(" ".join(map(str, command)) for command in run.commands))

@@ -16,6 +16,7 @@ import os
 from dataclasses import dataclass
 
 from datasets import Dataset, DatasetDict, load_dataset
+from transformers import PreTrainedTokenizerFast
 
 
 # The splits a run can read: run_translation's name for each, and the split a Hub dataset calls it.
@@ -161,14 +162,23 @@ def _check_translation_column(dataset, source_lang, target_lang, where):
     return dataset.select_columns(["translation"])
 
 
+class PortableTokenizer(PreTrainedTokenizerFast):
+    """transformers 5's fast tokenizer saved under the class name both 4.x and 5 load: its tokenizer_config.json
+    would name `TokenizersBackend`, which transformers 4.x does not know, so that a folder or Hub repo with the
+    tokenizer of a translation run would load its model on 4.x but not its tokenizer."""
+
+
+PortableTokenizer.__name__ = PortableTokenizer.__qualname__ = "PreTrainedTokenizerFast"
+
+
 def train_tokenizer(datasets, source_lang, target_lang, vocab_size, model_max_length):
     """A joint BPE tokenizer trained on both sides of `datasets["train"]`, as a `PreTrainedTokenizerFast`.
 
     Metaspace pre-tokenization keeps the spaces in the pieces, so decoding gives back the detokenized text that
-    sacreBLEU scores; every sequence ends in `</s>`, as Marian's do.
+    sacreBLEU scores; every sequence ends in `</s>`, as Marian's do. The saved tokenizer names the inputs the
+    model takes: without that, transformers 4.x returns token type ids, which a translation model refuses.
     """
     from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
-    from transformers import PreTrainedTokenizerFast
 
     tokenizer = Tokenizer(models.BPE(unk_token=UNK))
     tokenizer.normalizer = normalizers.NFKC()
@@ -185,8 +195,13 @@ def train_tokenizer(datasets, source_lang, target_lang, vocab_size, model_max_le
     tokenizer.post_processor = processors.TemplateProcessing(
         single=f"$A {EOS}", special_tokens=[(EOS, tokenizer.token_to_id(EOS))]
     )
-    return PreTrainedTokenizerFast(
-        tokenizer_object=tokenizer, pad_token=PAD, eos_token=EOS, unk_token=UNK, model_max_length=model_max_length
+    return PortableTokenizer(
+        tokenizer_object=tokenizer,
+        pad_token=PAD,
+        eos_token=EOS,
+        unk_token=UNK,
+        model_max_length=model_max_length,
+        model_input_names=["input_ids", "attention_mask"],
     )
 
 
@@ -227,15 +242,28 @@ def translation_scores(predictions, references):
 METRIC_NAMES = {"bleu": "BLEU", "chrf": "chrF"}
 
 
-def render_translation_card(model, model_name, source_lang, target_lang, dataset_id, eval_metrics, training, license):
+def render_translation_card(
+    model, model_name, source_lang, target_lang, dataset_id, eval_metrics, training, license, base_model=None
+):
     """The README.md of a translation run's folder; its `model-index` holds the BLEU and chrF of every evaluated
-    split (`eval_metrics`: split -> metrics)."""
+    split (`eval_metrics`: split -> metrics). `base_model`: the checkpoint the run started from (None: trained
+    from scratch); the metadata names it when it is a Hub id, the card never names a local folder."""
     import transformers
     from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
     from .. import __version__
-    from ..configuration_casan import option_names
-    from ..hub import card_text
+    from ..hub import escape_for_card, is_hub_id, pinned_load_lines
+    from ..options import option_names
+
+    if base_model is None:
+        origin = "trained from scratch"
+    else:
+        origin = (
+            f"started from `{escape_for_card(base_model)}`"
+            if is_hub_id(base_model)
+            else "started from a local checkpoint"
+        )
+        base_model = base_model if is_hub_id(base_model) else None
 
     task = f"translation {source_lang} to {target_lang}"
     eval_results = [
@@ -255,6 +283,7 @@ def render_translation_card(model, model_name, source_lang, target_lang, dataset
     ]
     card_data = ModelCardData(
         model_name=model_name,
+        base_model=base_model,
         language=[source_lang, target_lang],
         eval_results=eval_results or None,
         library_name="transformers",
@@ -276,12 +305,12 @@ def render_translation_card(model, model_name, source_lang, target_lang, dataset
             card_data.to_yaml(),
             "---",
             "",
-            f"# {card_text(model_name)}",
+            f"# {escape_for_card(model_name)}",
             "",
-            f"A {card_text(source_lang)}-{card_text(target_lang)} encoder-decoder (Marian layout: post-norm "
-            "Transformer, sinusoidal positions, shared embeddings) trained from scratch, whose encoder "
-            f"self-attention is context-aware (CASAN, Yang et al., AAAI 2019; context_type "
-            f"`{config.context_type}`). The decoder is Marian's.",
+            f"A {escape_for_card(source_lang)}-{escape_for_card(target_lang)} encoder-decoder (Marian layout: "
+            f"post-norm Transformer, sinusoidal positions, shared embeddings) {origin}, whose encoder self-attention "
+            f"is context-aware (CASAN, Yang et al., AAAI 2019; context_type `{config.context_type}`). The decoder "
+            "is Marian's.",
             "",
             "## Model",
             "",
@@ -292,7 +321,7 @@ def render_translation_card(model, model_name, source_lang, target_lang, dataset
             "",
             "## Evaluation",
             "",
-            f"sacreBLEU (13a tokenization, detokenized output) and chrF on {card_text(dataset_id)}, beam search:"
+            f"sacreBLEU (13a tokenization, detokenized output) and chrF on {escape_for_card(dataset_id)}, beam search:"
             if eval_metrics
             else "Not evaluated.",
             "",
@@ -306,10 +335,11 @@ def render_translation_card(model, model_name, source_lang, target_lang, dataset
             "```python",
             "from transformers import AutoModelForSeq2SeqLM, AutoTokenizer",
             "",
-            f'tokenizer = AutoTokenizer.from_pretrained("{card_text(model_name)}", trust_remote_code=True)',
-            f'model = AutoModelForSeq2SeqLM.from_pretrained("{card_text(model_name)}", trust_remote_code=True)',
+            f'tokenizer = AutoTokenizer.from_pretrained("{escape_for_card(model_name)}", trust_remote_code=True)',
+            f'model = AutoModelForSeq2SeqLM.from_pretrained("{escape_for_card(model_name)}", trust_remote_code=True)',
             'batch = tokenizer(["A man is riding a bike."], return_tensors="pt")',
             "print(tokenizer.batch_decode(model.generate(**batch, num_beams=5), skip_special_tokens=True))",
+            *pinned_load_lines(escape_for_card(model_name), "AutoModelForSeq2SeqLM"),
             "```",
             "",
             "## Training",
@@ -317,7 +347,7 @@ def render_translation_card(model, model_name, source_lang, target_lang, dataset
             "| hyper-parameter | value |",
             "| --- | --- |",
             *[
-                f"| {name} | `{card_text(value) if isinstance(value, str) else value}` |"
+                f"| {name} | `{escape_for_card(value) if isinstance(value, str) else value}` |"
                 for name, value in training.items()
             ],
             "",

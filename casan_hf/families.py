@@ -1,0 +1,111 @@
+"""The two tables that name every CASAN model class: `HEADS`, the six heads, and `FAMILIES`, the four
+families of checkpoints CASAN converts (BERT, RoBERTa, XLM-RoBERTa, ELECTRA). A model class is one head of one
+family (`CasanRobertaForSequenceClassification`); its name, model type, config class, base model prefix, the
+transformers class it mirrors and its `auto_map` entry are all read from its two rows here.
+"""
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Head:
+    """One CASAN head, built for every family.
+
+    `name` is what the converter's `--head` and the model card call it; `suffix` ends the class names
+    (`CasanRobertaForSequenceClassification`, and transformers' `RobertaForSequenceClassification` it
+    mirrors); `pipeline_task` the transformers pipeline that serves it (None where transformers has none);
+    `pools_sentence` whether it classifies a sentence vector, and so takes the "pooling" options;
+    `takes_num_labels` whether its output width is the user's `num_labels`.
+    """
+
+    name: str
+    suffix: str
+    auto_class: str
+    pipeline_task: str | None
+    pools_sentence: bool = False
+    takes_num_labels: bool = False
+
+
+HEADS = (
+    Head("base", "Model", "AutoModel", "feature-extraction"),
+    Head(
+        "sequence-classification",
+        "ForSequenceClassification",
+        "AutoModelForSequenceClassification",
+        "text-classification",
+        pools_sentence=True,
+        takes_num_labels=True,
+    ),
+    Head(
+        "token-classification",
+        "ForTokenClassification",
+        "AutoModelForTokenClassification",
+        "token-classification",
+        takes_num_labels=True,
+    ),
+    Head("question-answering", "ForQuestionAnswering", "AutoModelForQuestionAnswering", None),
+    Head("multiple-choice", "ForMultipleChoice", "AutoModelForMultipleChoice", None, pools_sentence=True),
+    Head("masked-lm", "ForMaskedLM", "AutoModelForMaskedLM", "fill-mask"),
+)
+
+
+def get_head(name):
+    """The head called `name`, or a ValueError listing them all."""
+    for head in HEADS:
+        if head.name == name:
+            return head
+    raise ValueError(f"Unknown head {name!r}; choose one of {', '.join(head.name for head in HEADS)}.")
+
+
+@dataclass(frozen=True)
+class Family:
+    """One family of BERT-style encoders that CASAN converts: its checkpoints' `model_type` (`name`), the
+    prefix of transformers' class names (`RobertaForMaskedLM`) and of CASAN's (`CasanRobertaForMaskedLM`;
+    BERT's classes keep the plain `CasanModel`, ...), and the attribute that holds the encoder in every head
+    (`roberta.encoder.layer.0...`). A CASAN checkpoint of the family says `model_type` "casan_<name>"."""
+
+    name: str
+    transformers_prefix: str
+    class_prefix: str
+    base_model_prefix: str
+
+    @property
+    def model_type(self):
+        return f"casan_{self.name}"
+
+    @property
+    def config_class_name(self):
+        return f"Casan{self.class_prefix}Config"
+
+    def class_name(self, head):
+        return f"Casan{self.class_prefix}{head.suffix}"
+
+    def source_class_name(self, head):
+        return f"{self.transformers_prefix}{head.suffix}"
+
+    def auto_map(self):
+        """Every class a saved folder of this family can be loaded as with `trust_remote_code=True`."""
+        return {
+            "AutoConfig": f"configuration_casan.{self.config_class_name}",
+            **{head.auto_class: f"modeling_casan.{self.class_name(head)}" for head in HEADS},
+        }
+
+
+FAMILIES = (
+    Family("bert", "Bert", "", "bert"),
+    Family("roberta", "Roberta", "Roberta", "roberta"),
+    Family("xlm-roberta", "XLMRoberta", "XLMRoberta", "roberta"),
+    Family("electra", "Electra", "Electra", "electra"),
+)
+
+
+def get_family(model_type):
+    """The family of a checkpoint's `model_type`, its own ("roberta") or CASAN's ("casan_roberta"), or a
+    ValueError naming the types CASAN loads."""
+    for family in FAMILIES:
+        if model_type in (family.name, family.model_type):
+            return family
+    allowed = [name for family in FAMILIES for name in (family.name, family.model_type)]
+    raise ValueError(
+        f"Checkpoint has model_type {model_type!r}; CASAN models load {', '.join(map(repr, allowed))} checkpoints."
+    )

@@ -1,0 +1,277 @@
+"""The options CASAN adds to a transformers config: `OPTIONS`, one row per option (its group, its check, its
+help), and the values each may take (`CONTEXT_TYPES`, ...).
+
+Everything that exposes an option is derived from this table: the checks `CasanConfig` runs whenever an option
+is set, its docstring, every script's flag (`casan_hf.cli`), the model card. An option's default and type are
+its field in `CasanConfig` (`configuration_casan.py`).
+"""
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+
+CONTEXT_TYPES = ("global", "deep", "deep_global", "none")
+CONTEXT_TARGETS = ("query", "key")
+GATE_KINDS = ("dynamic", "fixed")
+CLASSIFIER_POOLINGS = ("cls", "mean", "structured", "generalized")
+# The poolings that attend over the tokens with `pooling_hops` heads of width `pooling_hidden`.
+ATTENTIVE_POOLINGS = ("structured", "generalized")
+# Generalized pooling's three diversity penalties (Chen et al. 2018), each with a weight and a margin.
+GENERALIZED_PENALTIES = ("parameter", "attention", "output")
+
+# The context types whose context is one vector per sentence (masked means), rather than per token.
+SENTENCE_CONTEXTS = ("global", "deep_global")
+
+
+def _allowed(name, value, allowed):
+    return ValueError(f"`{name}` must be one of {', '.join(repr(a) for a in allowed)}; got {value!r}.")
+
+
+def _is_int(value):
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _one_of(name, allowed):
+    def check(value):
+        if value not in allowed:
+            raise _allowed(name, value, allowed)
+        return value
+
+    return check
+
+
+def _check_context_targets(value):
+    if isinstance(value, str) or not isinstance(value, (list, tuple)):
+        raise ValueError(
+            f"`context_targets` must be a non-empty list drawn from {list(CONTEXT_TARGETS)}; got {value!r}."
+        )
+    unknown = [target for target in value if target not in CONTEXT_TARGETS]
+    if unknown or not value or len(set(value)) != len(value):
+        raise ValueError(
+            f"`context_targets` must be a non-empty list of distinct values from {list(CONTEXT_TARGETS)}; "
+            f"got {value!r}."
+        )
+    # Kept in canonical order so that equal configs serialise equally.
+    return [target for target in CONTEXT_TARGETS if target in value]
+
+
+def _check_context_layers(value):
+    if value is None:
+        return None
+    if isinstance(value, str) or not isinstance(value, (list, tuple)) or not value:
+        raise ValueError(
+            f"`context_layers` must be None (all layers) or a non-empty list of layer indices; got {value!r}."
+        )
+    if not all(_is_int(index) and index >= 0 for index in value) or len(set(value)) != len(value):
+        raise ValueError(f"`context_layers` must hold distinct 0-based layer indices (ints >= 0); got {value!r}.")
+    return sorted(value)
+
+
+def _check_fixed_gate(value):
+    if not _is_number(value) or not 0.0 <= value <= 1.0:
+        raise ValueError(f"`fixed_gate` must be a number in [0, 1]; got {value!r}.")
+    return float(value)
+
+
+def _check_gate_bias_init(value):
+    if not _is_number(value) or value != value or abs(value) == float("inf"):
+        raise ValueError(f"`gate_bias_init` must be a finite number (a logit); got {value!r}.")
+    return float(value)
+
+
+def _check_context_rank(value):
+    if value is not None and not (_is_int(value) and value > 0):
+        raise ValueError(f"`context_rank` must be None (full-rank U) or a positive int; got {value!r}.")
+    return value
+
+
+def _check_context_init_range(value):
+    if value is not None and (not _is_number(value) or not value >= 0):
+        raise ValueError(
+            f"`context_init_range` must be None (use `initializer_range`) or a number >= 0; got {value!r}."
+        )
+    return None if value is None else float(value)
+
+
+def _positive_int(name):
+    def check(value):
+        if not (_is_int(value) and value > 0):
+            raise ValueError(f"`{name}` must be a positive int; got {value!r}.")
+        return value
+
+    return check
+
+
+def _non_negative(name, meaning):
+    def check(value):
+        if not _is_number(value) or not 0.0 <= value < float("inf"):
+            raise ValueError(f"`{name}` must be a finite number >= 0 ({meaning}); got {value!r}.")
+        return float(value)
+
+    return check
+
+
+@dataclass(frozen=True)
+class CasanOption:
+    """One option CASAN adds to `BertConfig`.
+
+    `group` says what it shapes: `"context"` the attention, `"pooling"` the sentence vector of the heads that
+    classify one (see `Head.pools_sentence`). `structural` options decide which context parameters exist,
+    so a CASAN checkpoint loads only with the values it was saved with. `check` returns the value to store
+    or raises a ValueError naming the option, the value and what is allowed. `help` is the documentation
+    shown in the config's docstring and by every script's flag; defaults come from `CasanConfig`.
+    """
+
+    name: str
+    group: str
+    check: Callable
+    help: str
+    choices: tuple | None = None
+    structural: bool = False
+    poolings: tuple = ()  # for a pooling option: the `classifier_pooling` values it shapes
+
+
+OPTIONS = (
+    CasanOption(
+        "context_type",
+        "context",
+        _one_of("context_type", CONTEXT_TYPES),
+        '"global": the masked mean of the layer input; "deep": the inputs of all earlier layers, position by '
+        'position (the first layer attends as plain BERT); "deep_global": the global vectors of all earlier '
+        'layers and the current one; "none": exactly BERT.',
+        choices=CONTEXT_TYPES,
+        structural=True,
+    ),
+    CasanOption(
+        "context_targets",
+        "context",
+        _check_context_targets,
+        "Which of the query and key transforms take the context. V is never touched.",
+        choices=CONTEXT_TARGETS,
+        structural=True,
+    ),
+    CasanOption(
+        "context_layers",
+        "context",
+        _check_context_layers,
+        "0-based indices of the layers that get context; None means all of them. Layers left out attend as "
+        "plain BERT (their hidden states still feed the context of later layers).",
+        structural=True,
+    ),
+    CasanOption(
+        "gate",
+        "context",
+        _one_of("gate", GATE_KINDS),
+        '"dynamic": the paper\'s per-token sigmoid gate; "fixed": the constant `fixed_gate`.',
+        choices=GATE_KINDS,
+        structural=True,
+    ),
+    CasanOption(
+        "fixed_gate",
+        "context",
+        _check_fixed_gate,
+        'The constant mixing weight lambda in [0, 1] used when gate="fixed".',
+    ),
+    CasanOption(
+        "gate_bias_init",
+        "context",
+        _check_gate_bias_init,
+        "Initial bias of the dynamic gate (a logit). sigmoid(-4) = 0.018: a converted checkpoint starts close "
+        "to the BERT it came from.",
+    ),
+    CasanOption(
+        "context_rank",
+        "context",
+        _check_context_rank,
+        "None for the paper's full-rank U (d_c x d); an int r factors U = A B with A: d_c x r and B: r x d, "
+        'the parameter-efficient option for "deep" and "deep_global".',
+        structural=True,
+    ),
+    CasanOption(
+        "context_init_range",
+        "context",
+        _check_context_init_range,
+        "Standard deviation of the normal initialisation of U (or A and B) and of the gate vectors; None uses "
+        "`initializer_range`.",
+    ),
+    CasanOption(
+        "classifier_pooling",
+        "pooling",
+        _one_of("classifier_pooling", CLASSIFIER_POOLINGS),
+        'The sentence vector the classifier reads. "cls": BERT\'s pooler on [CLS] (`bert.pooler.*`, so BERT '
+        'classifiers load unchanged); "mean": the masked mean of the last layer over the real tokens; '
+        '"structured": the structured self-attentive embedding of Lin et al. (2017), `pooling_hops` attention '
+        'distributions over the real tokens, concatenated; "generalized": the vector-based multi-head pooling of '
+        "Chen et al. (2018), whose `pooling_hops` heads weigh every hidden dimension of every token on its own. "
+        "The last three read no pooler, so those heads build none (a BERT checkpoint's pooler weights are "
+        "skipped).",
+        choices=CLASSIFIER_POOLINGS,
+    ),
+    CasanOption(
+        "pooling_hops",
+        "pooling",
+        _positive_int("pooling_hops"),
+        'r, the number of attention hops (heads, for "generalized") of the attentive poolings; the classifier '
+        "reads r * hidden_size features. A few hops suffice for sentence-pair tasks and keep the classifier "
+        "small.",
+        poolings=ATTENTIVE_POOLINGS,
+    ),
+    CasanOption(
+        "pooling_hidden",
+        "pooling",
+        _positive_int("pooling_hidden"),
+        'd_a, the hidden width of the hop scorer: W_s2 tanh(W_s1 H^T) for "structured", W_2^i ReLU(W_1^i H^T '
+        '+ b_1^i) + b_2^i for each head of "generalized".',
+        poolings=ATTENTIVE_POOLINGS,
+    ),
+    CasanOption(
+        "pooling_penalty",
+        "pooling",
+        _non_negative("pooling_penalty", "0 turns the penalty off"),
+        "Weight of Lin et al.'s penalty ||A A^T - I||_F^2 (averaged over the batch), added to the loss when "
+        "labels are given; it keeps the hops from all attending to the same tokens. 0 turns it off.",
+        poolings=("structured",),
+    ),
+    *(
+        option
+        for penalty, pulls_apart in (
+            ("parameter", "the heads' first-layer weights W_1^i: ||W_1^i - W_1^j||_F^2"),
+            ("attention", "the heads' attention matrices A^i: ||A^i - A^j||_F^2, averaged over the batch"),
+            ("output", "the heads' outputs v^i: ||v^i - v^j||^2, averaged over the batch"),
+        )
+        for option in (
+            CasanOption(
+                f"pooling_{penalty}_penalty",
+                "pooling",
+                _non_negative(f"pooling_{penalty}_penalty", "0 turns the penalty off"),
+                f"Weight mu of generalized pooling's {penalty} penalty, sum over pairs of heads i < j of "
+                f"max(margin - d_ij, 0), where d_ij is the distance between {pulls_apart}; added to the loss "
+                "when labels are given. 0 turns it off.",
+                poolings=("generalized",),
+            ),
+            CasanOption(
+                f"pooling_{penalty}_margin",
+                "pooling",
+                _non_negative(f"pooling_{penalty}_margin", "the distance the penalty asks for"),
+                f"The margin (threshold lambda) of generalized pooling's {penalty} penalty: pairs of heads "
+                "farther apart than it cost nothing.",
+                poolings=("generalized",),
+            ),
+        )
+    ),
+)
+
+OPTION_GROUPS = ("context", "pooling")
+STRUCTURAL_OPTIONS = tuple(option.name for option in OPTIONS if option.structural)
+
+
+def option_names(*groups):
+    """The names of the options in `groups` (all options when none is given), in table order."""
+    return tuple(option.name for option in OPTIONS if not groups or option.group in groups)
+
+
+OPTION_CHECKS = {option.name: option.check for option in OPTIONS}

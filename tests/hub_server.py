@@ -1,0 +1,141 @@
+"""A Hub-protocol server for the tests: olah, in its own environment (.venv-olah, pinned in constraints-olah.txt,
+made by `make test`), bound to 127.0.0.1 on a free port, serving git repositories from a mirrors folder in
+offline mode (tests/olah_server.py adds the Hub's answer for a missing file). Publishing is a git commit of
+exactly the files an upload sends, since olah has no upload API; a process started with `client_env()` loads
+from the server by repo id with unmodified `huggingface_hub` and `transformers`."""
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+OLAH_PYTHON = REPO_ROOT / ".venv-olah" / "bin" / "python"
+LAUNCHER = Path(__file__).with_name("olah_server.py")
+GIT_IDENTITY = ["-c", "user.name=casan-hf tests", "-c", "user.email=tests@casan-hf.invalid"]
+
+
+def free_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class HubServer:
+    """olah serving `root/mirrors`; `start()` waits until it answers, `stop()` ends it by its process id."""
+
+    def __init__(self, root, python=OLAH_PYTHON):
+        self.root = Path(root)
+        self.mirrors = self.root / "mirrors"
+        self.python = python
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.process = None
+
+    def start(self, timeout=60):
+        self.mirrors.mkdir(parents=True, exist_ok=True)
+        config = self.root / "olah.toml"
+        config.write_text(
+            "[basic]\n"
+            'host = "127.0.0.1"\n'
+            f"port = {self.port}\n"
+            f'mirror-netloc = "127.0.0.1:{self.port}"\n'
+            f'mirror-lfs-netloc = "127.0.0.1:{self.port}"\n'
+            f'repos-path = "{self.root / "cache"}"\n'
+            f'mirrors-path = ["{self.mirrors}"]\n'
+            "[accessibility]\n"
+            "offline = true\n"
+        )
+        self.log = open(self.root / "olah.log", "w")  # open for the server's lifetime
+        # olah writes its own log files into ./logs: the server runs in its folder.
+        self.process = subprocess.Popen(
+            [str(self.python), str(LAUNCHER), "--config", str(config)],
+            cwd=self.root,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"olah exited with {self.process.returncode}:\n{self.log_text()}")
+            try:
+                urllib.request.urlopen(f"{self.url}/api/whoami-v2", timeout=2)
+                return self
+            except urllib.error.HTTPError:
+                return self  # it answers (401 without a token): it is up
+            except OSError:
+                time.sleep(0.2)
+        self.stop()
+        raise RuntimeError(f"olah did not answer on {self.url} within {timeout} s:\n{self.log_text()}")
+
+    def stop(self):
+        if self.process is not None and self.process.poll() is None:
+            os.kill(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.kill(self.process.pid, signal.SIGKILL)
+                self.process.wait()
+        if self.process is not None:
+            self.log.close()
+
+    def log_text(self):
+        return (self.root / "olah.log").read_text(errors="replace")
+
+    def publish(self, repo_id, files, message="Upload"):
+        """Commits exactly `files` ({path in the repo: local file}) as the new state of `repo_id`'s main branch
+        (created on first use); returns the commit id."""
+        repo = self.mirrors / "models" / repo_id
+        if not (repo / ".git").is_dir():
+            repo.mkdir(parents=True)
+            self.git(repo, "init", "--quiet", "--initial-branch", "main")
+        for entry in repo.iterdir():
+            if entry.name != ".git":
+                shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
+        for name, source in files.items():
+            (repo / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(source, repo / name)
+        self.git(repo, "add", "--all")
+        self.git(repo, *GIT_IDENTITY, "commit", "--quiet", "--allow-empty", "--message", message)
+        return self.git(repo, "rev-parse", "HEAD")
+
+    def publish_folder(self, repo_id, folder, message="Upload"):
+        """Publishes every file of `folder` (as `huggingface-cli upload <repo> <folder>` sends them)."""
+        folder = Path(folder)
+        files = {path.relative_to(folder).as_posix(): path for path in sorted(folder.rglob("*")) if path.is_file()}
+        return self.publish(repo_id, files, message)
+
+    def repos(self):
+        """The repo ids of the published models."""
+        return sorted(
+            f"{org.name}/{name.name}" for org in (self.mirrors / "models").iterdir() for name in org.iterdir()
+        )
+
+    def files(self, repo_id, revision="main"):
+        """The file paths of `repo_id` at `revision`, as the server has them."""
+        listing = self.git(self.mirrors / "models" / repo_id, "ls-tree", "-r", "--name-only", revision)
+        return sorted(listing.splitlines())
+
+    @staticmethod
+    def git(repo, *args):
+        done = subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True)
+        return done.stdout.strip()
+
+    def client_env(self, home):
+        """The environment of a process that loads from this server: online, against it, with an empty cache."""
+        return {
+            "HF_ENDPOINT": self.url,
+            "HF_HUB_OFFLINE": "0",
+            "TRANSFORMERS_OFFLINE": "0",
+            "HF_DATASETS_OFFLINE": "0",
+            "HF_HOME": str(home),
+            "HF_HUB_DISABLE_TELEMETRY": "1",
+            "HF_HUB_DISABLE_IMPLICIT_TOKEN": "1",
+        }

@@ -1,0 +1,177 @@
+"""The explorer as a person uses it: scripts/explore.py serves the converted real MiniLM (compared with the
+MiniLM it came from) from the demo environment, and headless Chromium (Debian's, driven through its ChromeDriver
+by Selenium) types a sentence, runs it, reads the page, switches layer and head, and saves a screenshot.
+
+Debian's chromium and chromium-driver come from `make browser` (part of `make test`); nothing is downloaded.
+"""
+
+import os
+import socket
+import subprocess
+import time
+import urllib.request
+
+import pytest
+import torch
+from conftest import REPO_ROOT, load_script
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support import expected_conditions
+from selenium.webdriver.support.ui import WebDriverWait
+
+from casan_hf.inspection import inspect_attention, load_for_inspection, predict
+
+
+CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
+DEMO_PYTHON = REPO_ROOT / ".venv-demo" / "bin" / "python"
+CHROMIUM_FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--window-size=1400,1800",
+)
+SENTENCE = "A gripping, funny film that never drags."
+CONTEXT_LAYERS = (0, 1, 2, 3)  # of MiniLM's 6: layers 4 and 5 take no context, and are drawn grey
+LAYER, HEAD = 2, 3
+WAIT = 120  # seconds: the first run on a loaded 2-core machine
+
+
+@pytest.fixture(scope="module")
+def casan_minilm(tmp_path_factory, minilm_path):
+    """The real MiniLM converted to a CASAN sequence classifier with structured pooling (its head is untrained)."""
+    folder = tmp_path_factory.mktemp("explorer") / "casan-minilm"
+    torch.manual_seed(0)
+    load_script("convert_bert_to_casan").main(
+        [
+            *("--model_name_or_path", minilm_path, "--output_dir", str(folder)),
+            *("--context_type", "deep_global", "--context_layers", *map(str, CONTEXT_LAYERS)),
+            *("--head", "sequence-classification", "--num_labels", "2", "--classifier_pooling", "structured"),
+        ]
+    )
+    return str(folder)
+
+
+def free_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server(casan_minilm, minilm_path, tmp_path_factory):
+    """The explorer's URL, served by scripts/explore.py from .venv-demo on a free loopback port."""
+    if not DEMO_PYTHON.exists():
+        pytest.fail(f"{DEMO_PYTHON} not found: `make install-demo` builds the explorer's environment.")
+    port = free_port()
+    log = tmp_path_factory.mktemp("server") / "explore.log"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "GRADIO_ANALYTICS_ENABLED": "False", "OMP_NUM_THREADS": "1"}
+    command = [str(DEMO_PYTHON), "scripts/explore.py", "--model", casan_minilm, "--compare", minilm_path]
+    with open(log, "w") as output:
+        process = subprocess.Popen(
+            [*command, "--port", str(port)], cwd=REPO_ROOT, env=env, stdout=output, stderr=subprocess.STDOUT
+        )
+    url = f"http://127.0.0.1:{port}/"
+    try:
+        deadline = time.monotonic() + WAIT
+        while True:
+            if process.poll() is not None:
+                pytest.fail(f"explore.py exited with {process.returncode}:\n{log.read_text()}")
+            try:
+                with urllib.request.urlopen(url, timeout=5) as response:
+                    if response.status == 200:
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"explore.py did not serve {url} within {WAIT} s:\n{log.read_text()}")
+            time.sleep(0.5)
+        yield url
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    for path in (CHROMIUM, CHROMEDRIVER):
+        if not os.path.exists(path):
+            pytest.fail(f"{path} not found: `make browser` installs Debian's chromium and chromium-driver.")
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in (*CHROMIUM_FLAGS, f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}"):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(options=options, service=Service(CHROMEDRIVER))
+    yield driver
+    driver.quit()
+
+
+def run(browser, text, model=None):
+    """Types `text` (and `model`, if given) into the page and presses Run."""
+    for box, value in (("#text textarea", text), ("#model textarea, #model input", model)):
+        if value is not None:
+            field = browser.find_element(By.CSS_SELECTOR, box)
+            field.clear()
+            field.send_keys(value)
+    browser.find_element(By.CSS_SELECTOR, "#run").click()
+
+
+def wait_for_text(browser, selector, text):
+    WebDriverWait(browser, WAIT).until(
+        expected_conditions.text_to_be_present_in_element((By.CSS_SELECTOR, selector), text)
+    )
+
+
+def test_explorer_in_a_browser(server, browser, casan_minilm, tmp_path):
+    model, tokenizer = load_for_inspection(casan_minilm)
+    expected = inspect_attention(model, tokenizer, SENTENCE)
+    prediction = predict(model, tokenizer, expected)
+
+    browser.get(server)
+    WebDriverWait(browser, WAIT).until(expected_conditions.element_to_be_clickable((By.CSS_SELECTOR, "#run")))
+    # A folder that does not exist: a message on the page, and the page keeps working.
+    run(browser, SENTENCE, model=str(tmp_path / "missing"))
+    wait_for_text(browser, "#status", f"Cannot show '{tmp_path / 'missing'}'")
+    run(browser, SENTENCE, model=casan_minilm)
+    WebDriverWait(browser, WAIT).until(
+        expected_conditions.presence_of_element_located((By.CSS_SELECTOR, "#gates td[data-value]"))
+    )
+
+    # The tokens, down the gate heatmap's rows; the prediction; a gate value as the model computes it.
+    gates = browser.find_element(By.CSS_SELECTOR, "#gates table")
+    assert [th.text for th in gates.find_elements(By.CSS_SELECTOR, "tbody th")] == expected.tokens
+    assert f"casan-minilm: {prediction.summary}" in browser.find_element(By.CSS_SELECTOR, "#prediction").text
+    token = expected.tokens.index("funny")
+    cell = gates.find_elements(By.CSS_SELECTOR, "tbody tr")[token].find_elements(By.CSS_SELECTOR, "td")[1]
+    gate = float(expected.query_gates[1, token])
+    assert float(cell.get_attribute("data-value")) == pytest.approx(gate, rel=1e-4)
+    assert cell.text == f"{gate:.3f}" and cell.get_attribute("title") == f"funny: query gate of layer 1 = {gate:.4f}"
+    grey = gates.find_elements(By.CSS_SELECTOR, "td.casan-none")
+    assert len(grey) == len(expected.tokens) * 2 * (6 - len(CONTEXT_LAYERS))
+    assert "no gates (BertModel has no context)" in browser.find_element(By.CSS_SELECTOR, "#gates").text
+    assert "pooling hops" in browser.find_element(By.CSS_SELECTOR, "#hops").text
+
+    # Another layer and head: the maps of the state kept from the run, with their difference.
+    browser.find_element(By.XPATH, f"//*[@id='layer']//label[normalize-space()='{LAYER}']").click()
+    browser.find_element(By.XPATH, f"//*[@id='head']//label[normalize-space()='{HEAD}']").click()
+    wait_for_text(browser, "#attention", f"attention of layer {LAYER}, head {HEAD}")
+    wait_for_text(browser, "#attention", f"difference, layer {LAYER}, head {HEAD}")
+    maps = browser.find_elements(By.CSS_SELECTOR, "#attention table.casan-map")
+    assert len(maps) == 3
+    first_row = maps[0].find_elements(By.CSS_SELECTOR, "tbody tr")[0].find_elements(By.CSS_SELECTOR, "td")
+    assert [float(td.get_attribute("data-value")) for td in first_row] == pytest.approx(
+        expected.attentions[LAYER, HEAD, 0].tolist(), rel=1e-4, abs=1e-7
+    )
+
+    # The whole page in one picture: a viewport as tall as the page (headless Chromium caps the window's size).
+    height = browser.execute_script("return document.documentElement.scrollHeight")
+    metrics = {"width": 1400, "height": height, "deviceScaleFactor": 1, "mobile": False}
+    browser.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", metrics)
+    screenshot = tmp_path / "explorer.png"
+    assert browser.save_screenshot(str(screenshot)) and screenshot.stat().st_size > 10_000
+    print(f"screenshot: {screenshot}")
