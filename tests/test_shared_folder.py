@@ -90,7 +90,8 @@ def assert_nothing_escapes(card, statements):
     heading = next(line for line in body.splitlines() if line.startswith("# "))
     assert heading == f"# {escape_for_card(HOSTILE)}"
     arguments, count = snippet_arguments(card)
-    assert arguments == [HOSTILE, HOSTILE] and count == statements  # no statement added, the name read back whole
+    # The name read back whole in every call (one of them pinned to a commit), and no statement added.
+    assert arguments == [HOSTILE] * 3 and count == statements
 
 
 def test_the_model_card_escapes_user_strings():
@@ -103,7 +104,7 @@ def test_the_model_card_escapes_user_strings():
         eval_metrics={"validation": {"accuracy": 0.5}},
         training={"seed": 1, "started_from": "a|b\n# Injected"},
     )
-    assert_nothing_escapes(card, statements=2)
+    assert_nothing_escapes(card, statements=3)
     assert "## Injected" not in card_body(card)
 
 
@@ -118,7 +119,7 @@ def test_the_translation_card_escapes_user_strings():
         {"started_from": "a|b\n# Injected"},
         "apache-2.0",
     )
-    assert_nothing_escapes(card, statements=4)
+    assert_nothing_escapes(card, statements=5)
 
 
 @pytest.mark.parametrize(
