@@ -16,10 +16,9 @@ from hypothesis import HealthCheck, settings  # noqa: E402
 
 # The property tests (test_properties.py): CI's profile draws a fixed number of examples, the same ones every run
 # and without an example database; `--hypothesis-profile long` draws many more, new ones each run.
-settings.register_profile(
-    "ci", max_examples=40, derandomize=True, database=None, deadline=None, suppress_health_check=[HealthCheck.too_slow]
-)
-settings.register_profile("long", max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+UNHURRIED = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow])  # each example builds a model
+settings.register_profile("ci", max_examples=100, derandomize=True, database=None, **UNHURRIED)
+settings.register_profile("long", max_examples=500, **UNHURRIED)
 settings.load_profile("ci")
 
 
