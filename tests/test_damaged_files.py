@@ -4,10 +4,9 @@ folder missing one of its code files, a tokenizer of another family."""
 
 import json
 import shutil
-import sys
 
 import pytest
-from conftest import load_script
+from conftest import load_script, run_main
 from fresh_process import run_without_casan_hf
 from glue_helpers import TINY_RUN, make_tiny_bert, make_tiny_source
 from tiny_models import tiny_config
@@ -125,16 +124,7 @@ def test_trust_remote_code_loads_refuse_them_too(saved, tmp_path):
 @pytest.fixture(scope="module")
 def run_glue_main():
     module = load_script("run_glue")
-
-    def run(args):
-        argv = sys.argv
-        sys.argv = ["run_glue.py", *map(str, args)]
-        try:
-            module.main()
-        finally:
-            sys.argv = argv
-
-    return run
+    return lambda args: run_main(module, args)
 
 
 def refused_run(run_glue_main, model, output_dir, glue_dir, *extra):

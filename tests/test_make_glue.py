@@ -3,10 +3,9 @@
 put the TSVs, having written nothing."""
 
 import subprocess
-import sys
 
 import pytest
-from conftest import REPO_ROOT, load_script
+from conftest import REPO_ROOT, load_script, run_main
 from datasets import ClassLabel, Dataset, DatasetDict, Features, Value
 from glue_helpers import TINY_RUN, card_metadata, make_tiny_bert, read_json
 
@@ -54,15 +53,10 @@ def tiny_bert(tmp_path_factory, minilm_path):
     return make_tiny_bert(tmp_path_factory.mktemp("tiny_bert"), minilm_path)
 
 
-@pytest.fixture
-def run_glue_main(monkeypatch):
+@pytest.fixture(scope="module")
+def run_glue_main():
     module = load_script("run_glue")
-
-    def run(args):
-        monkeypatch.setattr(sys, "argv", ["run_glue.py", *map(str, args)])
-        module.main()
-
-    return run
+    return lambda args: run_main(module, args)
 
 
 def test_without_a_glue_dir_the_run_fetches_glue_from_the_hub(tiny_bert, tmp_path, monkeypatch, run_glue_main):

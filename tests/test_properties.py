@@ -80,6 +80,14 @@ def model_inputs(family, input_ids, attention_mask, pad_token_id):
     return inputs
 
 
+def model_and_inputs(config, batch):
+    """The drawn config's model, the drawn batch as it takes it, and the batch's attention mask."""
+    family, head, options = config
+    input_ids, attention_mask, _, _ = batch
+    model = build(family, head, options)
+    return model, model_inputs(family, input_ids, attention_mask, model.config.pad_token_id), attention_mask
+
+
 def run(model, inputs):
     with torch.no_grad():
         return comparable_outputs(model(**inputs))
@@ -98,6 +106,15 @@ def per_sentence(outputs, attention_mask):
             }
         )
     return sentences
+
+
+def assert_sentences_close(actual, expected, rows, atol, rtol):
+    """`rows`' outputs (lists from `per_sentence`) in `actual` against `expected`, in `expected`'s dtype."""
+    for row in rows:
+        for name, value in expected[row].items():
+            torch.testing.assert_close(
+                actual[row][name].to(value.dtype), value, atol=atol, rtol=rtol, msg=f"{name}, row {row}"
+            )
 
 
 def reads_the_first_position(name, head, options):
@@ -148,48 +165,34 @@ def test_none_is_the_family_transformers_model(config, batch):
 
 @given(config=casan_configs(), batch=batches())
 def test_save_and_load_give_the_same_model(config, batch, tmp_path_factory):
-    family, head, options = config
-    input_ids, attention_mask, _, _ = batch
-    model = build(family, head, options)
+    model, inputs, _ = model_and_inputs(config, batch)
     folder = tmp_path_factory.mktemp("saved")
     model.save_pretrained(folder)
     loaded = type(model).from_pretrained(folder).eval()
     assert loaded.config.to_diff_dict() == model.config.to_diff_dict()
     state, loaded_state = model.state_dict(), loaded.state_dict()
     assert state.keys() == loaded_state.keys() and all(torch.equal(state[k], loaded_state[k]) for k in state)
-    inputs = model_inputs(family, input_ids, attention_mask, model.config.pad_token_id)
     expected, actual = run(model, inputs), run(loaded, inputs)
     assert all(torch.equal(actual[name], value) for name, value in expected.items())
 
 
 @given(config=casan_configs(), batch=batches())
 def test_eager_equals_sdpa(config, batch):
-    family, head, options = config
-    input_ids, attention_mask, _, _ = batch
-    model = build(family, head, options)
-    inputs = model_inputs(family, input_ids, attention_mask, model.config.pad_token_id)
-    real = attention_mask.bool()
+    model, inputs, attention_mask = model_and_inputs(config, batch)
     model.set_attn_implementation("sdpa")
     sdpa = per_sentence(run(model, inputs), attention_mask)
     model.set_attn_implementation("eager")
     eager = per_sentence(run(model, inputs), attention_mask)
-    for row in range(len(sdpa)):
-        if real[row].any():
-            for name, value in sdpa[row].items():
-                torch.testing.assert_close(eager[row][name], value, atol=1e-5, rtol=1e-4, msg=f"{name}, row {row}")
+    real_rows = [row for row in range(len(sdpa)) if attention_mask[row].any()]
+    assert_sentences_close(eager, sdpa, real_rows, atol=1e-5, rtol=1e-4)
 
 
 @given(config=casan_configs(), batch=batches())
 def test_fp32_is_fp64_within_tolerance_and_bf16_is_finite(config, batch):
-    family, head, options = config
-    input_ids, attention_mask, _, _ = batch
-    model = build(family, head, options)
-    inputs = model_inputs(family, input_ids, attention_mask, model.config.pad_token_id)
+    model, inputs, attention_mask = model_and_inputs(config, batch)
     fp32 = per_sentence(run(model, inputs), attention_mask)
     fp64 = per_sentence(run(model.double(), inputs), attention_mask)
     bf16 = run(model.to(torch.bfloat16), inputs)
-    for row in range(len(fp32)):
-        for name, value in fp64[row].items():
-            torch.testing.assert_close(fp32[row][name].double(), value, atol=1e-4, rtol=1e-4, msg=f"{name} {row}")
+    assert_sentences_close(fp32, fp64, range(len(fp64)), atol=1e-4, rtol=1e-4)
     for name, value in bf16.items():
         assert torch.isfinite(value).all(), name
