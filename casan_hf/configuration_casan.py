@@ -9,8 +9,11 @@ that depend on each other are checked again when a model is built from the confi
 """
 
 import dataclasses
+import json
+import os
 from dataclasses import field
 
+import torch
 from transformers import BertConfig
 
 from .compat import PreTrainedConfig, dataclass_config
@@ -188,6 +191,73 @@ def checkpoint_config(name_or_path, requested, config_class, source_model_type, 
                     f"without `{name}`, or convert the original {source_model_type} checkpoint instead."
                 )
     return saved
+
+
+SAFETENSORS_NAME = "model.safetensors"
+SAFETENSORS_INDEX_NAME = "model.safetensors.index.json"
+
+
+def safetensors_shapes(path):
+    """`{tensor name: shape}` from the header of a safetensors file, read without loading it (the format: an
+    8-byte little-endian header length, a JSON header giving each tensor's byte range, then the bytes). A file
+    cut short or damaged is a ValueError naming it, where the safetensors reader says only "incomplete metadata"."""
+    size = os.path.getsize(path)
+    with open(path, "rb") as handle:
+        length = int.from_bytes(handle.read(8), "little")
+        if size < 8 or 8 + length > size:
+            raise ValueError(f"{path} is cut short ({size} bytes, not even its header): save or download it again.")
+        try:
+            header = json.loads(handle.read(length))
+        except ValueError:
+            raise ValueError(f"{path} is damaged: its header is not valid JSON. Save or download it again.") from None
+    tensors = {name: entry for name, entry in header.items() if name != "__metadata__"}
+    needed = 8 + length + max((entry["data_offsets"][1] for entry in tensors.values()), default=0)
+    if needed != size:
+        raise ValueError(
+            f"{path} is {'cut short' if needed > size else 'damaged'}: its header lists {needed} bytes of "
+            f"tensors, the file has {size}. Save or download it again."
+        )
+    return {name: tuple(entry["shape"]) for name, entry in tensors.items()}
+
+
+def check_saved_weights(folder, model_class, saved):
+    """Refuses, with a ValueError naming the file, a local checkpoint folder whose safetensors weights are cut
+    short or damaged, or (for a CASAN checkpoint) whose config's context options do not fit the shapes of its
+    context weights (an edited config.json, or one that belongs to other weights): transformers would stop with a
+    table, or with `ignore_mismatched_sizes` re-initialise the trained context without a word. `saved` is the
+    folder's config dict; the expected shapes are those of `model_class` built from it on the meta device."""
+    index = os.path.join(folder, SAFETENSORS_INDEX_NAME)
+    if os.path.isfile(index):
+        with open(index, encoding="utf-8") as handle:
+            files = sorted(set(json.load(handle)["weight_map"].values()))
+    elif os.path.isfile(os.path.join(folder, SAFETENSORS_NAME)):
+        files = [SAFETENSORS_NAME]
+    else:
+        return  # no safetensors here: transformers says what it finds or misses
+    shapes = {}
+    for name in files:
+        shapes.update(safetensors_shapes(os.path.join(folder, name)))
+    if saved.get("model_type") != model_class.config_class.model_type:
+        return  # a source checkpoint: its context is new
+    with torch.device("meta"):
+        model = model_class(model_class.config_class.from_dict(saved))
+    prefix = f"{model_class.base_model_prefix}."
+
+    def context_shapes(named_shapes):
+        return {name.removeprefix(prefix): shape for name, shape in named_shapes if ".context_mixer." in name}
+
+    expected = context_shapes((name, tuple(p.shape)) for name, p in model.state_dict().items())
+    found = context_shapes(shapes.items())
+    for name in sorted(expected.keys() | found.keys()):
+        if expected.get(name) != found.get(name):
+            options = ", ".join(f"{option}={getattr(model.config, option)!r}" for option in STRUCTURAL_OPTIONS)
+            have = "absent" if name not in found else "x".join(map(str, found[name]))
+            want = "absent" if name not in expected else "x".join(map(str, expected[name]))
+            raise ValueError(
+                f"{os.path.join(folder, 'config.json')} does not fit {os.path.join(folder, files[0])}: {name} is "
+                f"{have} in the weights but {want} for the config's context options ({options}); the config was "
+                "edited, or belongs to other weights."
+            )
 
 
 def option_defaults():

@@ -11,6 +11,7 @@ listed once per family in `FAMILY_MODULES`. BERT's classes come first (`CasanMod
 (`CasanRobertaForSequenceClassification`, ...). `MODEL_CLASSES` lists them all.
 """
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -74,6 +75,7 @@ from .configuration_casan import (
     CasanElectraConfig,
     CasanRobertaConfig,
     CasanXLMRobertaConfig,
+    check_saved_weights,
     checkpoint_config,
 )
 from .context import CasanContextMixer, check_encoder_inputs, mix_context, run_layers_with_context
@@ -313,6 +315,29 @@ class CasanPreTrainedModel(ShardsAsItself, PreTrainedModel):
     def family_modules(self):
         return FAMILY_MODULES[self.family.name]
 
+    _model_tags = None
+
+    @property
+    def model_tags(self):
+        """transformers' tags for the Hub card. PEFT reads them first when it saves an adapter, the one point at
+        which casan-hf can stop an adapter that would not reload: a model converted (or built from a config) and
+        never saved has no checkpoint, so its adapter names no base and `AutoPeftModel...from_pretrained` fails
+        with a Hub error. The base must be a saved CASAN folder (the source checkpoint would reload as plain BERT
+        without the context)."""
+        if self.name_or_path == "" and any(
+            hasattr(module, "base_layer") and hasattr(module, "active_adapters") for module in self.modules()
+        ):
+            raise ValueError(
+                f"This {type(self).__name__} was converted and never saved, so an adapter of it has no base to "
+                "reload from: save the CASAN model first (model.save_pretrained(folder)), load it with "
+                "from_pretrained(folder), and train the adapter on that."
+            )
+        return self._model_tags
+
+    @model_tags.setter
+    def model_tags(self, tags):
+        self._model_tags = tags
+
     def build_base_model(self, config, add_pooling_layer):
         """The family's `CasanModel`, stored under the family's prefix (`bert`, `roberta`, `electra`) as in
         transformers, so that the checkpoints' weight names match."""
@@ -359,6 +384,9 @@ class CasanPreTrainedModel(ShardsAsItself, PreTrainedModel):
                 f"CASAN {cls.family.name} models",
                 hint,
             )
+            folder = os.path.join(pretrained_model_name_or_path, kwargs.get("subfolder") or "")
+            if os.path.isdir(folder):
+                check_saved_weights(folder, cls, saved)
         loaded = super().from_pretrained(pretrained_model_name_or_path, *model_args, **kwargs)
         if saved is not None and saved.get("model_type") != cls.family.model_type:
             (loaded[0] if isinstance(loaded, tuple) else loaded).name_or_path = ""

@@ -8,6 +8,7 @@ cross-attention, the positions, the loss and `generate()` (beam search, the KV c
 imported rather than copied. The context is `context.py`'s, shared with the BERT models.
 """
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -34,7 +35,7 @@ from transformers.utils.generic import merge_with_config_defaults
 from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 
 from .compat import ShardsAsItself
-from .configuration_casan import checkpoint_config
+from .configuration_casan import check_saved_weights, checkpoint_config
 from .configuration_casan_marian import CasanMarianConfig
 from .context import CasanContextMixer, check_encoder_inputs, mix_context, run_layers_with_context
 
@@ -158,6 +159,9 @@ class CasanMarianPreTrainedModel(ShardsAsItself, MarianPreTrainedModel):
         saved = checkpoint_config(
             pretrained_model_name_or_path, kwargs, CasanMarianConfig, "marian", "CasanMarian models"
         )
+        folder = os.path.join(pretrained_model_name_or_path, kwargs.get("subfolder") or "")
+        if os.path.isdir(folder):
+            check_saved_weights(folder, cls, saved)
         loaded = super().from_pretrained(pretrained_model_name_or_path, *model_args, **kwargs)
         if saved.get("model_type") != CasanMarianConfig.model_type:
             (loaded[0] if isinstance(loaded, tuple) else loaded).name_or_path = ""

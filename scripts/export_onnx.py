@@ -14,6 +14,11 @@ example) through both and prints the largest difference of every output; it fail
 import sys
 from dataclasses import dataclass, field
 
+from casan_hf.cli.extras import require_packages
+
+
+require_packages("export_onnx.py", "onnx", "onnxruntime", "onnxscript")
+
 import numpy as np
 import onnxruntime
 import torch

@@ -31,6 +31,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from casan_hf.cli.extras import GLUE, require_packages
 from casan_hf.options import CLASSIFIER_POOLINGS
 from casan_hf.training.sweep import Run, final_gates, mean_gates, paired_table, run_sweep
 
@@ -257,6 +258,7 @@ def tables(args, records):
 
 def main(argv=None):
     args = parse_args(argv)
+    require_packages("glue_sweep.py", *GLUE, what="Each run of run_glue.py")
     results = Path(args.results or Path(args.output_dir) / "results.json")
     failed = run_sweep(
         study_runs(args),

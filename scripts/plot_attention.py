@@ -11,6 +11,11 @@ heads are 0-based; by default the last layer's heads are drawn. Sentences are cu
 import argparse
 import math
 
+from casan_hf.cli.extras import require_packages
+
+
+require_packages("plot_attention.py", "matplotlib")
+
 import matplotlib
 
 

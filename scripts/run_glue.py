@@ -21,6 +21,11 @@ import logging
 import sys
 from dataclasses import dataclass, field
 
+from casan_hf.cli.extras import GLUE, require_packages
+
+
+require_packages("run_glue.py", *GLUE)
+
 import numpy as np
 from transformers import (
     AutoTokenizer,
@@ -37,6 +42,7 @@ from casan_hf.glue.tasks import GLUE_TASKS
 from casan_hf.training import CasanTrainer, CasanTrainingArguments, check_training_options, gate_monitor_for
 from casan_hf.training.runs import (
     ScalingArguments,
+    check_tokenizer,
     find_checkpoint,
     padding_multiple,
     parse_run_args,
@@ -193,9 +199,9 @@ def prepare(model_args, casan_args, casan_training, data_args, scaling_args, tra
     set_seed(training_args.seed)
     model = load_model(model_args, casan_args, scaling_args, glue_data)
     check_training_options(model, casan_training)
-    tokenizer = AutoTokenizer.from_pretrained(
-        model_args.tokenizer_name or model_args.model_name_or_path, cache_dir=model_args.cache_dir
-    )
+    tokenizer_name = model_args.tokenizer_name or model_args.model_name_or_path
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_name, cache_dir=model_args.cache_dir)
+    check_tokenizer(tokenizer, model, tokenizer_name)
     return checkpoint, glue_data, model, tokenizer
 
 

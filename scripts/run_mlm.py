@@ -27,6 +27,11 @@ import os
 import sys
 from dataclasses import dataclass, field
 
+from casan_hf.cli.extras import TRAINING, require_packages
+
+
+require_packages("run_mlm.py", *TRAINING)
+
 import torch
 from datasets import Dataset, load_dataset
 from transformers import (
@@ -49,6 +54,7 @@ from casan_hf.training import (
 )
 from casan_hf.training.runs import (
     ScalingArguments,
+    check_tokenizer,
     find_checkpoint,
     padding_multiple,
     parse_run_args,
@@ -203,19 +209,34 @@ def prepare(model_args, casan_args, casan_training, data_args, scaling_args, tra
     set_seed(training_args.seed)
     model, new_heads = load_model(model_args, casan_args, scaling_args)
     check_training_options(model, casan_training)
-    tokenizer = AutoTokenizer.from_pretrained(
-        model_args.tokenizer_name or model_args.model_name_or_path, cache_dir=model_args.cache_dir
-    )
+    tokenizer_name = model_args.tokenizer_name or model_args.model_name_or_path
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_name, cache_dir=model_args.cache_dir)
+    check_tokenizer(tokenizer, model, tokenizer_name)
     return checkpoint, texts, model, new_heads, tokenizer
 
 
 class MaskOnceCollator(DataCollatorForLanguageModeling):
     """Masks each training batch anew, and passes through examples that come masked already (the held-out
     text, masked once with the run's seed), their labels padded with -100. Every evaluation then scores the
-    same masks: the twins' perplexities differ by the model alone."""
+    same masks: the twins' perplexities differ by the model alone.
+
+    With a `seed`, the masks of each batch are drawn from (seed, the batch's index in the run, the dataloader
+    worker): they do not depend on when the dataloader draws the batch, and a resumed run (`resume_at`, called
+    by CasanTrainer) masks its batches as the uninterrupted run did."""
+
+    batches = 0  # batches masked so far in this process
+
+    def resume_at(self, batches):
+        """The next batch is the run's `batches`-th (0-based), as after that many training batches."""
+        self.batches = batches
 
     def torch_call(self, examples):
         if "labels" not in examples[0]:
+            if self.seed is not None:
+                worker = torch.utils.data.get_worker_info()
+                key = (self.seed, self.batches, -1 if worker is None else worker.id)
+                self.generator = self.get_generator(hash(key) & (2**63 - 1))
+                self.batches += 1
             return super().torch_call(examples)
         labels = [example["labels"] for example in examples]
         inputs = [{name: value for name, value in example.items() if name != "labels"} for example in examples]
@@ -301,7 +322,9 @@ def main():
     # The collator reads the special-token mask and the word offsets, which the model's forward does not take.
     training_args.remove_unused_columns = False
     splits = tokenize(texts, tokenizer, data_args, scaling_args, training_args)
-    collator = collator_for(tokenizer, data_args, scaling_args, training_args)
+    # Seeded: the training masks come from the collator's own generator, which CasanTrainer checkpoints, so an
+    # interrupted run resumes with the masks of an uninterrupted one.
+    collator = collator_for(tokenizer, data_args, scaling_args, training_args, seed=training_args.seed)
     trainer = CasanTrainer(
         model=model,
         args=training_args,

@@ -25,6 +25,11 @@ import os
 import sys
 from dataclasses import dataclass, field
 
+from casan_hf.cli.extras import TRAINING, missing_packages_message, require_packages
+
+
+require_packages("run_translation.py", *TRAINING)
+
 import numpy as np
 from transformers import AutoTokenizer, DataCollatorForSeq2Seq, Seq2SeqTrainer, Seq2SeqTrainingArguments, set_seed
 
@@ -34,6 +39,7 @@ from casan_hf.hub import is_hub_id, write_model_card
 from casan_hf.training import GateMonitor, has_context
 from casan_hf.training.runs import (
     ScalingArguments,
+    check_tokenizer,
     find_checkpoint,
     padding_multiple,
     parse_run_args,
@@ -139,6 +145,7 @@ def load_model_and_tokenizer(model_args, casan_args, data_args, scaling_args, da
         model = casan_hf.CasanMarianMTModel.from_pretrained(
             model_args.model_name_or_path, cache_dir=model_args.cache_dir, **context, **scaling_args.loading_kwargs()
         )
+        check_tokenizer(tokenizer, model, model_args.tokenizer_name or model_args.model_name_or_path)
         return model, tokenizer
     if scaling_args.fsdp_size is not None:
         raise ValueError(
@@ -178,6 +185,10 @@ def prepare(model_args, casan_args, data_args, scaling_args, training_args):
             raise ValueError(f"--{name} must be a positive number; got {getattr(holder, name)}.")
     if (training_args.do_eval or training_args.do_predict) and not training_args.predict_with_generate:
         raise ValueError("BLEU needs translations: pass --predict_with_generate with --do_eval or --do_predict.")
+    if training_args.predict_with_generate:
+        missing = missing_packages_message("Scoring BLEU and chrF (--predict_with_generate)", ["sacrebleu"])
+        if missing is not None:
+            raise ValueError(missing)
     checkpoint = find_checkpoint(training_args, data_args.overwrite_output_dir)
     files = {
         split: path

@@ -22,6 +22,7 @@ import statistics
 import sys
 from pathlib import Path
 
+from casan_hf.cli.extras import TRAINING, require_packages
 from casan_hf.options import CONTEXT_TYPES
 from casan_hf.training.sweep import Run, final_gates, mean_gates, paired_table, run_sweep
 from casan_hf.translation import MODEL_SIZES
@@ -177,6 +178,7 @@ def tables(records):
 
 def main(argv=None):
     args = parse_args(argv)
+    require_packages("translation_sweep.py", *TRAINING, "sacrebleu", what="Each run of run_translation.py")
     results = Path(args.results or Path(args.output_dir) / "results.json")
     failed = run_sweep(
         study_runs(args),

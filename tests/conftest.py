@@ -2,6 +2,7 @@
 
 import importlib.util
 import os
+import sys
 from pathlib import Path
 
 
@@ -11,9 +12,38 @@ os.environ["TRANSFORMERS_OFFLINE"] = "1"
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import pytest  # noqa: E402
+from hypothesis import HealthCheck, settings  # noqa: E402
+
+
+# The property tests (test_properties.py): CI's profile draws a fixed number of examples, the same ones every run
+# and without an example database; `--hypothesis-profile long` draws many more, new ones each run.
+UNHURRIED = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow])  # each example builds a model
+settings.register_profile("ci", max_examples=100, derandomize=True, database=None, **UNHURRIED)
+settings.register_profile("long", max_examples=500, **UNHURRIED)
+settings.load_profile("ci")
 
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def run_main(module, args):
+    """Runs a loaded script's main() with the command line `args` (sys.argv restored afterwards)."""
+    argv = sys.argv
+    sys.argv = [f"{module.__name__}.py", *map(str, args)]
+    try:
+        return module.main()
+    finally:
+        sys.argv = argv
+
+
+@pytest.fixture(scope="session")
+def text_file(tmp_path_factory):
+    """Thirty-five short sentences, one a line, for masked-LM runs."""
+    subjects = ["the film", "a dog", "my neighbour", "the old train", "this song", "our team", "the river"]
+    verbs = ["was great", "ran fast", "looked tired", "sounded strange", "won again"]
+    path = tmp_path_factory.mktemp("text") / "sentences.txt"
+    path.write_text("\n".join(f"{s} {v} ." for s in subjects for v in verbs) + "\n\n")
+    return path
 
 
 def load_script(name):

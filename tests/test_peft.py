@@ -4,6 +4,7 @@ of a conversion that was never saved does not name the BERT checkpoint as its ba
 
 import json
 
+import pytest
 import torch
 from fresh_process import run_without_casan_hf
 from peft import AutoPeftModelForSequenceClassification, LoraConfig, get_peft_model
@@ -78,8 +79,15 @@ def test_adapter_reloads_as_casan_and_merges(tmp_path):
     assert run_without_casan_hf(RELOAD, tmp_path).split() == ["transformers_modules", "True"]
 
 
-def test_adapter_of_an_unsaved_conversion_does_not_name_bert(tmp_path):
+def test_adapter_of_an_unsaved_conversion_is_refused_when_saved(tmp_path):
+    """It used to be saved naming no base, and its reload failed with "We couldn't connect to
+    'https://huggingface.co'"; the message now says what to do, before any adapter file is written."""
     converted = converted_casan(tmp_path)
     assert converted.name_or_path == ""
-    get_peft_model(converted, LoraConfig(**LORA)).save_pretrained(tmp_path / "adapter")
-    assert json.loads((tmp_path / "adapter" / "adapter_config.json").read_text())["base_model_name_or_path"] is None
+    with pytest.raises(ValueError, match=r"never saved.*save the CASAN model first \(model.save_pretrained"):
+        get_peft_model(converted, LoraConfig(**LORA)).save_pretrained(tmp_path / "adapter")
+    assert list((tmp_path / "adapter").iterdir()) == []
+    # Without adapters a conversion's tags are transformers' own.
+    plain = converted_casan(tmp_path)
+    plain.add_model_tags(["casan"])
+    assert plain.model_tags == ["casan"]

@@ -25,15 +25,6 @@ def tiny_bert(tmp_path_factory, minilm_path):
     return make_tiny_bert(tmp_path_factory.mktemp("tiny_bert"), minilm_path)
 
 
-@pytest.fixture(scope="module")
-def text_file(tmp_path_factory):
-    subjects = ["the film", "a dog", "my neighbour", "the old train", "this song", "our team", "the river"]
-    verbs = ["was great", "ran fast", "looked tired", "sounded strange", "won again"]
-    path = tmp_path_factory.mktemp("text") / "sentences.txt"
-    path.write_text("\n".join(f"{s} {v} ." for s in subjects for v in verbs) + "\n\n")
-    return path
-
-
 @pytest.fixture
 def run_mlm(monkeypatch):
     module = load_script("run_mlm")

@@ -38,6 +38,26 @@ METRIC_NAMES = {
 }
 
 
+def escape_for_card(value):
+    r"""A user's string (a model or dataset name, a path) as the card's body writes it: letters, digits and the
+    characters of Hub ids and paths as they are, every other character as a Python escape (`\"`, `\\`, `\x0a`,
+    `\x3c`). The result is plain text in Markdown (no line, heading, table cell, code span or HTML can start in
+    it) and, in the card's code, the contents of a Python string literal that reads back as the original string.
+    The YAML metadata needs none of this: `ModelCardData` quotes what it writes."""
+    escaped = []
+    for char in str(value):
+        code = ord(char)
+        if char.isalnum() or char in " ._/:@+=,()-":
+            escaped.append(char)
+        elif char in '\\"':
+            escaped.append("\\" + char)
+        else:
+            escaped.append(
+                f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+            )
+    return "".join(escaped)
+
+
 def is_hub_id(name):
     """Whether `name` can stand in `base_model`: a Hub id, not a local folder."""
     return name is not None and not os.path.isdir(name) and not os.path.isabs(name) and name.count("/") <= 1
@@ -205,15 +225,15 @@ def render_model_card(
     template = Template(resources.files(__name__).joinpath(TEMPLATE_NAME).read_text(encoding="utf-8"))
     text = template.substitute(
         metadata=card_data.to_yaml(),
-        model_name=model_name,
+        model_name=escape_for_card(model_name),
         summary=_summary(config, base_model, task_name, casan, family),
         architecture=type(model).__name__,
-        base_model=f"`{base_model}`" if base_model else f"a {family.name} checkpoint",
+        base_model=f"`{escape_for_card(base_model)}`" if base_model else f"a {family.name} checkpoint",
         context_rows=_option_rows(config, head)
         if casan
         else f"| context | none: plain {family.name}, the baseline of the CASAN runs |",
         results=_results_table(task_name, eval_metrics),
-        load_instructions=_load_instructions(model_name, head, casan),
+        load_instructions=_load_instructions(escape_for_card(model_name), head, casan),
         training=_training_table(
             training, untrained_heads_warning(untrained_heads, head.name, trained=bool(training)), gates
         ),
@@ -234,7 +254,7 @@ def _option_rows(config, head):
 
 
 def _summary(config, base_model, task_name, casan, family):
-    source = f"`{base_model}`" if base_model else f"a {family.name} checkpoint"
+    source = f"`{escape_for_card(base_model)}`" if base_model else f"a {family.name} checkpoint"
     task = f" fine-tuned on {GLUE_TASKS[task_name].description}" if task_name in GLUE_TASKS else ""
     if casan:
         return f"A context-aware self-attention ({config.context_type!r} context) version of {source}{task}."
@@ -323,7 +343,10 @@ def _training_table(training, warning="", gates=None):
         return f"{text}\n\n**{warning}**" if warning else text
     rows = [f"**{warning}**", ""] if warning else []
     rows += ["| hyper-parameter | value |", "| --- | --- |"]
-    rows += [f"| {name} | `{value}` |" for name, value in training.items()]
+    rows += [
+        f"| {name} | `{escape_for_card(value) if isinstance(value, str) else value}` |"
+        for name, value in training.items()
+    ]
     if gates:
         rows += ["", "Mean context gates over the real tokens of the evaluation data, at the end of training:", ""]
         rows.append(gates_table(gates))
@@ -332,6 +355,7 @@ def _training_table(training, warning="", gates=None):
 
 __all__ = [
     "MODEL_CARD_NAME",
+    "escape_for_card",
     "check_output_dir",
     "copy_into",
     "eval_results_for",

@@ -6,11 +6,14 @@ The context parameters are new where every other weight is pretrained; Context-G
 they start near sigmoid(gate_bias_init) = 0.018 and a context that stays unused keeps them there.
 """
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 from transformers import Trainer, TrainerCallback
+from transformers.trainer import TRAINER_STATE_NAME, TrainerState
+from transformers.trainer_utils import get_last_checkpoint
 
 from ..hub import render_model_card, write_model_card
 
@@ -107,6 +110,11 @@ class CasanTrainer(Trainer):
     - `frozen` and `unfreeze_after`: parameters that do not train until optimizer step `unfreeze_after` (never,
       if None). They sit in the optimizer from the start without gradients, which AdamW leaves untouched,
       weight decay included, so that they train on the same schedule once they are let go.
+    - a data collator with a `resume_at(batches)` method is told, when a run resumes, how many training batches
+      the checkpoint's steps drew: one that draws each batch's randomness from (seed, batch index) then gives the
+      resumed run the uninterrupted one's batches. (Randomness drawn from one stream cannot be resumed exactly:
+      the dataloader draws a batch ahead of training, and Trainer restores the global RNG only after it has drawn
+      the first batch after the resume.)
     - `card_kwargs`: the model card is casan_hf's (`hub.render_model_card`), with the dev scores of
       `card_eval_metrics` and the gates of `gate_monitor`, which is also a callback of the run.
     """
@@ -146,6 +154,14 @@ class CasanTrainer(Trainer):
                 optimizer, self.model if model is None else model, self.context_learning_rate
             )
         return optimizer
+
+    def train(self, resume_from_checkpoint=None, *args, **kwargs):
+        if resume_from_checkpoint is True:
+            resume_from_checkpoint = get_last_checkpoint(self.args.output_dir)
+        if resume_from_checkpoint is not None and hasattr(self.data_collator, "resume_at"):
+            state = TrainerState.load_from_json(os.path.join(resume_from_checkpoint, TRAINER_STATE_NAME))
+            self.data_collator.resume_at(state.global_step * self.args.gradient_accumulation_steps)
+        return super().train(resume_from_checkpoint, *args, **kwargs)
 
     def create_model_card(self, **kwargs):
         if self.card_kwargs is None:

@@ -4,6 +4,7 @@ run, transformers' logging, and resuming from the last checkpoint (or refusing a
 import json
 import logging
 import os
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,7 +13,8 @@ import datasets
 import torch
 import transformers
 from transformers import DistributedConfig, HfArgumentParser
-from transformers.trainer_utils import get_last_checkpoint
+from transformers.trainer import TRAINER_STATE_NAME
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from ..compat import PreTrainedConfig
 from ..families import FAMILIES, get_family, get_head
@@ -236,6 +238,24 @@ def setup_logging(training_args, logger):
     )
 
 
+def check_tokenizer(tokenizer, model, tokenizer_name):
+    """A ValueError when `tokenizer` (loaded from `tokenizer_name`) cannot be the model's: it makes ids beyond the
+    model's embeddings, or pads with another id (a tokenizer of another family: BERT pads with 0, RoBERTa with
+    1). Either would train on wrong tokens without a word, or fail in the first step with an index error."""
+    vocab_size = model.config.vocab_size
+    if len(tokenizer) > vocab_size:
+        raise ValueError(
+            f"The tokenizer of {tokenizer_name!r} has {len(tokenizer)} tokens but the model's embeddings hold "
+            f"{vocab_size} (config.json vocab_size): it is not this checkpoint's tokenizer."
+        )
+    model_pad = model.config.pad_token_id
+    if tokenizer.pad_token_id is not None and model_pad is not None and tokenizer.pad_token_id != model_pad:
+        raise ValueError(
+            f"The tokenizer of {tokenizer_name!r} pads with id {tokenizer.pad_token_id} ({tokenizer.pad_token!r}) "
+            f"but the model with id {model_pad} (config.json pad_token_id): it is a tokenizer of another family."
+        )
+
+
 def take(dataset, limit):
     """The first `limit` examples of `dataset` (all of them for None)."""
     return dataset if limit is None else dataset.select(range(min(limit, len(dataset))))
@@ -251,21 +271,66 @@ def sequence_length(requested, tokenizer, logger):
     return min(requested, tokenizer.model_max_length)
 
 
+def checkpoint_problem(folder):
+    """Why a checkpoint folder cannot be resumed from, or None. Trainer writes trainer_state.json last, so a
+    folder left half-written by a kill lacks it or holds it cut short; resuming from such a folder would restart
+    at step 0 from its weights without a word."""
+    path = os.path.join(folder, TRAINER_STATE_NAME)
+    if not os.path.isfile(path):
+        return f"it has no {TRAINER_STATE_NAME} (written last: the run stopped while saving it)"
+    try:
+        with open(path, encoding="utf-8") as handle:
+            json.load(handle)
+    except ValueError:
+        return f"its {TRAINER_STATE_NAME} is cut short"
+    return None
+
+
+def last_complete_checkpoint(output_dir):
+    """The `checkpoint-<step>` folder of `output_dir` with the highest step that is complete, and the incomplete
+    ones above it (newest first); Trainer writes over those when it reaches their step again."""
+    steps = {}
+    for name in os.listdir(output_dir):
+        match = re.fullmatch(rf"{PREFIX_CHECKPOINT_DIR}-(\d+)", name)
+        if match and os.path.isdir(os.path.join(output_dir, name)):
+            steps[int(match.group(1))] = os.path.join(output_dir, name)
+    incomplete = []
+    for step in sorted(steps, reverse=True):
+        problem = checkpoint_problem(steps[step])
+        if problem is None:
+            return steps[step], incomplete
+        incomplete.append((steps[step], problem))
+    return None, incomplete
+
+
 def find_checkpoint(training_args, overwrite_output_dir):
-    """transformers' run_glue rule: resume from the last checkpoint in --output_dir, refuse other leftovers."""
+    """transformers' run_glue rule: resume from the last checkpoint in --output_dir, refuse other leftovers. A
+    checkpoint that a kill left half-written is never resumed from: the last complete one is, with a warning."""
     if training_args.resume_from_checkpoint is not None:
-        if not os.path.isdir(training_args.resume_from_checkpoint):
-            raise ValueError(f"--resume_from_checkpoint {training_args.resume_from_checkpoint!r} is not a folder.")
-        return training_args.resume_from_checkpoint
+        checkpoint = training_args.resume_from_checkpoint
+        if not os.path.isdir(checkpoint):
+            raise ValueError(f"--resume_from_checkpoint {checkpoint!r} is not a folder.")
+        problem = checkpoint_problem(checkpoint)
+        if problem is not None:
+            raise ValueError(f"--resume_from_checkpoint {checkpoint!r} is incomplete: {problem}.")
+        return checkpoint
     output_dir = training_args.output_dir
-    last_checkpoint = None
+    last_checkpoint, incomplete = None, []
     if os.path.isdir(output_dir) and training_args.do_train and not overwrite_output_dir:
-        last_checkpoint = get_last_checkpoint(output_dir)
+        last_checkpoint, incomplete = last_complete_checkpoint(output_dir)
+    if last_checkpoint is None and incomplete:
+        names = ", ".join(f"{folder} ({problem})" for folder, problem in incomplete)
+        raise ValueError(
+            f"Output folder {output_dir!r} holds only incomplete checkpoints: {names}. Pass "
+            "--overwrite_output_dir to train from scratch."
+        )
     if last_checkpoint is None:
         check_output_dir(output_dir, overwrite_output_dir, flag="--overwrite_output_dir")
-    else:
-        logger.info(
-            f"Checkpoint detected, resuming training at {last_checkpoint}. "
-            "Pass --overwrite_output_dir to train from scratch."
-        )
+        return None
+    for folder, problem in incomplete:
+        logger.warning(f"{folder} is incomplete ({problem}): resuming from {last_checkpoint} instead.")
+    logger.info(
+        f"Checkpoint detected, resuming training at {last_checkpoint}. Pass --overwrite_output_dir to train from "
+        "scratch."
+    )
     return last_checkpoint

@@ -252,13 +252,17 @@ def render_translation_card(
     from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
     from .. import __version__
-    from ..hub import is_hub_id, pinned_load_lines
+    from ..hub import escape_for_card, is_hub_id, pinned_load_lines
     from ..options import option_names
 
     if base_model is None:
         origin = "trained from scratch"
     else:
-        origin = f"started from `{base_model}`" if is_hub_id(base_model) else "started from a local checkpoint"
+        origin = (
+            f"started from `{escape_for_card(base_model)}`"
+            if is_hub_id(base_model)
+            else "started from a local checkpoint"
+        )
         base_model = base_model if is_hub_id(base_model) else None
 
     task = f"translation {source_lang} to {target_lang}"
@@ -301,11 +305,12 @@ def render_translation_card(
             card_data.to_yaml(),
             "---",
             "",
-            f"# {model_name}",
+            f"# {escape_for_card(model_name)}",
             "",
-            f"A {source_lang}-{target_lang} encoder-decoder (Marian layout: post-norm Transformer, sinusoidal "
-            f"positions, shared embeddings) {origin}, whose encoder self-attention is context-aware "
-            f"(CASAN, Yang et al., AAAI 2019; context_type `{config.context_type}`). The decoder is Marian's.",
+            f"A {escape_for_card(source_lang)}-{escape_for_card(target_lang)} encoder-decoder (Marian layout: "
+            f"post-norm Transformer, sinusoidal positions, shared embeddings) {origin}, whose encoder self-attention "
+            f"is context-aware (CASAN, Yang et al., AAAI 2019; context_type `{config.context_type}`). The decoder "
+            "is Marian's.",
             "",
             "## Model",
             "",
@@ -316,7 +321,7 @@ def render_translation_card(
             "",
             "## Evaluation",
             "",
-            f"sacreBLEU (13a tokenization, detokenized output) and chrF on {dataset_id}, beam search:"
+            f"sacreBLEU (13a tokenization, detokenized output) and chrF on {escape_for_card(dataset_id)}, beam search:"
             if eval_metrics
             else "Not evaluated.",
             "",
@@ -330,18 +335,21 @@ def render_translation_card(
             "```python",
             "from transformers import AutoModelForSeq2SeqLM, AutoTokenizer",
             "",
-            f'tokenizer = AutoTokenizer.from_pretrained("{model_name}", trust_remote_code=True)',
-            f'model = AutoModelForSeq2SeqLM.from_pretrained("{model_name}", trust_remote_code=True)',
+            f'tokenizer = AutoTokenizer.from_pretrained("{escape_for_card(model_name)}", trust_remote_code=True)',
+            f'model = AutoModelForSeq2SeqLM.from_pretrained("{escape_for_card(model_name)}", trust_remote_code=True)',
             'batch = tokenizer(["A man is riding a bike."], return_tensors="pt")',
             "print(tokenizer.batch_decode(model.generate(**batch, num_beams=5), skip_special_tokens=True))",
-            *pinned_load_lines(model_name, "AutoModelForSeq2SeqLM"),
+            *pinned_load_lines(escape_for_card(model_name), "AutoModelForSeq2SeqLM"),
             "```",
             "",
             "## Training",
             "",
             "| hyper-parameter | value |",
             "| --- | --- |",
-            *[f"| {name} | `{value}` |" for name, value in training.items()],
+            *[
+                f"| {name} | `{escape_for_card(value) if isinstance(value, str) else value}` |"
+                for name, value in training.items()
+            ],
             "",
             f"Made with casan-hf {__version__} and transformers {transformers.__version__}.",
             "",

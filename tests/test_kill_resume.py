@@ -1,0 +1,179 @@
+"""Kill and resume, to the bit: run_glue.py, run_mlm.py and run_translation.py on tiny models, killed with SIGKILL
+after a checkpoint (inside the next training step, or while the next checkpoint is half-written), resumed with the
+same command, end with the weights, metrics, GateMonitor log, optimizer state and the context learning rate's
+param groups of an uninterrupted run of the same seed, bit for bit on the CPU."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+from glue_helpers import TINY_RUN, make_tiny_bert, read_json
+from safetensors.torch import load_file
+from test_shared_folder import pickled_files
+
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+INTERRUPTED = os.path.join(REPO_ROOT, "tests", "interrupted.py")
+ENV = dict(os.environ, HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", OMP_NUM_THREADS="1")
+
+# What differs between two runs of the same seed by the clock alone.
+CLOCK = ("_runtime", "_per_second")
+
+
+def script(name):
+    return os.path.join(REPO_ROOT, "scripts", f"{name}.py")
+
+
+def run(command, cwd, timeout=300):
+    result = subprocess.run(command, cwd=cwd, env=ENV, capture_output=True, text=True, timeout=timeout)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
+    return result
+
+
+def killed(script_path, args, cwd, point, global_step, timeout=300):
+    """Starts `script_path args` stopping at `point` after `global_step`, and SIGKILLs it there."""
+    marker = cwd / f"reached-{point}-{global_step}"
+    with open(cwd / f"killed-{point}.log", "w") as log:
+        process = subprocess.Popen(
+            [sys.executable, INTERRUPTED, str(marker), point, str(global_step), script_path, *map(str, args)],
+            cwd=cwd,
+            env=ENV,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        deadline = time.monotonic() + timeout
+        while not marker.exists():
+            if process.poll() is not None or time.monotonic() > deadline:
+                process.kill()
+                process.wait()
+                raise AssertionError(f"never reached {point} {global_step}:\n{(cwd / log.name).read_text()[-4000:]}")
+            time.sleep(0.1)
+        os.kill(process.pid, signal.SIGKILL)
+        assert process.wait() == -signal.SIGKILL
+
+
+def steady(record):
+    """A log or metrics record without what only the clock sets."""
+    return {name: value for name, value in record.items() if not name.endswith(CLOCK)}
+
+
+def final_state(output_dir, last_checkpoint):
+    """What a finished run leaves that must not depend on an interruption."""
+    optimizer = torch.load(output_dir / last_checkpoint / "optimizer.pt", weights_only=True)
+    state = read_json(output_dir / "trainer_state.json")
+    return {
+        "weights": load_file(output_dir / "model.safetensors"),
+        "log_history": [steady(record) for record in state["log_history"]],
+        "global_step": state["global_step"],
+        "eval_results": steady(read_json(output_dir / "eval_results.json")),
+        "param_groups": optimizer["param_groups"],
+        "optimizer_state": optimizer["state"],
+        "scheduler": torch.load(output_dir / last_checkpoint / "scheduler.pt", weights_only=True),
+    }
+
+
+def assert_same_run(resumed, uninterrupted):
+    assert resumed["weights"].keys() == uninterrupted["weights"].keys()
+    for name, tensor in uninterrupted["weights"].items():
+        assert torch.equal(resumed["weights"][name], tensor), name
+    for name, state in uninterrupted["optimizer_state"].items():
+        for key, tensor in state.items():
+            assert torch.equal(resumed["optimizer_state"][name][key], tensor), (name, key)
+    for name in ("log_history", "global_step", "eval_results", "param_groups", "scheduler"):
+        assert resumed[name] == uninterrupted[name], name
+
+
+def gate_records(log_history):
+    return [record for record in log_history if any(name.startswith("gates/") for name in record)]
+
+
+def train_loss_free(state):
+    """transformers' resumed `train_loss` averages the steps after the resume only; every step's own loss is in
+    the log history and is compared there."""
+    history = [{k: v for k, v in record.items() if k != "train_loss"} for record in state["log_history"]]
+    return {**state, "log_history": history}
+
+
+@pytest.fixture(scope="module")
+def tiny_bert(tmp_path_factory, minilm_path):
+    return make_tiny_bert(tmp_path_factory.mktemp("tiny_bert"), minilm_path)
+
+
+# Each run: six steps, a checkpoint and an evaluation (with the gate means) every two, dropout on; the encoders'
+# context at a learning rate of its own.
+EVERY_TWO = ["--max_steps", "6", "--save_strategy", "steps", "--save_steps", "2", "--eval_strategy", "steps",
+             "--eval_steps", "2", "--do_train", "--do_eval", "--report_to", "none", "--logging_steps", "1",
+             "--dataloader_pin_memory", "False", "--seed", "7"]  # fmt: skip
+CONTEXT_RATE = ["--learning_rate", "1e-4", "--context_learning_rate", "1e-3"]
+
+
+def command(name, output_dir, tiny_bert, glue_dir, text_file, multi30k_dir):
+    if name == "run_glue":
+        data = ["--model_name_or_path", tiny_bert, "--context_type", "deep_global", "--task_name", "sst2",
+                "--glue_dir", glue_dir, *TINY_RUN, "--max_train_samples", "64", *CONTEXT_RATE]  # fmt: skip
+    elif name == "run_mlm":
+        data = ["--model_name_or_path", tiny_bert, "--context_type", "global", "--train_file", text_file,
+                "--max_seq_length", "32", "--per_device_train_batch_size", "4", "--per_device_eval_batch_size", "8",
+                "--validation_split_percentage", "25", *CONTEXT_RATE]  # fmt: skip
+    else:
+        data = ["--data_dir", multi30k_dir, "--source_lang", "en", "--target_lang", "de", "--context_type", "global",
+                "--d_model", "32", "--layers", "2", "--attention_heads", "4", "--ffn_dim", "64", "--vocab_size",
+                "300", "--per_device_train_batch_size", "8", "--per_device_eval_batch_size", "8", "--num_beams", "2",
+                "--max_target_length", "16", "--max_eval_samples", "8", "--predict_with_generate",
+                "--learning_rate", "1e-3", "--disable_tqdm", "true"]  # fmt: skip
+    return [sys.executable, script(name), *map(str, data), *EVERY_TWO, "--output_dir", str(output_dir)]
+
+
+SCRIPTS = ("run_glue", "run_mlm", "run_translation")
+# Inside step 3, after checkpoint-2; and for run_glue also while checkpoint-4 is being written (after its weights).
+KILL_POINTS = [(name, "step", 2) for name in SCRIPTS] + [("run_glue", "checkpoint", 4)]
+
+
+@pytest.fixture(scope="module")
+def commands(tiny_bert, glue_dir, text_file, multi30k_dir):
+    return lambda name, output_dir: command(name, output_dir, tiny_bert, glue_dir, text_file, multi30k_dir)
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory, commands):
+    finished = {}
+
+    def state(name):
+        if name not in finished:
+            cwd = tmp_path_factory.mktemp(name)
+            run(commands(name, cwd / "out"), cwd)
+            finished[name] = {**final_state(cwd / "out", "checkpoint-6"), "pickled": pickled_files(cwd / "out")}
+        return finished[name]
+
+    return state
+
+
+@pytest.mark.parametrize("name, point, step", KILL_POINTS)
+def test_a_killed_run_resumes_to_the_same_model(name, point, step, tmp_path, commands, uninterrupted):
+    full_command = commands(name, tmp_path / "out")
+    killed(full_command[1], full_command[2:], tmp_path, point, step)
+    assert (tmp_path / "out" / "checkpoint-2" / "trainer_state.json").exists()
+    if point == "checkpoint":
+        half = tmp_path / "out" / f"checkpoint-{step}"
+        assert (half / "model.safetensors").exists() and not (half / "trainer_state.json").exists()
+    resumed = run(full_command, tmp_path)
+    log = resumed.stdout + resumed.stderr
+    assert "Resuming training from checkpoint with epoch 0 and global step 2" in log
+    if point == "checkpoint":
+        assert f"checkpoint-{step} is incomplete (it has no trainer_state.json" in log
+    state = final_state(tmp_path / "out", "checkpoint-6")
+    assert_same_run(train_loss_free(state), train_loss_free(uninterrupted(name)))
+    assert len(gate_records(state["log_history"])) == 3 + 1  # three evaluations in training, the final one
+    if name != "run_translation":
+        assert {group["initial_lr"] for group in state["param_groups"]} == {1e-4, 1e-3}
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_the_runs_write_weights_only_as_safetensors(name, uninterrupted):
+    """What a run leaves for loading holds no pickle (training_args.bin, transformers' record of the run, aside;
+    the checkpoint folders hold Trainer's own resume state)."""
+    assert uninterrupted(name)["pickled"] == []

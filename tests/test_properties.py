@@ -1,0 +1,198 @@
+"""Invariants over random inputs (hypothesis): random small configs (family, head, context type, targets, layers,
+rank, gate, pooling) and random batches (lengths, padding side, all-padding rows, a batch of one, a sequence of one
+token). Padding never changes a real token or a sentence's output; `none` is the family's transformers model; a
+save and load gives the same model; eager equals sdpa; fp32 equals fp64 within tolerance; bf16 stays finite.
+
+CI runs the derandomized `ci` profile (a fixed example count, the same examples every run); the `long` profile
+draws many more, new ones each time: `pytest tests/test_properties.py --hypothesis-profile long` (docs/ROBUSTNESS.md).
+"""
+
+import torch
+import transformers
+from hypothesis import given
+from hypothesis import strategies as st
+from tiny_models import comparable_outputs, tiny_config, tiny_source_config
+
+from casan_hf import FAMILIES, casan_class, casan_twin, get_family, get_head
+from casan_hf.options import CLASSIFIER_POOLINGS
+
+
+HEADS = ("base", "sequence-classification", "token-classification")
+FAMILY_NAMES = tuple(family.name for family in FAMILIES)
+WIDTHS = {16: 2, 32: 4}  # hidden size: attention heads
+SIZES = ("num_hidden_layers", "hidden_size", "num_attention_heads", "intermediate_size", "embedding_size")
+SIZES += ("num_labels",)
+
+
+@st.composite
+def casan_configs(draw, context_types=("global", "deep", "deep_global")):
+    """A tiny CASAN config of a random family, shape and set of context options, and a head for it."""
+    layers = draw(st.integers(1, 3))
+    hidden = draw(st.sampled_from(sorted(WIDTHS)))
+    options = dict(
+        context_type=draw(st.sampled_from(context_types)),
+        context_targets=draw(st.sampled_from([["query"], ["key"], ["query", "key"]])),
+        context_layers=draw(st.none() | st.lists(st.integers(0, layers - 1), min_size=1, unique=True).map(sorted)),
+        context_rank=draw(st.none() | st.integers(1, 4)),
+        gate=draw(st.sampled_from(["dynamic", "fixed"])),
+        fixed_gate=draw(st.sampled_from([0.1, 0.9])),
+        gate_bias_init=draw(st.sampled_from([-4.0, 0.0, 2.0])),  # open gates make the context matter
+        classifier_pooling=draw(st.sampled_from(CLASSIFIER_POOLINGS)),
+        pooling_hops=2,
+        pooling_hidden=8,
+    )
+    family = draw(st.sampled_from(FAMILY_NAMES))
+    sizes = dict(num_hidden_layers=layers, hidden_size=hidden, num_attention_heads=WIDTHS[hidden], num_labels=3)
+    sizes["intermediate_size"] = 2 * hidden
+    if family == "electra":
+        sizes["embedding_size"] = hidden // 2
+    return family, draw(st.sampled_from(HEADS)), {**sizes, **options}
+
+
+@st.composite
+def batches(draw):
+    """Random sentences (lengths 0 to 12: 0 is an all-padding row, 1 a sentence of one token) padded to the
+    longest on a random side, at least one of them real: (input_ids, attention_mask, lengths, side)."""
+    lengths = draw(st.lists(st.integers(0, 12), min_size=1, max_size=4).filter(lambda lengths: max(lengths) > 0))
+    side = draw(st.sampled_from(["right", "left"]))
+    width = max(lengths)
+    input_ids = torch.zeros(len(lengths), width, dtype=torch.long)
+    attention_mask = torch.zeros(len(lengths), width, dtype=torch.long)
+    for row, length in enumerate(lengths):
+        tokens = torch.tensor(draw(st.lists(st.integers(5, 98), min_size=length, max_size=length)), dtype=torch.long)
+        where = slice(0, length) if side == "right" else slice(width - length, width)
+        input_ids[row, where] = tokens
+        attention_mask[row, where] = 1
+    return input_ids, attention_mask, lengths, side
+
+
+def build(family, head, options, seed=0):
+    torch.manual_seed(seed)
+    return casan_class(family, head)(tiny_config(family, **options)).eval()
+
+
+def model_inputs(family, input_ids, attention_mask, pad_token_id):
+    """The padded batch as the model takes it: padding ids where the mask is 0; BERT and ELECTRA count positions
+    from the first real token (RoBERTa's embeddings do so themselves, from the padding ids)."""
+    inputs = {"input_ids": input_ids.masked_fill(attention_mask == 0, pad_token_id), "attention_mask": attention_mask}
+    if get_family(family).name in ("bert", "electra"):
+        inputs["position_ids"] = (attention_mask.cumsum(-1) - 1).clamp(min=0)
+    return inputs
+
+
+def model_and_inputs(config, batch):
+    """The drawn config's model, the drawn batch as it takes it, and the batch's attention mask."""
+    family, head, options = config
+    input_ids, attention_mask, _, _ = batch
+    model = build(family, head, options)
+    return model, model_inputs(family, input_ids, attention_mask, model.config.pad_token_id), attention_mask
+
+
+def run(model, inputs):
+    with torch.no_grad():
+        return comparable_outputs(model(**inputs))
+
+
+def per_sentence(outputs, attention_mask):
+    """Each sentence's own outputs: its real tokens' states, or its sentence-level outputs (logits, pooler)."""
+    sentences = []
+    for row in range(attention_mask.shape[0]):
+        real = attention_mask[row].bool()
+        sentences.append(
+            {
+                name: value[row][real] if value.dim() == 3 else value[row]
+                for name, value in outputs.items()
+                if name != "loss"
+            }
+        )
+    return sentences
+
+
+def assert_sentences_close(actual, expected, rows, atol, rtol):
+    """`rows`' outputs (lists from `per_sentence`) in `actual` against `expected`, in `expected`'s dtype."""
+    for row in rows:
+        for name, value in expected[row].items():
+            torch.testing.assert_close(
+                actual[row][name].to(value.dtype), value, atol=atol, rtol=rtol, msg=f"{name}, row {row}"
+            )
+
+
+def reads_the_first_position(name, head, options):
+    """Whether an output is read off the batch's first position, whatever token sits there: BERT's pooler and the
+    heads that pool "cls" take the first token, which is padding in a left-padded row (as in transformers)."""
+    return name == "pooler_output" or (
+        head == "sequence-classification" and name == "logits" and options["classifier_pooling"] == "cls"
+    )
+
+
+@given(config=casan_configs(), batch=batches())
+def test_padding_never_changes_a_sentence(config, batch):
+    """Every sentence gives, in a padded batch (either side, next to all-padding rows), what it gives alone (what
+    is read off the first position only with right padding)."""
+    family, head, options = config
+    input_ids, attention_mask, lengths, side = batch
+    model = build(family, head, options)
+    pad = model.config.pad_token_id
+    batched = per_sentence(run(model, model_inputs(family, input_ids, attention_mask, pad)), attention_mask)
+    for row, length in enumerate(lengths):
+        if length == 0:
+            assert all(torch.isfinite(value).all() for value in batched[row].values())
+            continue
+        real = attention_mask[row].bool()
+        alone_ids, alone_mask = input_ids[row][real][None], torch.ones(1, length, dtype=torch.long)
+        alone = per_sentence(run(model, model_inputs(family, alone_ids, alone_mask, pad)), alone_mask)[0]
+        for name, value in alone.items():
+            if side == "left" and length < len(attention_mask[row]) and reads_the_first_position(name, head, options):
+                continue
+            torch.testing.assert_close(batched[row][name], value, atol=1e-5, rtol=1e-4, msg=f"{name}, row {row}")
+
+
+@given(config=casan_configs(context_types=("none",)), batch=batches())
+def test_none_is_the_family_transformers_model(config, batch):
+    family, head, options = config
+    input_ids, attention_mask, _, _ = batch
+    sizes = {name: value for name, value in options.items() if name in SIZES}
+    torch.manual_seed(0)
+    source_class = getattr(transformers, get_family(family).source_class_name(get_head(head)))
+    source = source_class(tiny_source_config(family, **sizes)).eval()
+    twin = casan_twin(source, context_type="none")
+    inputs = model_inputs(family, input_ids, attention_mask, source.config.pad_token_id)
+    expected, actual = run(source, inputs), run(twin, inputs)
+    assert expected.keys() == actual.keys()
+    for name, value in expected.items():
+        torch.testing.assert_close(actual[name], value, atol=1e-6, rtol=1e-5, msg=name)
+
+
+@given(config=casan_configs(), batch=batches())
+def test_save_and_load_give_the_same_model(config, batch, tmp_path_factory):
+    model, inputs, _ = model_and_inputs(config, batch)
+    folder = tmp_path_factory.mktemp("saved")
+    model.save_pretrained(folder)
+    loaded = type(model).from_pretrained(folder).eval()
+    assert loaded.config.to_diff_dict() == model.config.to_diff_dict()
+    state, loaded_state = model.state_dict(), loaded.state_dict()
+    assert state.keys() == loaded_state.keys() and all(torch.equal(state[k], loaded_state[k]) for k in state)
+    expected, actual = run(model, inputs), run(loaded, inputs)
+    assert all(torch.equal(actual[name], value) for name, value in expected.items())
+
+
+@given(config=casan_configs(), batch=batches())
+def test_eager_equals_sdpa(config, batch):
+    model, inputs, attention_mask = model_and_inputs(config, batch)
+    model.set_attn_implementation("sdpa")
+    sdpa = per_sentence(run(model, inputs), attention_mask)
+    model.set_attn_implementation("eager")
+    eager = per_sentence(run(model, inputs), attention_mask)
+    real_rows = [row for row in range(len(sdpa)) if attention_mask[row].any()]
+    assert_sentences_close(eager, sdpa, real_rows, atol=1e-5, rtol=1e-4)
+
+
+@given(config=casan_configs(), batch=batches())
+def test_fp32_is_fp64_within_tolerance_and_bf16_is_finite(config, batch):
+    model, inputs, attention_mask = model_and_inputs(config, batch)
+    fp32 = per_sentence(run(model, inputs), attention_mask)
+    fp64 = per_sentence(run(model.double(), inputs), attention_mask)
+    bf16 = run(model.to(torch.bfloat16), inputs)
+    assert_sentences_close(fp32, fp64, range(len(fp64)), atol=1e-4, rtol=1e-4)
+    for name, value in bf16.items():
+        assert torch.isfinite(value).all(), name
