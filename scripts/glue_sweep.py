@@ -33,7 +33,14 @@ from pathlib import Path
 
 from casan_hf.cli.extras import GLUE, require_packages
 from casan_hf.options import CLASSIFIER_POOLINGS
-from casan_hf.training.sweep import Run, final_gates, mean_gates, paired_table, run_sweep
+from casan_hf.training.sweep import (
+    Run,
+    add_sweep_arguments,
+    final_gates,
+    mean_gates,
+    paired_table,
+    run_study,
+)
 
 
 SCRIPTS = Path(__file__).resolve().parent
@@ -92,10 +99,9 @@ def task_values(items, convert):
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_sweep_arguments(parser)
     parser.add_argument("--model_name_or_path", required=True)
     parser.add_argument("--glue_dir", required=True)
-    parser.add_argument("--output_dir", required=True, help="Where the runs write (their folders, not committed).")
-    parser.add_argument("--results", help="The results file (default <output_dir>/results.json); tables beside.")
     parser.add_argument("--tasks", nargs="+", choices=TASKS, default=["rte", "mrpc", "sst2"])
     parser.add_argument("--variants", nargs="+", choices=list(VARIANT_FLAGS), default=DEFAULT_VARIANTS)
     parser.add_argument("--recipes", nargs="+", choices=list(RECIPES), default=["finetune"])
@@ -121,12 +127,9 @@ def parse_args(argv=None):
     )
     parser.add_argument("--context_lr_multiplier", type=float, default=10.0, help="The context's rate / the rate.")
     parser.add_argument("--mlm_steps", type=int, default=1000, help="Masked-LM steps of the mlm recipes.")
-    parser.add_argument("--parallel", type=int, default=1, help="Runs at a time.")
-    parser.add_argument("--threads_per_run", type=int, help="Default: the machine's cores shared by the runs.")
     parser.add_argument(
         "--base_model", default="sentence-transformers/all-MiniLM-L6-v2", help="Hub id for the model cards."
     )
-    parser.add_argument("--dry_run", action="store_true", help="Print the commands of the runs still to do.")
     args, args.run_glue_args = parser.parse_known_args(argv)
     try:
         args.max_train_samples = task_values(args.max_train_samples, int)
@@ -259,20 +262,7 @@ def tables(args, records):
 def main(argv=None):
     args = parse_args(argv)
     require_packages("glue_sweep.py", *GLUE, what="Each run of run_glue.py")
-    results = Path(args.results or Path(args.output_dir) / "results.json")
-    failed = run_sweep(
-        study_runs(args),
-        results,
-        collect,
-        lambda records: tables(args, records),
-        parallel=args.parallel,
-        threads_per_run=args.threads_per_run,
-        dry_run=args.dry_run,
-    )
-    if results.with_suffix(".md").exists():
-        print(results.with_suffix(".md").read_text())
-    if failed:
-        sys.exit(f"{len(failed)} run(s) failed; their logs: {', '.join(map(str, failed))}")
+    run_study(args, study_runs(args), collect, lambda records: tables(args, records))
 
 
 if __name__ == "__main__":

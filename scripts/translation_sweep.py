@@ -24,7 +24,14 @@ from pathlib import Path
 
 from casan_hf.cli.extras import TRAINING, require_packages
 from casan_hf.options import CONTEXT_TYPES
-from casan_hf.training.sweep import Run, final_gates, mean_gates, paired_table, run_sweep
+from casan_hf.training.sweep import (
+    Run,
+    add_sweep_arguments,
+    final_gates,
+    mean_gates,
+    paired_table,
+    run_study,
+)
 from casan_hf.translation import MODEL_SIZES
 
 
@@ -43,9 +50,8 @@ SCORES = (
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_sweep_arguments(parser)
     parser.add_argument("--data_dir", required=True, help="Plain-text <prefix>.<lang> files (Multi30k's layout).")
-    parser.add_argument("--output_dir", required=True, help="Where the runs write (their folders, not committed).")
-    parser.add_argument("--results", help="The results file (default <output_dir>/results.json); tables beside.")
     parser.add_argument("--source_lang", default="en")
     parser.add_argument("--target_lang", default="de")
     parser.add_argument("--variants", nargs="+", choices=CONTEXT_TYPES, default=list(VARIANTS))
@@ -58,9 +64,6 @@ def parse_args(argv=None):
     parser.add_argument("--label_smoothing_factor", type=float, default=0.1)
     parser.add_argument("--dropout", type=float, default=0.1)
     parser.add_argument("--num_beams", type=int, default=5, help="Beam of the validation and test scores.")
-    parser.add_argument("--parallel", type=int, default=1, help="Runs at a time.")
-    parser.add_argument("--threads_per_run", type=int, help="Default: the machine's cores shared by the runs.")
-    parser.add_argument("--dry_run", action="store_true", help="Print the commands of the runs still to do.")
     args, args.run_translation_args = parser.parse_known_args(argv)
     if TWIN not in args.variants:
         parser.error(f"--variants must include {TWIN!r}: every CASAN run is paired with its twin of the same seed.")
@@ -179,20 +182,7 @@ def tables(records):
 def main(argv=None):
     args = parse_args(argv)
     require_packages("translation_sweep.py", *TRAINING, "sacrebleu", what="Each run of run_translation.py")
-    results = Path(args.results or Path(args.output_dir) / "results.json")
-    failed = run_sweep(
-        study_runs(args),
-        results,
-        collect,
-        tables,
-        parallel=args.parallel,
-        threads_per_run=args.threads_per_run,
-        dry_run=args.dry_run,
-    )
-    if results.with_suffix(".md").exists():
-        print(results.with_suffix(".md").read_text())
-    if failed:
-        sys.exit(f"{len(failed)} run(s) failed; their logs: {', '.join(map(str, failed))}")
+    run_study(args, study_runs(args), collect, tables)
 
 
 if __name__ == "__main__":

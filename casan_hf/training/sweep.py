@@ -16,6 +16,7 @@ import math
 import os
 import statistics
 import subprocess
+import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -126,6 +127,34 @@ def run_sweep(runs, results_path, collect, render_tables, parallel=1, threads_pe
     return failed
 
 
+def add_sweep_arguments(parser):
+    """The flags every study's sweep takes: where runs and results go, how many run at once, a dry run."""
+    parser.add_argument("--output_dir", required=True, help="Where the runs write (their folders, not committed).")
+    parser.add_argument("--results", help="The results file (default <output_dir>/results.json); tables beside.")
+    parser.add_argument("--parallel", type=int, default=1, help="Runs at a time.")
+    parser.add_argument("--threads_per_run", type=int, help="Default: the machine's cores shared by the runs.")
+    parser.add_argument("--dry_run", action="store_true", help="Print the commands of the runs still to do.")
+
+
+def run_study(args, runs, collect, render_tables):
+    """A sweep's main step, with the flags of `add_sweep_arguments`: runs what is missing, prints the tables, and
+    exits with the logs of the runs that failed."""
+    results = Path(args.results or Path(args.output_dir) / "results.json")
+    failed = run_sweep(
+        runs,
+        results,
+        collect,
+        render_tables,
+        parallel=args.parallel,
+        threads_per_run=args.threads_per_run,
+        dry_run=args.dry_run,
+    )
+    if results.with_suffix(".md").exists():
+        print(results.with_suffix(".md").read_text())
+    if failed:
+        sys.exit(f"{len(failed)} run(s) failed; their logs: {', '.join(map(str, failed))}")
+
+
 def final_gates(trainer_state):
     """The mean query and key gate of every layer (`{"query": [...], "key": [...]}`) at the last evaluation
     logged in a `trainer_state.json` by `GateMonitor`; None when no gates were logged (a model without context)."""
@@ -198,6 +227,7 @@ def paired_table(title, label_columns, rows, score, extra_columns=()):
 
 __all__ = [
     "Run",
+    "add_sweep_arguments",
     "duration",
     "final_gates",
     "load_results",
@@ -205,6 +235,7 @@ __all__ = [
     "mean_std",
     "paired",
     "paired_table",
+    "run_study",
     "run_sweep",
     "write_atomically",
 ]
