@@ -81,7 +81,9 @@ def build_app(model="", compare="", text=DEFAULT_TEXT, pair="", max_tokens=MAX_T
         # One listener for both triggers: its queue runs one submission at a time, and the models are not
         # thread-safe (inspect_attention switches their attention implementation for the call).
         gr.on([run.click, text_box.submit], on_submit, inputs, outputs, concurrency_limit=1)
-        gr.on([layer.input, head.input], on_switch, [state, layer, head], attention)
+        # A layer and a head picked in quick succession: the second click arrives while the first redraw runs,
+        # and is drawn after it with the latest choices ("once", Gradio's default, would drop it).
+        gr.on([layer.input, head.input], on_switch, [state, layer, head], attention, trigger_mode="always_last")
     return app
 
 
