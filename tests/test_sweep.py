@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -114,3 +115,21 @@ def test_paired_statistics_against_the_twin():
         lambda r: r["s"],
     )  # fmt: skip
     assert "| twin | 1.00 (n=1) | (twin) |" in table and "| casan | 2.00 (n=1) | - |" in table
+
+
+def test_sweeps_sharing_a_results_file_keep_each_others_records(tmp_path):
+    """Two sweeps at once on one results file (e.g. other seeds started beside a running grid): every record
+    lands, whichever writes last."""
+    results = tmp_path / "results.json"
+
+    def sweep(seeds):
+        runs = [
+            Run({"seed": seed}, tmp_path / f"seed{seed}", ([sys.executable, "-c", "import time; time.sleep(0.2)"],))
+            for seed in seeds
+        ]
+        return run_sweep(runs, results, lambda run: {}, lambda records: f"{len(records)} records\n")
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        assert list(pool.map(sweep, [(1, 3, 5), (2, 4, 6)])) == [[], []]
+    assert sorted(record["seed"] for record in load_results(results)) == [1, 2, 3, 4, 5, 6]
+    assert results.with_suffix(".md").read_text() == "6 records\n"

@@ -11,6 +11,7 @@ per metric, the mean and spread of each variant, and the per-seed difference to 
 interval and the seeds won.
 """
 
+import fcntl
 import json
 import math
 import os
@@ -69,6 +70,18 @@ def duration(seconds):
     return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{seconds:02d}s"
 
 
+def add_record(results_path, record, render_tables):
+    """Adds `record` to the results file and rewrites its tables, under a lock and from the file as it is now, so
+    that sweeps sharing one results file (other seeds, another study's shard) keep each other's records."""
+    results_path = Path(results_path)
+    results_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(results_path.with_name(f".{results_path.name}.lock"), "w") as lock_file:
+        fcntl.flock(lock_file, fcntl.LOCK_EX)
+        records = [*load_results(results_path), record]
+        write_atomically(results_path, json.dumps(records, indent=2) + "\n")
+        write_atomically(results_path.with_suffix(".md"), render_tables(records))
+
+
 def run_sweep(runs, results_path, collect, render_tables, parallel=1, threads_per_run=None, dry_run=False):
     """Runs the `runs` that have no record in `results_path`, `parallel` at a time, each with
     `threads_per_run` threads (default: the machine's cores shared out). As each finishes, `collect(run)` makes
@@ -109,9 +122,7 @@ def run_sweep(runs, results_path, collect, render_tables, parallel=1, threads_pe
             if record is None:
                 failed.append(run.log)
             else:
-                records.append(record)
-                write_atomically(results_path, json.dumps(records, indent=2) + "\n")
-                write_atomically(results_path.with_suffix(".md"), render_tables(records))
+                add_record(results_path, record, render_tables)
             elapsed = time.time() - start
             left = elapsed / len(done) * (len(todo) - len(done))
             name = " ".join(str(value) for value in run.identity.values())
