@@ -117,3 +117,20 @@ def test_compile_refuses_a_warm_up_that_would_time_the_compiler(monkeypatch, cap
     with pytest.raises(SystemExit):
         load_script("benchmark").parse_args()
     assert "--compile needs --warmup 3 or more" in capsys.readouterr().err
+
+
+def test_every_compiled_model_keeps_its_own_graphs():
+    """All models share transformers' wrapper code objects; with dynamo's default limit of 8 graphs per code
+    object, the models compiled after the eighth graph ran eagerly, timed as compiled."""
+    import torch
+
+    from casan_hf.benchmark.runner import Variant, compiled_twins
+
+    variants = [Variant(f"m{i}", "none", None, None) for i in range(8)]
+    variants += [Variant(f"m{i} [compiled default]", "none", None, "default") for i in range(8)]
+    limit = torch._dynamo.config.recompile_limit
+    try:
+        twins = compiled_twins({f"m{i}": torch.nn.Identity() for i in range(8)}, variants, backend="eager")
+        assert len(twins) == 16 and torch._dynamo.config.recompile_limit >= 4 * 8
+    finally:
+        torch._dynamo.config.recompile_limit = limit

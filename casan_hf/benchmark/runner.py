@@ -68,7 +68,14 @@ def default_variants(rank, context_types=("none", "global", "deep", "deep_global
 
 def compiled_twins(models, variants, backend="inductor"):
     """`models` with every compiled variant added: its eager model through `torch.compile` (the same module, so
-    the same weights; compiled at its first call, in the warm-up)."""
+    the same weights; compiled at its first call, in the warm-up).
+
+    Every compiled model runs through the same transformers code objects (the output-capturing wrappers), and
+    dynamo keeps at most `recompile_limit` graphs per code object (8 by default): past it, the models compiled
+    last would run eagerly without a word and be timed as compiled. The limit is raised to cover each model's
+    graphs for inference and training."""
+    compiled = sum(variant.compile_mode is not None for variant in variants)
+    torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 4 * compiled)
     return {
         **models,
         **{
