@@ -14,6 +14,8 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from huggingface_hub.utils import filter_repo_objects
+
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 OLAH_PYTHON = REPO_ROOT / ".venv-olah" / "bin" / "python"
@@ -139,3 +141,27 @@ class HubServer:
             "HF_HUB_DISABLE_TELEMETRY": "1",
             "HF_HUB_DISABLE_IMPLICIT_TOKEN": "1",
         }
+
+
+class RecordingHubApi:
+    """Stands in for `HfApi` in `Trainer.push_to_hub` (patch `transformers.trainer.hf_api` with `lambda: api`):
+    records each upload (repository, folder, the model card at that moment, and the files that pass
+    `huggingface_hub`'s own filter of the allow and ignore patterns, as the real upload would send them) and, given
+    a `HubServer`, publishes exactly those files there."""
+
+    def __init__(self, server=None):
+        self.server, self.uploads = server, []
+
+    def create_repo(self, repo_id, **kwargs):
+        return type("RepoUrl", (), {"repo_id": repo_id})()
+
+    def upload_folder(self, repo_id, folder_path, allow_patterns=None, ignore_patterns=None, **kwargs):
+        folder = Path(folder_path)
+        listed = sorted(path.relative_to(folder).as_posix() for path in folder.rglob("*") if path.is_file())
+        files = list(filter_repo_objects(listed, allow_patterns=allow_patterns, ignore_patterns=ignore_patterns))
+        card = (folder / "README.md").read_text()
+        self.uploads.append(
+            {"repo_id": repo_id, "folder": folder, "files": files, "ignore": ignore_patterns, "card": card}
+        )
+        if self.server:
+            return self.server.publish(repo_id, {name: folder / name for name in files}, "Upload with push_to_hub")

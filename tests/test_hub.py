@@ -15,8 +15,8 @@ import torch
 from conftest import load_script
 from fresh_process import run_without_casan_hf
 from glue_helpers import TINY_RUN, make_tiny_bert
+from hub_server import RecordingHubApi
 from huggingface_hub import ModelCard
-from huggingface_hub.utils import filter_repo_objects
 from tiny_models import padded_batch, tiny_config
 from tiny_tokenizer import tiny_tokenizer
 from transformers import pipeline
@@ -233,7 +233,7 @@ class Publisher:
 
         repo, output_dir = "someone/casan-rte", self.root / "push"
         self.server.publish_folder("someone/tiny-bert", tiny_bert)  # the source, named on the card by its repo id
-        hub = PublishingHubApi(self.server)
+        hub = RecordingHubApi(self.server)
         with pytest.MonkeyPatch.context() as patch:
             patch.setattr(transformers.trainer, "hf_api", lambda: hub)
             patch.setattr(sys, "argv", ["run_glue.py", *map(str, [
@@ -248,25 +248,6 @@ class Publisher:
         self.check(f"{repo}:pipeline", "pipeline", run(SENTENCES), repo=repo, task="text-classification",
                    inputs=SENTENCES)  # fmt: skip
         self.check(f"{repo}:card", "model_card", ModelCard.load(output_dir / "README.md"), repo=repo)
-
-
-class PublishingHubApi:
-    """Stands in for `HfApi` in Trainer.push_to_hub: `upload_folder` publishes on the server the folder's files
-    that pass `huggingface_hub`'s own filter of the allow and ignore patterns, as the real upload would."""
-
-    def __init__(self, server):
-        self.server, self.uploads = server, []
-
-    def create_repo(self, repo_id, **kwargs):
-        return type("RepoUrl", (), {"repo_id": repo_id})()
-
-    def upload_folder(self, repo_id, folder_path, allow_patterns=None, ignore_patterns=None, **kwargs):
-        folder = Path(folder_path)
-        listed = sorted(path.relative_to(folder).as_posix() for path in folder.rglob("*") if path.is_file())
-        files = list(filter_repo_objects(listed, allow_patterns=allow_patterns, ignore_patterns=ignore_patterns))
-        commit = self.server.publish(repo_id, {name: folder / name for name in files}, "Upload with push_to_hub")
-        self.uploads.append({"repo_id": repo_id, "folder": folder, "files": files, "ignore": ignore_patterns})
-        return commit
 
 
 @pytest.fixture(scope="module")

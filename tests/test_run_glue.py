@@ -4,13 +4,13 @@ torchrun and accelerate, resuming, pushing (up to the upload) and every bad inpu
 
 import shutil
 import sys
-from pathlib import Path
 
 import pytest
 import torch
 from conftest import load_script
 from fresh_process import run_without_casan_hf
 from glue_helpers import TINY_RUN, card_metadata, make_tiny_bert, read_json, run_glue, write_synthetic_glue
+from hub_server import RecordingHubApi
 from transformers import AutoTokenizer
 
 from casan_hf import CasanForSequenceClassification
@@ -372,32 +372,10 @@ def test_context_learning_rate_trains_and_is_refused_without_context(tiny_bert, 
         assert not (tmp_path / "refused").exists()
 
 
-class FakeHubApi:
-    """Stands in for the Hub: records what Trainer would upload, and the folder's content at that moment."""
-
-    def __init__(self):
-        self.uploads = []
-
-    def create_repo(self, repo_id, **kwargs):
-        return type("RepoUrl", (), {"repo_id": repo_id})()
-
-    def upload_folder(self, repo_id, folder_path, ignore_patterns=(), **kwargs):
-        files = sorted(path.name for path in Path(folder_path).iterdir())
-        self.uploads.append(
-            {
-                "repo_id": repo_id,
-                "folder": Path(folder_path),
-                "files": files,
-                "ignore": ignore_patterns,
-                "card": (Path(folder_path) / "README.md").read_text(),
-            }
-        )
-
-
 def test_push_to_hub_uploads_the_output_folder(tiny_bert, run_in_process, tmp_path, glue_dir, monkeypatch):
     import transformers.trainer
 
-    hub = FakeHubApi()
+    hub = RecordingHubApi()
     monkeypatch.setattr(transformers.trainer, "hf_api", lambda: hub)
     output_dir = tmp_path / "push"
     run_in_process(

@@ -4,11 +4,11 @@ with one line before anything is trained."""
 
 import json
 import sys
-from pathlib import Path
 
 import pytest
 from conftest import load_script
 from fresh_process import run_without_casan_hf
+from hub_server import RecordingHubApi
 
 from casan_hf.translation import translation_scores
 
@@ -80,24 +80,17 @@ def test_push_to_hub_uploads_the_runs_own_card(run_translation_module, multi30k_
     the one uploaded."""
     import transformers.trainer
 
-    uploads = []
-
-    class HubApi:  # records what Trainer uploads
-        def create_repo(self, repo_id, **kwargs):
-            return type("RepoUrl", (), {"repo_id": repo_id})()
-
-        def upload_folder(self, repo_id, folder_path, **kwargs):
-            uploads.append((repo_id, (Path(folder_path) / "README.md").read_text()))
-
-    monkeypatch.setattr(transformers.trainer, "hf_api", HubApi)
+    hub = RecordingHubApi()
+    monkeypatch.setattr(transformers.trainer, "hf_api", lambda: hub)
     output_dir = tmp_path / "push"
     run_in_process(
         run_translation_module,
         ["--data_dir", multi30k_dir, "--context_type", "global", "--do_train", "--max_steps", "1", "--push_to_hub",
          "--hub_model_id", "you/casan-mt", "--output_dir", output_dir, *TINY_RUN],
     )  # fmt: skip
-    ((repo_id, card),) = uploads
-    assert repo_id == "you/casan-mt" and card == (output_dir / "README.md").read_text()
+    (upload,) = hub.uploads
+    card = upload["card"]
+    assert upload["repo_id"] == "you/casan-mt" and card == (output_dir / "README.md").read_text()
     assert (
         "casan-global" in card
         and 'AutoModelForSeq2SeqLM.from_pretrained("you/casan-mt", trust_remote_code=True)' in card
