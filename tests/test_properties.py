@@ -172,8 +172,11 @@ def test_save_and_load_give_the_same_model(config, batch, tmp_path_factory):
     assert loaded.config.to_diff_dict() == model.config.to_diff_dict()
     state, loaded_state = model.state_dict(), loaded.state_dict()
     assert state.keys() == loaded_state.keys() and all(torch.equal(state[k], loaded_state[k]) for k in state)
+    # The same weights, but the loaded ones are read in place from the safetensors file, at addresses that are
+    # not 64-byte aligned: the CPU kernels take other vector paths and may round the last bit differently.
     expected, actual = run(model, inputs), run(loaded, inputs)
-    assert all(torch.equal(actual[name], value) for name, value in expected.items())
+    for name, value in expected.items():
+        torch.testing.assert_close(actual[name], value, atol=1e-7, rtol=1e-6, msg=name)
 
 
 @given(config=casan_configs(), batch=batches())
