@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from casan_hf.training.sweep import Run, load_results, paired, paired_table, run_sweep
+from casan_hf.training.sweep import Run, load_results, paired, paired_table, run_sweep, time_left
 
 
 # A stand-in for a training script: writes its seed's score into the folder, or hangs on a seed told to.
@@ -92,6 +92,12 @@ def test_a_killed_sweep_resumes_with_the_runs_that_have_no_record(study):
     )
     assert all(r["wall_seconds"] >= 0 for r in records)
     assert not list(study.glob(".*.tmp"))  # written through a rename
+
+
+def test_time_left_counts_the_runs_that_run_at_once():
+    assert time_left([600, 660], runs_left=37, parallel=2) == 630 * 37 / 2
+    assert time_left([600], runs_left=1, parallel=2) == 600  # the last run has no other beside it
+    assert time_left([600], runs_left=0, parallel=2) == 0
 
 
 def test_a_failed_run_is_named_and_has_no_record(tmp_path, capsys):

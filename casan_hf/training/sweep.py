@@ -70,6 +70,14 @@ def duration(seconds):
     return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{seconds:02d}s"
 
 
+def time_left(run_seconds, runs_left, parallel):
+    """The estimate of a sweep's remaining wall time: the mean time of its finished runs, for the runs left, `parallel`
+    at a time (by elapsed time over runs done, the first runs of a parallel sweep would count `parallel` times)."""
+    if not runs_left:
+        return 0.0
+    return statistics.mean(run_seconds) * runs_left / min(parallel, runs_left)
+
+
 def add_record(results_path, record, render_tables):
     """Adds `record` to the results file and rewrites its tables, under a lock and from the file as it is now, so
     that sweeps sharing one results file (other seeds, another study's shard) keep each other's records."""
@@ -104,7 +112,7 @@ def run_sweep(runs, results_path, collect, render_tables, parallel=1, threads_pe
     environment = dict(os.environ)
     threads = threads_per_run or max(1, (os.cpu_count() or 1) // parallel)
     environment["OMP_NUM_THREADS"] = environment["MKL_NUM_THREADS"] = str(threads)
-    lock, start, done, failed = threading.Lock(), time.time(), [], []
+    lock, start, done, failed, run_seconds = threading.Lock(), time.time(), [], [], []
 
     def execute(run):
         run.folder.parent.mkdir(parents=True, exist_ok=True)
@@ -119,16 +127,16 @@ def run_sweep(runs, results_path, collect, render_tables, parallel=1, threads_pe
         record = None if returncode else {**run.identity, **collect(run), "wall_seconds": round(time.time() - began)}
         with lock:
             done.append(run)
+            run_seconds.append(time.time() - began)
             if record is None:
                 failed.append(run.log)
             else:
                 add_record(results_path, record, render_tables)
-            elapsed = time.time() - start
-            left = elapsed / len(done) * (len(todo) - len(done))
+            elapsed, left = time.time() - start, time_left(run_seconds, len(todo) - len(done), parallel)
             name = " ".join(str(value) for value in run.identity.values())
             status = "finished" if record else f"FAILED (exit {returncode}; log {run.log})"
             print(
-                f"[{len(done)}/{len(todo)}] {name}: {status} in {duration(time.time() - began)}; "
+                f"[{len(done)}/{len(todo)}] {name}: {status} in {duration(run_seconds[-1])}; "
                 f"elapsed {duration(elapsed)}, about {duration(left)} left",
                 flush=True,
             )
