@@ -12,6 +12,7 @@ os.environ["TRANSFORMERS_OFFLINE"] = "1"
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import pytest  # noqa: E402
+import torch  # noqa: E402
 from hypothesis import HealthCheck, settings  # noqa: E402
 
 
@@ -24,6 +25,19 @@ settings.load_profile("ci")
 
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--device",
+        default="cpu",
+        help="where the device-aware tests (test_context_kernels.py) run their kernels: cpu, or cuda on a GPU",
+    )
+
+
+@pytest.fixture
+def device(request):
+    return torch.device(request.config.getoption("--device"))
 
 
 def run_main(module, args):

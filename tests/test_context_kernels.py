@@ -1,5 +1,8 @@
 """The context mixer's kernels change nothing: outputs, gates and every gradient equal those of the mixer
-written straightforwardly (one target at a time, C concatenated, the paper's formulas), in float64."""
+written straightforwardly (one target at a time, C concatenated, the paper's formulas), in float64.
+
+Every test runs on the `device` fixture: the CPU here, a GPU with `pytest tests/test_context_kernels.py --device
+cuda` (scripts/device/shard.sh speed), where the bf16 autocast tests check the CUDA kernels' rounding."""
 
 import itertools
 
@@ -45,26 +48,32 @@ def reference_mixer(mixer, query, key, context):
                 plain @ mixer.gate_hidden[index] + cu @ mixer.gate_context[index] + mixer.gate_bias[index]
             )
         else:
-            lam = torch.full(plain.shape[:-1], mixer.fixed_gate, dtype=plain.dtype)
+            lam = torch.full(plain.shape[:-1], mixer.fixed_gate, dtype=plain.dtype, device=plain.device)
         states[target] = (1 - lam[..., None]) * plain + lam[..., None] * cu
         gates[("query", "key").index(target)] = lam
     return states["query"], states["key"], torch.stack(gates, dim=1)
 
 
-def context_model(context_type, **options):
+def context_model(context_type, device, **options):
     """A tiny float32 model whose context parameters are large enough for their gradients to be compared."""
     torch.manual_seed(0)
     model = CasanModel(tiny_config(context_type=context_type, gate_bias_init=0.0, **options))
     for name, parameter in model.named_parameters():
         if "context_mixer" in name:
             torch.nn.init.normal_(parameter, std=0.3)
-    return model
+    return model.to(device)
+
+
+def random_like(tensor):
+    """Standard normal numbers of `tensor`'s shape, dtype and device, drawn on the CPU from a fixed seed: the same
+    on every device, and for every tensor of that shape whatever its strides."""
+    generator = torch.Generator().manual_seed(1)
+    return torch.randn(tensor.shape, generator=generator, dtype=tensor.dtype).to(tensor.device)
 
 
 def weighted_sum(tensor):
     """A loss whose gradient reaches the context (a square's mean would not: LayerNorm fixes it)."""
-    generator = torch.Generator().manual_seed(1)
-    return (tensor * torch.randn(tensor.shape, generator=generator, dtype=tensor.dtype)).sum()
+    return (tensor * random_like(tensor)).sum()
 
 
 def reference_forward(self, query, key, context):
@@ -75,7 +84,7 @@ def reference_forward(self, query, key, context):
     return reference_mixer(self, query, key, sentence.split(self.hidden_size, dim=-1))
 
 
-def mixer_inputs(config, layer, batch=3, n=5):
+def mixer_inputs(config, layer, device, batch=3, n=5):
     d = config.hidden_size
     if config.context_type == "deep":
         context = tuple(torch.randn(batch, n, d, dtype=torch.float64) for _ in range(layer))
@@ -84,25 +93,25 @@ def mixer_inputs(config, layer, batch=3, n=5):
     else:
         context = (torch.randn(batch, d, dtype=torch.float64),)
     query, key = torch.randn(batch, n, d, dtype=torch.float64), torch.randn(batch, n, d, dtype=torch.float64)
-    return [tensor.requires_grad_() for tensor in (query, key, *context)]
+    return [tensor.to(device).requires_grad_() for tensor in (query, key, *context)]
 
 
 @pytest.mark.parametrize("options", CONFIGS, ids=config_id)
-def test_mixer_forward_and_gradients_equal_the_reference(options):
+def test_mixer_forward_and_gradients_equal_the_reference(options, device):
     torch.manual_seed(0)
     config = tiny_config(**options)
     layer = 2
     mixer = CasanContextMixer(config, config.context_size(layer)).double()
     for parameter in mixer.parameters():
         torch.nn.init.normal_(parameter, std=0.3)
-    query, key, *context = mixer_inputs(config, layer)
+    mixer.to(device)
+    query, key, *context = mixer_inputs(config, layer, device)
     # the fast mixer takes deep_global's context concatenated, as layer_context builds it
     fast_context = tuple(context) if config.context_type == "deep" else (torch.cat(context, dim=-1),)
     results = {}
     for name, function in (("fast", mixer), ("reference", lambda q, k, c: reference_mixer(mixer, q, k, context))):
         outputs = function(query, key, fast_context)
-        torch.manual_seed(1)  # the same weights for both (randn_like would follow each output's strides)
-        loss = sum((output * torch.randn(output.shape, dtype=output.dtype)).sum() for output in outputs)
+        loss = sum(weighted_sum(output) for output in outputs)
         inputs = [query, key, *context, *mixer.parameters()]
         grads = torch.autograd.grad(loss, inputs, allow_unused=True)
         results[name] = (outputs, grads)
@@ -117,7 +126,7 @@ def test_mixer_forward_and_gradients_equal_the_reference(options):
 
 @pytest.mark.parametrize("context_type", ["global", "deep", "deep_global"])
 @pytest.mark.parametrize("rank", [None, 3])
-def test_model_outputs_and_gradients_equal_the_reference(context_type, rank, monkeypatch):
+def test_model_outputs_and_gradients_equal_the_reference(context_type, rank, device, monkeypatch):
     """A whole model (padded batch, every layer): its outputs, gates and every parameter's gradient, computed
     with the fast mixer and with the reference in its place."""
     torch.manual_seed(0)
@@ -125,14 +134,14 @@ def test_model_outputs_and_gradients_equal_the_reference(context_type, rank, mon
     for name, parameter in model.named_parameters():
         if "context_mixer" in name:
             torch.nn.init.normal_(parameter, std=0.3)
-    input_ids, attention_mask = padded_batch([6, 3, 5])
+    model.to(device)
+    input_ids, attention_mask = (tensor.to(device) for tensor in padded_batch([6, 3, 5]))
 
     def step():
         model.zero_grad(set_to_none=True)
         outputs = model(input_ids, attention_mask=attention_mask, output_context_gates=True)
-        torch.manual_seed(1)
         hidden = outputs.last_hidden_state
-        (hidden * torch.randn(hidden.shape, dtype=hidden.dtype)).sum().backward()
+        weighted_sum(hidden).backward()
         gates = torch.stack(outputs.context_gates).detach()
         return (
             hidden.detach(),
@@ -158,14 +167,14 @@ def autograd_split_projection(weight, sources):
     return sum(source @ block.t() for source, block in zip(sources, weight.split(d, dim=1), strict=True))
 
 
-def test_split_projection_follows_autocast():
+def test_split_projection_follows_autocast(device):
     """Under bf16 autocast the custom function computes in bf16 as mm would, and returns float32 gradients."""
     torch.manual_seed(0)
-    weight = torch.randn(8, 12, requires_grad=True)
-    sources = [torch.randn(5, 4, requires_grad=True) for _ in range(3)]
+    weight = torch.randn(8, 12).to(device).requires_grad_()
+    sources = [torch.randn(5, 4).to(device).requires_grad_() for _ in range(3)]
     results = []
     for function in (_SplitProjection.apply, lambda w, *s: autograd_split_projection(w, s)):
-        with torch.autocast("cpu", dtype=torch.bfloat16):
+        with torch.autocast(device.type, dtype=torch.bfloat16):
             projected = function(weight, *sources)
         assert projected.dtype == torch.bfloat16
         grads = torch.autograd.grad(projected.float().square().sum(), [weight, *sources])
@@ -178,10 +187,10 @@ def test_split_projection_follows_autocast():
 
 
 @pytest.mark.parametrize("context_type", ["global", "deep"])
-def test_compiled_training_step_matches_eager(context_type):
+def test_compiled_training_step_matches_eager(context_type, device):
     """torch.compile traces the mixer's training step, the custom function's backward included."""
-    model = context_model(context_type)
-    input_ids, attention_mask = padded_batch([6, 3])
+    model = context_model(context_type, device)
+    input_ids, attention_mask = (tensor.to(device) for tensor in padded_batch([6, 3]))
     grads = []
     for forward in (model, torch.compile(model, backend="aot_eager")):
         model.zero_grad(set_to_none=True)
@@ -194,15 +203,15 @@ def test_compiled_training_step_matches_eager(context_type):
 
 
 @pytest.mark.parametrize("context_type", ["global", "deep"])
-def test_training_under_autocast_is_as_close_as_autograd(context_type, monkeypatch):
+def test_training_under_autocast_is_as_close_as_autograd(context_type, device, monkeypatch):
     """bf16 autocast: the custom functions compute in bf16 and return float32 gradients, about as far from the
     float32 gradients as autograd's through the same operators under the same autocast (bf16 rounding, both)."""
-    model = context_model(context_type)
-    input_ids, attention_mask = padded_batch([6, 3])
+    model = context_model(context_type, device)
+    input_ids, attention_mask = (tensor.to(device) for tensor in padded_batch([6, 3]))
 
     def grads(autocast):
         model.zero_grad(set_to_none=True)
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=autocast):
             hidden = model(input_ids, attention_mask=attention_mask).last_hidden_state
         weighted_sum(hidden.float()).backward()
         return {name: p.grad for name, p in model.named_parameters() if "context_mixer" in name}
