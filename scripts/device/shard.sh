@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# One shard of the GPU studies (issue 18) as one command of the device tool, after scripts/device/prepare.sh:
+#
+#   bash scripts/device/shard.sh SHARD             on the device; carry what `--carry` prints
+#   bash scripts/device/shard.sh SHARD --carry     the folders the shard carries, one a line
+#   bash scripts/device/shard.sh SHARD --dry-run   here, on the CPU, with .venv: the same steps at a toy size
+#
+# SHARD: speed (the kernel parity tests on CUDA, the eager benchmark in bf16 and fp32), compiled (bf16, both
+# compile modes), translation (the study at the small preset, one seed's four variants at a time), glue (the
+# teaching study's cheap recipes on RTE and MRPC). Each sweep skips the runs that have a record in its committed
+# results file, so a shard cut off at the call's 10 minutes goes on in the next call; a run cut off is redone.
+# The results files come back through $OUT: copy them over docs/results/ and commit them.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+SHARD=${1:-}
+MODE=${2:-run}
+# The wall time a shard's work may take: the device ends a call at 10 minutes, and the results must still be copied.
+BUDGET_S=${BUDGET_S:-540}
+
+carry() {
+	case $SHARD in
+	speed | compiled) echo .device/wheels ;;
+	translation) printf '%s\n' .device/wheels .device/multi30k ;;
+	glue) printf '%s\n' .device/wheels .device/minilm .device/glue ;;
+	*)
+		echo "shard.sh: error: unknown shard '$SHARD'; choose speed, compiled, translation or glue" >&2
+		exit 2
+		;;
+	esac
+}
+
+if [[ $MODE == --carry ]]; then
+	carry
+	exit
+fi
+carry >/dev/null
+for folder in $(carry); do
+	[[ -d $folder ]] || { echo "shard.sh: error: $folder is missing: run scripts/device/prepare.sh first" >&2; exit 2; }
+done
+
+if [[ $MODE == --dry-run ]]; then
+	PY=.venv/bin/python
+	OUT=${OUT:-runs/device-dry-run/$SHARD}
+	RUNS=runs/device-dry-run/$SHARD
+	RESULTS=$RUNS/results
+	DEVICE=cpu
+	rm -rf "$RUNS"
+	mkdir -p "$OUT" "$RESULTS"
+	MINILM=$RUNS/minilm
+elif [[ $MODE == run ]]; then
+	PY=python3
+	: "${OUT:?shard.sh runs on the device, where the tool sets OUT; here use --dry-run}"
+	RUNS=/tmp/runs
+	RESULTS=docs/results
+	DEVICE=cuda
+	MINILM=/tmp/minilm
+	# The image's transformers is older than the tested one: the carried wheels go first on the path.
+	$PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .device/wheels/*.whl
+	export PYTHONPATH=/tmp/site:$PWD
+else
+	echo "shard.sh: error: unknown mode '$MODE'; choose --carry, --dry-run or nothing (run on the device)" >&2
+	exit 2
+fi
+export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 PYTHONUNBUFFERED=1
+# The whole output comes back too (the tool returns only its last 12,000 characters).
+exec > >(tee "$OUT/$SHARD.log") 2>&1
+$PY - <<'PY'
+import torch, transformers
+print(f"torch {torch.__version__}, transformers {transformers.__version__}, "
+      f"{torch.cuda.get_device_name() if torch.cuda.is_available() else 'no GPU'}")
+PY
+
+# Runs a step within what is left of the budget; a step cut off still lets the results be copied to $OUT.
+START=$SECONDS
+within_budget() {
+	local left=$((BUDGET_S - (SECONDS - START)))
+	((left > 0)) || { echo "shard.sh: no time left for: $*"; return 0; }
+	timeout "$left" "$@" || echo "shard.sh: stopped or failed ($?): $*"
+}
+
+benchmark() {
+	if [[ $MODE == --dry-run ]]; then
+		set -- "$@" --sizes minilm --seq-lens 16 --batch-size 2 --warmup 1 --repeats 1 --threads 1
+	else
+		set -- "$@" --sizes bert-base --warmup 3 --repeats 10
+	fi
+	within_budget $PY scripts/benchmark.py --device "$DEVICE" --rank 64 "$@"
+}
+
+case $SHARD in
+speed)
+	# The context kernels against the paper's formulas (float64) and under bf16 autocast, then sdpa's flash kernel.
+	within_budget $PY -m pytest -q -p no:cacheprovider tests/test_context_kernels.py tests/test_cuda_attention.py \
+		--device "$DEVICE"
+	for dtype in bfloat16 float32; do
+		benchmark --dtype "$dtype" --seq-lens 128 --batch-size 32 --json "$OUT/speed_${dtype}_128x32.json"
+		benchmark --dtype "$dtype" --seq-lens 512 --batch-size 8 --json "$OUT/speed_${dtype}_512x8.json"
+	done
+	;;
+compiled)
+	for mode in default reduce-overhead; do
+		[[ $MODE == --dry-run && $mode == reduce-overhead ]] && continue # CUDA graphs: a GPU's only
+		benchmark --dtype bfloat16 --seq-lens 128 --batch-size 32 --compile "$mode" --json "$OUT/compiled_${mode}.json"
+	done
+	;;
+translation)
+	budget=(--model_size small --seeds 1 2 3 --num_train_epochs "${EPOCHS:-30}" --parallel "${PARALLEL:-4}")
+	[[ $MODE == --dry-run ]] && budget=(--model_size micro --seeds 1 --num_train_epochs 1 --parallel 2 --max_steps 2
+		--max_train_samples 64 --max_eval_samples 16 --max_predict_samples 16)
+	within_budget $PY scripts/translation_sweep.py --data_dir .device/multi30k --output_dir "$RUNS/translation" \
+		--results "$RESULTS/translation_small_gpu.json" --variants none global deep deep_global \
+		--batch_size 128 --learning_rate 5e-4 --warmup_steps 2000 --dropout 0.3 --weight_decay 0.0001 \
+		"${budget[@]}" $([[ $MODE == run ]] && echo --bf16)
+	cp "$RESULTS"/translation_small_gpu.{json,md} "$OUT/" 2>/dev/null || true
+	;;
+glue)
+	if [[ $MODE == --dry-run ]]; then
+		.venv/bin/python scripts/device/minilm_fp16.py unpack .device/minilm "$MINILM"
+		budget=(--tasks rte --seeds 42 --parallel 2 --max_train_samples rte=32 --num_train_epochs 0.1)
+	else
+		$PY scripts/device/minilm_fp16.py unpack .device/minilm "$MINILM"
+		budget=(--tasks rte mrpc --seeds 42 43 44 45 46 --parallel "${PARALLEL:-12}")
+	fi
+	within_budget $PY scripts/glue_sweep.py --model_name_or_path "$MINILM" --glue_dir .device/glue \
+		--output_dir "$RUNS/glue" --results "$RESULTS/glue_minilm_gpu_teaching.json" \
+		--variants none global deep_global_r64 deep --recipes finetune context_lr --classifier_pooling mean \
+		--base_model sentence-transformers/all-MiniLM-L6-v2 "${budget[@]}"
+	cp "$RESULTS"/glue_minilm_gpu_teaching.{json,md} "$OUT/" 2>/dev/null || true
+	;;
+esac
+echo "shard.sh: $SHARD done in $((SECONDS - START)) s; results in $OUT:"
+ls -la "$OUT"
