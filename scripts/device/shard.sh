@@ -33,7 +33,7 @@ if [[ $MODE == --carry ]]; then
 	carry
 	exit
 fi
-carry >/dev/null
+carry >/dev/null # an unknown shard stops here (inside $(carry) below its exit would not end the script)
 for folder in $(carry); do
 	[[ -d $folder ]] || { echo "shard.sh: error: $folder is missing: run scripts/device/prepare.sh first" >&2; exit 2; }
 done
@@ -114,13 +114,10 @@ translation)
 	cp "$RESULTS"/translation_small_gpu.{json,md} "$OUT/" 2>/dev/null || true
 	;;
 glue)
-	if [[ $MODE == --dry-run ]]; then
-		.venv/bin/python scripts/device/minilm_fp16.py unpack .device/minilm "$MINILM"
-		budget=(--tasks rte --seeds 42 --parallel 2 --max_train_samples rte=32 --num_train_epochs 0.1)
-	else
-		$PY scripts/device/minilm_fp16.py unpack .device/minilm "$MINILM"
-		budget=(--tasks rte mrpc --seeds 42 43 44 45 46 --parallel "${PARALLEL:-12}")
-	fi
+	$PY scripts/device/minilm_fp16.py unpack .device/minilm "$MINILM"
+	budget=(--tasks rte mrpc --seeds 42 43 44 45 46 --parallel "${PARALLEL:-12}")
+	[[ $MODE == --dry-run ]] && budget=(--tasks rte --seeds 42 --parallel 2 --max_train_samples rte=32
+		--num_train_epochs 0.1)
 	within_budget $PY scripts/glue_sweep.py --model_name_or_path "$MINILM" --glue_dir .device/glue \
 		--output_dir "$RUNS/glue" --results "$RESULTS/glue_minilm_gpu_teaching.json" \
 		--variants none global deep_global_r64 deep --recipes finetune context_lr --classifier_pooling mean \
