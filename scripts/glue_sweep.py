@@ -162,30 +162,52 @@ def mlm_dir(fine_tuning_dir):
     return fine_tuning_dir.with_name(f"{fine_tuning_dir.name}-mlm")
 
 
-def commands(args, task, recipe, variant, seed, out):
-    """The run_mlm.py command (without MLM pre-training: none) and the run_glue.py command of one run."""
-    common = ["--seed", str(seed), "--learning_rate", str(args.learning_rate), "--report_to", "none"]
-    common += ["--max_seq_length", str(args.max_seq_length)]
-    common += ["--overwrite_output_dir", "--save_strategy", "no", "--base_model", args.base_model]
+def run_settings(args, task, recipe, variant):
+    """What a run's result depends on beside its identity (task, recipe, variant, seed) and the paths it reads:
+    its record keeps them, and its command is made from them."""
+    return {
+        "base_model": args.base_model,
+        "learning_rate": args.learning_rate,
+        "max_seq_length": args.max_seq_length,
+        "batch_size": args.batch_size,
+        "num_train_epochs": args.num_train_epochs,
+        "max_train_samples": args.max_train_samples.get(task),
+        "classifier_pooling": None if variant == "baseline" else args.classifier_pooling,
+        "context_learning_rate": (
+            args.learning_rate * args.context_lr_multiplier
+            if RECIPES[recipe].context_lr and variant != args.twin
+            else None
+        ),
+        "mlm_steps": args.mlm_steps if RECIPES[recipe].mlm else None,
+        "run_glue_args": args.run_glue_args,
+    }
+
+
+def commands(args, settings, task, variant, seed, out):
+    """The run_mlm.py command (without MLM pre-training: none) and the run_glue.py command of one run, with its
+    `settings`; padding to --max_seq_length or not gives the same logits, so it is not among them."""
+    common = ["--seed", str(seed), "--learning_rate", str(settings["learning_rate"]), "--report_to", "none"]
+    common += ["--max_seq_length", str(settings["max_seq_length"])]
+    common += ["--overwrite_output_dir", "--save_strategy", "no", "--base_model", settings["base_model"]]
     common += VARIANT_FLAGS[variant]
-    if RECIPES[recipe].context_lr and variant != args.twin:
-        common += ["--context_learning_rate", str(args.learning_rate * args.context_lr_multiplier)]
+    if settings["context_learning_rate"] is not None:
+        common += ["--context_learning_rate", str(settings["context_learning_rate"])]
     runs, source = [], args.model_name_or_path
-    if RECIPES[recipe].mlm:
+    if settings["mlm_steps"] is not None:
         mlm = [sys.executable, str(RUN_MLM), "--model_name_or_path", source, "--glue_dir", args.glue_dir]
-        mlm += ["--glue_tasks", task, "--do_train", "--do_eval", "--max_steps", str(args.mlm_steps)]
+        mlm += ["--glue_tasks", task, "--do_train", "--do_eval", "--max_steps", str(settings["mlm_steps"])]
         runs.append([*mlm, "--output_dir", str(mlm_dir(out)), *common])
         source = str(mlm_dir(out))
     glue = [sys.executable, str(RUN_GLUE), "--model_name_or_path", source, "--task_name", task]
     glue += ["--glue_dir", args.glue_dir, "--do_train", "--do_eval", "--output_dir", str(out), *common]
-    glue += ["--per_device_train_batch_size", str(args.batch_size), "--per_device_eval_batch_size", "128"]
-    glue += ["--num_train_epochs", str(args.num_train_epochs)]
+    glue += ["--per_device_train_batch_size", str(settings["batch_size"]), "--per_device_eval_batch_size", "128"]
+    glue += ["--num_train_epochs", str(settings["num_train_epochs"])]
     glue += ["--pad_to_max_length", str(args.pad_to_max_length).lower()]
-    if variant != "baseline":
-        glue += ["--classifier_pooling", args.classifier_pooling]
-    if task in args.max_train_samples:
-        glue += ["--max_train_samples", str(args.max_train_samples[task])]
-    return [*runs, glue + args.run_glue_args]
+    if settings["classifier_pooling"] is not None:
+        glue += ["--classifier_pooling", settings["classifier_pooling"]]
+    if settings["max_train_samples"] is not None:
+        glue += ["--max_train_samples", str(settings["max_train_samples"])]
+    return [*runs, glue + settings["run_glue_args"]]
 
 
 def study_runs(args):
@@ -200,7 +222,9 @@ def study_runs(args):
                     made_under = run_recipe(args, recipe, variant)
                     out = Path(args.output_dir) / task / made_under / variant / f"seed{seed}"
                     identity = {"task": task, "recipe": made_under, "variant": variant, "seed": seed}
-                    runs[out] = Run(identity, out, tuple(commands(args, task, made_under, variant, seed, out)))
+                    settings = run_settings(args, task, made_under, variant)
+                    run_commands = tuple(commands(args, settings, task, variant, seed, out))
+                    runs[out] = Run(identity, out, run_commands, settings)
     return list(runs.values())
 
 

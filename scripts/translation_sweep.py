@@ -70,21 +70,41 @@ def parse_args(argv=None):
     return args
 
 
-def commands(args, variant, seed, out):
-    """Training with validation and beam-search test scores, then the greedy test scores of the final model; the
-    extra flags go to both."""
-    data = ["--data_dir", args.data_dir, "--source_lang", args.source_lang, "--target_lang", args.target_lang]
+def run_settings(args):
+    """What a run's result depends on beside its identity (size, epochs, variant, seed) and the data's path: its
+    record keeps them, and its commands are made from them."""
+    return {
+        "source_lang": args.source_lang,
+        "target_lang": args.target_lang,
+        "batch_size": args.batch_size,
+        "learning_rate": args.learning_rate,
+        "warmup_steps": args.warmup_steps,
+        "label_smoothing_factor": args.label_smoothing_factor,
+        "dropout": args.dropout,
+        "num_beams": args.num_beams,
+        "run_translation_args": args.run_translation_args,
+    }
+
+
+def commands(args, settings, variant, seed, out):
+    """Training with validation and beam-search test scores, then the greedy test scores of the final model, with
+    the run's `settings`; the extra flags go to both."""
+    data = ["--data_dir", args.data_dir]
+    data += ["--source_lang", settings["source_lang"], "--target_lang", settings["target_lang"]]
     common = ["--predict_with_generate", "--per_device_eval_batch_size", "128", "--report_to", "none"]
     common += ["--disable_tqdm", "true", "--overwrite_output_dir"]
     train = [sys.executable, str(RUN_TRANSLATION), "--model_size", args.model_size, "--context_type", variant]
     train += ["--seed", str(seed), *data, "--do_train", "--do_eval", "--do_predict", *common]
-    train += ["--num_train_epochs", str(args.num_train_epochs), "--per_device_train_batch_size", str(args.batch_size)]
-    train += ["--learning_rate", str(args.learning_rate), "--lr_scheduler_type", "inverse_sqrt"]
-    train += ["--warmup_steps", str(args.warmup_steps), "--label_smoothing_factor", str(args.label_smoothing_factor)]
-    train += ["--dropout", str(args.dropout), "--num_beams", str(args.num_beams), "--save_strategy", "no"]
-    train += ["--logging_steps", "100", "--output_dir", str(out), *args.run_translation_args]
+    train += ["--num_train_epochs", str(args.num_train_epochs)]
+    train += ["--per_device_train_batch_size", str(settings["batch_size"])]
+    train += ["--learning_rate", str(settings["learning_rate"]), "--lr_scheduler_type", "inverse_sqrt"]
+    train += ["--warmup_steps", str(settings["warmup_steps"])]
+    train += ["--label_smoothing_factor", str(settings["label_smoothing_factor"])]
+    train += ["--dropout", str(settings["dropout"]), "--num_beams", str(settings["num_beams"])]
+    train += ["--save_strategy", "no", "--logging_steps", "100", "--output_dir", str(out)]
+    train += settings["run_translation_args"]
     greedy = [sys.executable, str(RUN_TRANSLATION), "--model_name_or_path", str(out), *data, "--do_predict"]
-    greedy += [*common, "--num_beams", "1", "--output_dir", str(out / "greedy"), *args.run_translation_args]
+    greedy += [*common, "--num_beams", "1", "--output_dir", str(out / "greedy"), *settings["run_translation_args"]]
     return train, greedy
 
 
@@ -100,7 +120,8 @@ def study_runs(args):
                 "seed": seed,
             }
             out = Path(args.output_dir) / f"{args.model_size}-{args.num_train_epochs:g}ep" / variant / f"seed{seed}"
-            runs.append(Run(identity, out, commands(args, variant, seed, out)))
+            settings = run_settings(args)
+            runs.append(Run(identity, out, commands(args, settings, variant, seed, out), settings))
     return runs
 
 

@@ -46,6 +46,11 @@ def test_study_grid_pairs_each_variant_with_its_twin(tmp_path, minilm_path, glue
         "seed2",
         "seed2-mlm",
     ]
+    settings = {run["variant"]: run["settings"] for run in runs}
+    assert settings["global"]["context_learning_rate"] == pytest.approx(5e-4)
+    assert settings["none"]["context_learning_rate"] is None  # the twin's mlm run, paired with both recipes
+    assert settings["none"]["mlm_steps"] == settings["global"]["mlm_steps"] == 1
+    assert settings["global"]["max_train_samples"] == 16 and "--max_steps" in settings["global"]["run_glue_args"]
     casan = [run for run in runs if run["variant"] == "global"]
     assert all(set(run["gates"]) == {"query", "key"} and len(run["gates"]["query"]) == 2 for run in casan)
     assert all(run["gates"] is None for run in runs if run["variant"] == "none")
@@ -80,6 +85,19 @@ def test_runs_pad_each_batch_by_default():
     args = sweep.parse_args(["--model_name_or_path", "m", "--glue_dir", "g", "--output_dir", "o", "--tasks", "rte"])
     glue_command = sweep.study_runs(args)[0].commands[-1]
     assert glue_command[glue_command.index("--pad_to_max_length") + 1] == "false"
+
+
+def test_records_made_with_other_hyper_parameters_are_not_taken_for_the_sweeps_runs(tmp_path, capsys):
+    sweep = load_script("glue_sweep")
+    results = tmp_path / "results.json"
+    flags = ["--model_name_or_path", "m", "--glue_dir", "g", "--output_dir", str(tmp_path), "--results", str(results),
+             "--tasks", "rte", "--variants", "baseline", "--seeds", "1", "--dry_run"]  # fmt: skip
+    (run,) = sweep.study_runs(sweep.parse_args(flags))
+    results.write_text(json.dumps([{**run.identity, "settings": run.settings, "eval_accuracy": 0.5, "gates": None}]))
+    sweep.main(flags)
+    assert "1 runs: 1 finished before, 0 to run" in capsys.readouterr().out
+    with pytest.raises(SystemExit, match="learning_rate 5e-05 there, 3e-05 here"):
+        sweep.main([*flags, "--learning_rate", "3e-5"])
 
 
 def test_a_failed_run_fails_the_sweep(tmp_path, glue_dir):

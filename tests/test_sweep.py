@@ -1,6 +1,7 @@
 """casan_hf.training.sweep, the runner and paired table of both studies: the results file says what is finished, a
 sweep killed mid-run and started again runs only what has no record (the cut-off run from the start), a progress
-line per run, failed runs named; the paired statistics against the twin."""
+line per run, failed runs named, a record made with other settings not taken for the run's; the paired statistics
+against the twin."""
 
 import json
 import os
@@ -13,7 +14,15 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from casan_hf.training.sweep import Run, load_results, paired, paired_table, run_sweep, time_left
+from casan_hf.training.sweep import (
+    Run,
+    SettingsMismatch,
+    load_results,
+    paired,
+    paired_table,
+    run_sweep,
+    time_left,
+)
 
 
 # A stand-in for a training script: writes its seed's score into the folder, or hangs on a seed told to.
@@ -109,6 +118,29 @@ def test_a_failed_run_is_named_and_has_no_record(tmp_path, capsys):
     assert failed == [tmp_path / "seed3.log"]
     assert [record["seed"] for record in json.loads((tmp_path / "results.json").read_text())] == [0]
     assert f"FAILED (exit 3; log {tmp_path / 'seed3.log'})" in capsys.readouterr().out
+
+
+def test_a_record_made_with_other_settings_stops_the_sweep_before_it_runs(tmp_path, capsys):
+    results = tmp_path / "results.json"
+
+    def sweep(settings):
+        command = [sys.executable, "-c", f"open({str(tmp_path / 'ran')!r}, 'a').write('x')"]
+        return run_sweep([Run({"seed": 1}, tmp_path / "seed1", (command,), settings)], results, lambda run: {}, str)
+
+    assert sweep({"learning_rate": 0.1, "layers": (1, 2)}) == []
+    assert load_results(results)[0]["settings"] == {"learning_rate": 0.1, "layers": [1, 2]}
+    assert sweep({"learning_rate": 0.1, "layers": (1, 2)}) == []  # its own record: not run again
+    assert "1 finished before, 0 to run" in capsys.readouterr().out
+    with pytest.raises(SettingsMismatch) as error:
+        sweep({"learning_rate": 0.2, "layers": (1, 2), "dropout": 0.1})
+    assert str(error.value).startswith(
+        f"{results} holds 1 of this sweep's runs made with other settings, e.g. seed=1: "
+        "dropout None there, 0.1 here, learning_rate 0.1 there, 0.2 here. A results file holds one study"
+    )
+    results.write_text(json.dumps([{"seed": 1}]))
+    with pytest.raises(SettingsMismatch, match="e.g. seed=1: its record has no settings"):
+        sweep({"learning_rate": 0.1})
+    assert (tmp_path / "ran").read_text() == "x"  # only the first sweep ran
 
 
 def test_paired_statistics_against_the_twin():

@@ -45,6 +45,9 @@ def test_study_pairs_each_variant_with_none(tmp_path, multi30k_dir):
 
     again = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert "4 runs: 4 finished before, 0 to run" in again.stdout
+    assert all(record["settings"]["dropout"] == 0.1 for record in records)
+    other = subprocess.run([*command, "--dropout", "0.3"], capture_output=True, text=True, timeout=300)
+    assert other.returncode == 1 and "dropout 0.1 there, 0.3 here" in other.stderr
 
 
 def test_runs_go_seed_by_seed_with_the_studys_settings():

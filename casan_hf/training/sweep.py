@@ -4,7 +4,9 @@
 A study is a list of `Run`s (each a few commands that write one folder) and a results file of one record per
 finished run. The results file, not the run folders, says what is finished: it is what a study commits, so a
 sweep started again, in this process, after a kill or on a fresh clone, runs only what has no record. A run cut
-off before its record was written is run again from the start (its commands overwrite their folders).
+off before its record was written is run again from the start (its commands overwrite their folders). A record
+keeps its run's settings (the hyper-parameters beside the grid's coordinates): a sweep whose run has a record
+made with other settings stops and says so, rather than count that record as its own.
 
 Every CASAN variant is compared with its twin (the same data, steps, hyper-parameters and seed, without context):
 per metric, the mean and spread of each variant, and the per-seed difference to the twin with its mean, 95% t
@@ -21,7 +23,7 @@ import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from scipy import stats
@@ -30,11 +32,13 @@ from scipy import stats
 @dataclass(frozen=True)
 class Run:
     """One run of a study: `identity` names it in the results file (e.g. task, recipe, variant, seed); its
-    `commands` run in order and write into `folder`; `log` gets their output."""
+    `commands` run in order and write into `folder`; `log` gets their output. `settings`: what else its result
+    depends on (hyper-parameters, not paths), kept in its record."""
 
     identity: dict
     folder: Path
     commands: tuple
+    settings: dict = field(default_factory=dict)
 
     @property
     def key(self):
@@ -53,6 +57,39 @@ def load_results(path):
 
 def record_key(record, fields):
     return tuple(sorted((name, record[name]) for name in fields))
+
+
+class SettingsMismatch(ValueError):
+    """A results file holds a record of one of the sweep's runs made with other settings."""
+
+
+def check_settings(runs, records, results_path):
+    """Raises `SettingsMismatch` where a run has a record made with other settings than the run's, naming the
+    run and each setting that differs: the record is not that run's result, and the sweep must not skip it."""
+    fields = list(runs[0].identity) if runs else []
+    recorded = {record_key(record, fields): record.get("settings") for record in records}
+    mismatched = []
+    for run in runs:
+        here = json.loads(json.dumps(run.settings))  # as its record would keep them (a tuple as a list)
+        if run.key in recorded and recorded[run.key] != here:
+            mismatched.append((run, recorded[run.key], here))
+    if not mismatched:
+        return
+    run, there, here = mismatched[0]
+    if there is None:
+        differences = "its record has no settings"
+    else:
+        differences = ", ".join(
+            f"{name} {there.get(name)!r} there, {here.get(name)!r} here"
+            for name in sorted({*there, *here})
+            if there.get(name) != here.get(name)
+        )
+    name = " ".join(f"{key}={value}" for key, value in run.identity.items())
+    raise SettingsMismatch(
+        f"{results_path} holds {len(mismatched)} of this sweep's runs made with other settings, e.g. {name}: "
+        f"{differences}. A results file holds one study: give this sweep another results file, or that "
+        "file's settings."
+    )
 
 
 def write_atomically(path, text):
@@ -96,9 +133,10 @@ def run_sweep(runs, results_path, collect, render_tables, parallel=1, threads_pe
     its record, which is added to the results file, and `render_tables(records)` is written beside it (`.md`),
     so that both are current whenever the sweep stops; the tables are also written at the start (with
     `dry_run`, the only thing done beside printing the commands). Prints a progress line per finished run. Returns the
-    logs of the runs that failed."""
+    logs of the runs that failed; raises `SettingsMismatch` before running anything where `check_settings` does."""
     results_path = Path(results_path)
     records = load_results(results_path)
+    check_settings(runs, records, results_path)
     fields = list(runs[0].identity) if runs else []
     finished = {record_key(record, fields) for record in records}
     todo = [run for run in runs if run.key not in finished]
@@ -124,7 +162,10 @@ def run_sweep(runs, results_path, collect, render_tables, parallel=1, threads_pe
                 ).returncode
                 if returncode:
                     break
-        record = None if returncode else {**run.identity, **collect(run), "wall_seconds": round(time.time() - began)}
+        record = None
+        if not returncode:
+            record = {**run.identity, "settings": run.settings, **collect(run)}
+            record["wall_seconds"] = round(time.time() - began)
         with lock:
             done.append(run)
             run_seconds.append(time.time() - began)
@@ -159,15 +200,18 @@ def run_study(args, runs, collect, render_tables):
     """A sweep's main step, with the flags of `add_sweep_arguments`: runs what is missing, prints the tables, and
     exits with the logs of the runs that failed."""
     results = Path(args.results or Path(args.output_dir) / "results.json")
-    failed = run_sweep(
-        runs,
-        results,
-        collect,
-        render_tables,
-        parallel=args.parallel,
-        threads_per_run=args.threads_per_run,
-        dry_run=args.dry_run,
-    )
+    try:
+        failed = run_sweep(
+            runs,
+            results,
+            collect,
+            render_tables,
+            parallel=args.parallel,
+            threads_per_run=args.threads_per_run,
+            dry_run=args.dry_run,
+        )
+    except SettingsMismatch as error:
+        sys.exit(f"error: {error}")
     if results.with_suffix(".md").exists():
         print(results.with_suffix(".md").read_text())
     if failed:
@@ -246,6 +290,7 @@ def paired_table(title, label_columns, rows, score, extra_columns=()):
 
 __all__ = [
     "Run",
+    "SettingsMismatch",
     "add_sweep_arguments",
     "duration",
     "final_gates",
