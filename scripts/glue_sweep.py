@@ -34,6 +34,7 @@ from pathlib import Path
 from casan_hf.cli.extras import GLUE, require_packages
 from casan_hf.options import CLASSIFIER_POOLINGS
 from casan_hf.training.sweep import (
+    Comparison,
     Run,
     add_sweep_arguments,
     final_gates,
@@ -238,14 +239,41 @@ def collect(run):
     return record
 
 
-def tables(args, records):
-    """Per task and metric: each recipe and variant's score, its paired difference to the twin of the same seed
-    and recipe, the final gates, the MLM perplexity and the training time; of every run in `records`, this
-    sweep's or an earlier one's."""
+def comparisons(args, records):
+    """Per task and metric, the `Comparison` of each recipe and variant with the twin of the same seed and recipe;
+    of every run in `records`, this sweep's or an earlier one's."""
 
     def selected(task, recipe, variant):
         recipe = run_recipe(args, recipe, variant)
         return [r for r in records if (r["task"], r["recipe"], r["variant"]) == (task, recipe, variant)]
+
+    def present(field, names):
+        return [name for name in names if any(record[field] == name for record in records)]
+
+    found = []
+    for task in present("task", TASKS):
+        recipes = [name for name in RECIPES if any((r["task"], r["recipe"]) == (task, name) for r in records)]
+        for metric in TABLE_METRICS.get(task, ("accuracy",)):
+            rows = [
+                (
+                    [recipe, variant],
+                    selected(task, recipe, variant),
+                    None if variant == args.twin else selected(task, recipe, args.twin),
+                )
+                for recipe in recipes
+                for variant in present("variant", VARIANT_FLAGS)
+                if selected(task, recipe, variant)
+            ]
+            found.append(
+                Comparison(
+                    f"{task}: {metric} (%)", ("recipe", "variant"), rows, lambda r, m=metric: 100 * r[f"eval_{m}"]
+                )
+            )
+    return found
+
+
+def tables(args, records):
+    """The paired table of each comparison, with the final gates, the MLM perplexity and the training time."""
 
     def summary_of(name, digits, statistic=statistics.mean):
         def cell(runs):
@@ -260,34 +288,22 @@ def tables(args, records):
         # The median: one run that shared the machine with more jobs than the others does not move it.
         ("train time (s, median)", summary_of("train_runtime", 0, statistics.median)),
     ]
-
-    def present(field, names):
-        return [name for name in names if any(record[field] == name for record in records)]
-
     text = f"Twin: `{args.twin}` (classifier_pooling `{args.classifier_pooling}`).\n"
-    for task in present("task", TASKS):
-        recipes = [name for name in RECIPES if any((r["task"], r["recipe"]) == (task, name) for r in records)]
-        for metric in TABLE_METRICS.get(task, ("accuracy",)):
-            rows = [
-                (
-                    [recipe, variant],
-                    selected(task, recipe, variant),
-                    None if variant == args.twin else selected(task, recipe, args.twin),
-                )
-                for recipe in recipes
-                for variant in present("variant", VARIANT_FLAGS)
-                if selected(task, recipe, variant)
-            ]
-            text += paired_table(
-                f"{task}: {metric} (%)", ["recipe", "variant"], rows, lambda r, m=metric: 100 * r[f"eval_{m}"], extra
-            )
-    return text
+    return text + "".join(paired_table(comparison, extra) for comparison in comparisons(args, records))
 
 
 def main(argv=None):
     args = parse_args(argv)
     require_packages("glue_sweep.py", *GLUE, what="Each run of run_glue.py")
-    run_study(args, study_runs(args), collect, lambda records: tables(args, records))
+    if args.figure:
+        require_packages("glue_sweep.py", "matplotlib", what="--figure")
+    run_study(
+        args,
+        study_runs(args),
+        collect,
+        lambda records: tables(args, records),
+        lambda records: comparisons(args, records),
+    )
 
 
 if __name__ == "__main__":

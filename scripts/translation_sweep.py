@@ -25,6 +25,7 @@ from pathlib import Path
 from casan_hf.cli.extras import TRAINING, require_packages
 from casan_hf.options import CONTEXT_TYPES
 from casan_hf.training.sweep import (
+    Comparison,
     Run,
     add_sweep_arguments,
     final_gates,
@@ -166,6 +167,39 @@ def gates_per_layer(records, variants):
     return "\n".join(lines) + "\n"
 
 
+def budgets(records):
+    """Each (size, epochs) of the records with its records: every table compares runs of one budget."""
+    found = sorted({(record["model_size"], record["epochs"]) for record in records})
+    return [
+        (size, epochs, [record for record in records if (record["model_size"], record["epochs"]) == (size, epochs)])
+        for size, epochs in found
+    ]
+
+
+def present_variants(records):
+    return [variant for variant in VARIANTS if any(record["variant"] == variant for record in records)]
+
+
+def budget_comparisons(size, epochs, of_budget):
+    """Per score, the `Comparison` of each variant of one budget with `none` of the same seed."""
+
+    def selected(variant):
+        return [record for record in of_budget if record["variant"] == variant]
+
+    rows = [
+        ([size, f"{epochs:g}", variant], selected(variant), None if variant == TWIN else selected(TWIN))
+        for variant in present_variants(of_budget)
+    ]
+    return [
+        Comparison(f"{size}, {epochs:g} epochs: {title}", ("size", "epochs", "variant"), rows, lambda r, f=field: r[f])
+        for title, field in SCORES
+    ]
+
+
+def comparisons(records):
+    return [comparison for budget in budgets(records) for comparison in budget_comparisons(*budget)]
+
+
 def tables(records):
     def time_per_step(runs):
         """The median: one run that shared the machine with more jobs than the others does not move it."""
@@ -175,36 +209,19 @@ def tables(records):
         ("s / step (median)", time_per_step),
         ("final gates q / k", lambda runs: mean_gates(run["gates"] for run in runs)),
     ]
-    variants = [variant for variant in VARIANTS if any(record["variant"] == variant for record in records)]
     text = f"Twin: `{TWIN}`. Scores in %, sacreBLEU (13a) and chrF on detokenized output.\n"
-    budgets = sorted({(record["model_size"], record["epochs"]) for record in records})
-    for size, epochs in budgets:
-        of_budget = [record for record in records if (record["model_size"], record["epochs"]) == (size, epochs)]
-
-        def selected(variant, runs=of_budget):
-            return [record for record in runs if record["variant"] == variant]
-
-        for title, field in SCORES:
-            rows = [
-                ([size, f"{epochs:g}", variant], selected(variant), None if variant == TWIN else selected(TWIN))
-                for variant in variants
-                if selected(variant)
-            ]
-            text += paired_table(
-                f"{size}, {epochs:g} epochs: {title}",
-                ["size", "epochs", "variant"],
-                rows,
-                lambda r, f=field: r[f],
-                extra,
-            )
-        text += gates_per_layer(of_budget, variants)
+    for size, epochs, of_budget in budgets(records):
+        text += "".join(paired_table(comparison, extra) for comparison in budget_comparisons(size, epochs, of_budget))
+        text += gates_per_layer(of_budget, present_variants(records))
     return text
 
 
 def main(argv=None):
     args = parse_args(argv)
     require_packages("translation_sweep.py", *TRAINING, "sacrebleu", what="Each run of run_translation.py")
-    run_study(args, study_runs(args), collect, tables)
+    if args.figure:
+        require_packages("translation_sweep.py", "matplotlib", what="--figure")
+    run_study(args, study_runs(args), collect, tables, comparisons)
 
 
 if __name__ == "__main__":

@@ -63,19 +63,34 @@ def test_run_translation_without_sacrebleu_stops_before_training(hide, multi30k_
     assert not output_dir.exists()
 
 
-@pytest.mark.parametrize(
-    "script, argv, extras",
-    [
-        ("glue_sweep", ["--model_name_or_path", "m", "--glue_dir", "g", "--output_dir", "o"], "train"),
-        ("translation_sweep", ["--data_dir", "d", "--output_dir", "o"], "train,translation"),
-    ],
-)
+# Each sweep, its required flags, and the extras its runs need.
+SWEEPS = [
+    ("glue_sweep", ["--model_name_or_path", "m", "--glue_dir", "g", "--output_dir", "o"], "train"),
+    ("translation_sweep", ["--data_dir", "d", "--output_dir", "o"], "train,translation"),
+]
+
+
+@pytest.mark.parametrize("script, argv, extras", SWEEPS)
 def test_the_sweeps_check_what_their_runs_need(script, argv, extras, hide, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     hide("datasets", "sacrebleu")
     with pytest.raises(SystemExit) as stopped:
         load_script(script).main(argv)
     assert str(stopped.value).endswith(f'pip install "casan-hf[{extras}]"')
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("script, argv, extras", SWEEPS)
+def test_a_sweep_asked_for_a_figure_checks_for_matplotlib_before_it_runs(
+    script, argv, extras, hide, tmp_path, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)
+    hide("matplotlib")
+    with pytest.raises(SystemExit) as stopped:
+        load_script(script).main([*argv, "--figure", "study.png"])
+    assert str(stopped.value) == (
+        f'{script}.py: error: --figure needs matplotlib, which is not installed: pip install "casan-hf[plot]"'
+    )
     assert list(tmp_path.iterdir()) == []
 
 

@@ -100,6 +100,25 @@ def test_records_made_with_other_hyper_parameters_are_not_taken_for_the_sweeps_r
         sweep.main([*flags, "--learning_rate", "3e-5"])
 
 
+def test_the_figure_is_drawn_from_the_results_file(tmp_path, capsys):
+    sweep = load_script("glue_sweep")
+    results, figure = tmp_path / "results.json", tmp_path / "study.png"
+    flags = ["--model_name_or_path", "m", "--glue_dir", "g", "--output_dir", str(tmp_path), "--results", str(results),
+             "--tasks", "rte", "--variants", "none", "global", "--classifier_pooling", "mean", "--seeds", "1", "2",
+             "--dry_run", "--figure", str(figure)]  # fmt: skip
+    runs = sweep.study_runs(sweep.parse_args(flags))
+    records = [
+        {**run.identity, "settings": run.settings, "eval_accuracy": 0.5 + 0.01 * index, "gates": None}
+        for index, run in enumerate(runs)
+    ]
+    results.write_text(json.dumps(records))
+    sweep.main(flags)
+    assert figure.read_bytes().startswith(b"\x89PNG") and f"Figure: {figure}" in capsys.readouterr().out
+    results.write_text(json.dumps([record for record in records if record["variant"] == "none"]))
+    with pytest.raises(SystemExit, match="--figure .*: no variant has runs of its twin"):
+        sweep.main(flags)
+
+
 def test_a_failed_run_fails_the_sweep(tmp_path, glue_dir):
     command = [sys.executable, str(SWEEP), "--model_name_or_path", str(tmp_path / "missing"), "--glue_dir",
                str(glue_dir), "--output_dir", str(tmp_path / "out"), "--tasks", "rte", "--variants", "baseline",

@@ -15,10 +15,13 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from casan_hf.training.sweep import (
+    Comparison,
     Run,
     SettingsMismatch,
     load_results,
     paired,
+    paired_figure,
+    paired_interval,
     paired_table,
     run_sweep,
     time_left,
@@ -148,11 +151,28 @@ def test_paired_statistics_against_the_twin():
     assert mean == "+2.00 ± 1.00" and won == "3/3 (p=0.25)" and beats == "yes"
     assert interval == "[-0.48, +4.48]"  # t(0.975, 2) = 4.303
     assert paired([0.5]) == ["-"] * 4
-    table = paired_table(
-        "t: score", ["variant"], [(["twin"], [{"seed": 1, "s": 1.0}], None), (["casan"], [{"seed": 1, "s": 2.0}], [])],
-        lambda r: r["s"],
-    )  # fmt: skip
+    rows = [(["twin"], [{"seed": 1, "s": 1.0}], None), (["casan"], [{"seed": 1, "s": 2.0}], [])]
+    table = paired_table(Comparison("t: score", ("variant",), rows, lambda r: r["s"]))
     assert "| twin | 1.00 (n=1) | (twin) |" in table and "| casan | 2.00 (n=1) | - |" in table
+
+
+def test_the_figure_draws_each_seeds_difference_to_the_twin_and_their_interval(tmp_path):
+    twin = [{"seed": seed, "s": score} for seed, score in ((1, 10.0), (2, 11.0), (3, 12.0))]
+    casan = [{"seed": seed, "s": score} for seed, score in ((1, 11.0), (2, 11.5), (3, 14.0), (4, 9.0))]
+    rows = [(["small", "none"], twin, None), (["small", "casan"], casan, twin)]
+    path = tmp_path / "figures" / "study.png"
+    figure = paired_figure([Comparison("t: score", ("size", "variant"), rows, lambda r: r["s"])], path)
+    assert path.read_bytes().startswith(b"\x89PNG")
+    (axis,) = figure.axes
+    assert list(axis.collections[0].get_offsets()[:, 0]) == [1.0, 0.5, 2.0]  # seed 4 has no twin
+    mean, _, half = paired_interval([1.0, 0.5, 2.0])
+    (diamond,) = [line for line in axis.lines if line.get_marker() == "D"]
+    assert list(diamond.get_xdata()) == [mean]
+    assert [label.get_text() for label in axis.get_yticklabels()] == ["casan"]  # "small" names every row
+    assert axis.get_title(loc="left") == "t: score; twin none: 11.00 ± 1.00 (n=3)"
+    assert f"{mean:+.2f}, won 3/3" in [text.get_text() for text in axis.texts]
+    with pytest.raises(ValueError, match="nothing to draw"):
+        paired_figure([Comparison("t: score", ("variant",), rows[:1], lambda r: r["s"])], path)
 
 
 def test_sweeps_sharing_a_results_file_keep_each_others_records(tmp_path):

@@ -9,8 +9,8 @@ keeps its run's settings (the hyper-parameters beside the grid's coordinates): a
 made with other settings stops and says so, rather than count that record as its own.
 
 Every CASAN variant is compared with its twin (the same data, steps, hyper-parameters and seed, without context):
-per metric, the mean and spread of each variant, and the per-seed difference to the twin with its mean, 95% t
-interval and the seeds won.
+per metric (a `Comparison`), the mean and spread of each variant, and the per-seed difference to the twin with its
+mean, 95% t interval and the seeds won, as a markdown table (`paired_table`) and as a figure (`paired_figure`).
 """
 
 import fcntl
@@ -22,6 +22,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -188,17 +189,22 @@ def run_sweep(runs, results_path, collect, render_tables, parallel=1, threads_pe
 
 
 def add_sweep_arguments(parser):
-    """The flags every study's sweep takes: where runs and results go, how many run at once, a dry run."""
+    """The flags every study's sweep takes: where runs and results go, how many run at once, a dry run, a figure."""
     parser.add_argument("--output_dir", required=True, help="Where the runs write (their folders, not committed).")
     parser.add_argument("--results", help="The results file (default <output_dir>/results.json); tables beside.")
     parser.add_argument("--parallel", type=int, default=1, help="Runs at a time.")
     parser.add_argument("--threads_per_run", type=int, help="Default: the machine's cores shared by the runs.")
     parser.add_argument("--dry_run", action="store_true", help="Print the commands of the runs still to do.")
+    parser.add_argument(
+        "--figure",
+        help="A PNG to draw, when the sweep stops, of every variant's per-seed differences to its twin with their "
+        "mean and 95%% interval (with --dry_run: of the results file as it is). Needs matplotlib.",
+    )
 
 
-def run_study(args, runs, collect, render_tables):
-    """A sweep's main step, with the flags of `add_sweep_arguments`: runs what is missing, prints the tables, and
-    exits with the logs of the runs that failed."""
+def run_study(args, runs, collect, render_tables, comparisons):
+    """A sweep's main step, with the flags of `add_sweep_arguments`: runs what is missing, prints the tables, draws
+    `paired_figure(comparisons(records))` into `--figure`, and exits with the logs of the runs that failed."""
     results = Path(args.results or Path(args.output_dir) / "results.json")
     try:
         failed = run_sweep(
@@ -214,6 +220,12 @@ def run_study(args, runs, collect, render_tables):
         sys.exit(f"error: {error}")
     if results.with_suffix(".md").exists():
         print(results.with_suffix(".md").read_text())
+    if args.figure:
+        try:
+            paired_figure(comparisons(load_results(results)), args.figure)
+        except ValueError as error:
+            sys.exit(f"error: --figure {args.figure}: {error}")
+        print(f"Figure: {args.figure}")
     if failed:
         sys.exit(f"{len(failed)} run(s) failed; their logs: {', '.join(map(str, failed))}")
 
@@ -250,13 +262,18 @@ def mean_std(values, digits=2):
     return f"{statistics.mean(values):.{digits}f}{spread} (n={len(values)})"
 
 
+def paired_interval(differences):
+    """The mean and std of the per-seed differences to the twin and the half-width of their 95% t interval."""
+    mean, std = statistics.mean(differences), statistics.stdev(differences)
+    return mean, std, stats.t.ppf(0.975, len(differences) - 1) * std / math.sqrt(len(differences))
+
+
 def paired(differences):
     """Mean ± std of the per-seed differences to the twin, their 95% t interval, the seeds won with the
     two-sided sign test's p, and whether the mean beats the spread (mean > std)."""
     if len(differences) < 2:
         return ["-"] * 4
-    mean, std = statistics.mean(differences), statistics.stdev(differences)
-    half = stats.t.ppf(0.975, len(differences) - 1) * std / math.sqrt(len(differences))
+    mean, std, half = paired_interval(differences)
     wins, losses = sum(d > 0 for d in differences), sum(d < 0 for d in differences)
     p = stats.binomtest(wins, wins + losses).pvalue if wins + losses else 1.0
     return [
@@ -267,28 +284,97 @@ def paired(differences):
     ]
 
 
+@dataclass(frozen=True)
+class Comparison:
+    """One metric of a study. `rows`: `(labels, runs, twin_runs)` per variant (`labels` fill `label_columns`;
+    `twin_runs` is None for the twin's own row); `score(record)`: the metric."""
+
+    title: str
+    label_columns: tuple
+    rows: list
+    score: Callable
+
+    def differences(self, runs, twin_runs):
+        """`{seed: score - the twin's score}` over the seeds both have."""
+        twin = {run["seed"]: self.score(run) for run in twin_runs}
+        return {run["seed"]: self.score(run) - twin[run["seed"]] for run in runs if run["seed"] in twin}
+
+
 PAIRED_COLUMNS = ["score", "paired diff to twin", "95% CI", "seeds won (sign test)", "mean > spread"]
 
 
-def paired_table(title, label_columns, rows, score, extra_columns=()):
-    """A markdown table comparing each variant with its twin on one metric. `rows`: `(labels, runs, twin_runs)`
-    per table row (`labels` fill `label_columns`; `twin_runs` is None for the twin's own row); `score(record)`
-    the metric; `extra_columns`: `(name, cell(runs))` pairs, e.g. the gates."""
-    header = [*label_columns, *PAIRED_COLUMNS, *(name for name, _ in extra_columns)]
-    lines = [f"\n### {title}\n", "| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
-    for labels, runs, twin_runs in rows:
-        scores = {run["seed"]: score(run) for run in runs}
+def paired_table(comparison, extra_columns=()):
+    """A markdown table of `comparison`: each row's score and its paired difference to the twin; `extra_columns`:
+    `(name, cell(runs))` pairs, e.g. the gates."""
+    header = [*comparison.label_columns, *PAIRED_COLUMNS, *(name for name, _ in extra_columns)]
+    lines = [f"\n### {comparison.title}\n", "| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
+    for labels, runs, twin_runs in comparison.rows:
         if twin_runs is None:
             pair = ["(twin)"] * 4
         else:
-            twin = {run["seed"]: score(run) for run in twin_runs}
-            pair = paired([value - twin[seed] for seed, value in scores.items() if seed in twin])
-        cells = [*labels, mean_std(list(scores.values())), *pair, *(cell(runs) for _, cell in extra_columns)]
+            pair = paired(list(comparison.differences(runs, twin_runs).values()))
+        score = mean_std([comparison.score(run) for run in runs])
+        cells = [*labels, score, *pair, *(cell(runs) for _, cell in extra_columns)]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
+def paired_figure(comparisons, path):
+    """Draws each comparison in a panel of its own: per variant, its differences to the twin seed by seed (dots),
+    their mean and 95% t interval (a diamond and a bar), and zero, where the variant ties its twin; a bar that
+    holds zero is no win. Saves the PNG at `path` and returns the figure."""
+    import matplotlib  # the plot extra, checked by the scripts before they start
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    panels = [comparison for comparison in comparisons if any(twin is not None for *_, twin in comparison.rows)]
+    if not panels:
+        raise ValueError("no variant has runs of its twin to be compared with: nothing to draw")
+    heights = [0.9 + 0.45 * sum(twin is not None for *_, twin in panel.rows) for panel in panels]
+    figure, axes = plt.subplots(len(panels), 1, figsize=(7.5, sum(heights)), height_ratios=heights, squeeze=False)
+    for axis, panel in zip(axes[:, 0], panels, strict=True):
+        # Rows are named by the labels that tell them apart (the variant, not the size every row shares).
+        columns = range(len(panel.label_columns))
+        varying = [i for i in columns if len({str(labels[i]) for labels, *_ in panel.rows}) > 1] or list(columns)
+
+        def name(labels, varying=varying):
+            return " ".join(str(labels[i]) for i in varying)
+
+        twins = [(labels, runs) for labels, runs, twin in panel.rows if twin is None]
+        twin_label = "; ".join(
+            f"{name(labels)}: {mean_std([panel.score(run) for run in runs])}" for labels, runs in twins
+        )
+        compared = [(labels, runs, twin) for labels, runs, twin in panel.rows if twin is not None]
+        for position, (_, runs, twin) in enumerate(compared):
+            differences = list(panel.differences(runs, twin).values())
+            offsets = [
+                position + 0.25 * (index / max(1, len(differences) - 1) - 0.5) for index in range(len(differences))
+            ]
+            axis.scatter(differences, offsets, s=14, color="0.55", zorder=2)
+            if len(differences) > 1:
+                mean, _, half = paired_interval(differences)
+                axis.errorbar(mean, position, xerr=half, fmt="D", color="C3", markersize=6, capsize=4, zorder=3)
+                wins = sum(difference > 0 for difference in differences)
+                label = f"{mean:+.2f}, won {wins}/{len(differences)}"
+                axis.annotate(label, (1.01, position), xycoords=("axes fraction", "data"), va="center", fontsize=8)
+        axis.axvline(0.0, color="0.1", linewidth=1.2, zorder=1.5)
+        axis.set_yticks(range(len(compared)), [name(labels) for labels, *_ in compared])
+        axis.set_ylim(len(compared) - 0.5, -0.5)
+        axis.set_title(f"{panel.title}; twin {twin_label}", fontsize=9, loc="left")
+        axis.grid(axis="x", color="0.9", zorder=0)
+    axes[-1, 0].set_xlabel(
+        "difference to the twin of the same seed (dots: seeds; diamond and bar: mean, 95% interval)"
+    )
+    figure.tight_layout()
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return figure
+
+
 __all__ = [
+    "Comparison",
     "Run",
     "SettingsMismatch",
     "add_sweep_arguments",
@@ -298,6 +384,8 @@ __all__ = [
     "mean_gates",
     "mean_std",
     "paired",
+    "paired_figure",
+    "paired_interval",
     "paired_table",
     "run_study",
     "run_sweep",
