@@ -164,8 +164,9 @@ def mlm_dir(fine_tuning_dir):
 
 
 def run_settings(args, task, recipe, variant):
-    """What a run's result depends on beside its identity (task, recipe, variant, seed) and the paths it reads:
-    its record keeps them, and its command is made from them."""
+    """What a run's result depends on beside its identity (task, recipe, variant, seed): its record keeps them, and
+    its commands are made from them. Paths differ from machine to machine and are left out: `base_model`, the
+    Hub id the model cards name, stands for the weights."""
     return {
         "base_model": args.base_model,
         "learning_rate": args.learning_rate,

@@ -117,6 +117,9 @@ def test_the_figure_is_drawn_from_the_results_file(tmp_path, capsys):
     results.write_text(json.dumps([record for record in records if record["variant"] == "none"]))
     with pytest.raises(SystemExit, match="--figure .*: no variant has runs of its twin"):
         sweep.main(flags)
+    results.unlink()
+    with pytest.raises(SystemExit, match=f"--figure .*: {results} has no records to draw"):
+        sweep.main(flags)
 
 
 def test_a_failed_run_fails_the_sweep(tmp_path, glue_dir):

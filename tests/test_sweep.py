@@ -126,9 +126,10 @@ def test_a_failed_run_is_named_and_has_no_record(tmp_path, capsys):
 def test_a_record_made_with_other_settings_stops_the_sweep_before_it_runs(tmp_path, capsys):
     results = tmp_path / "results.json"
 
-    def sweep(settings):
+    def sweep(settings, seeds=(1,)):
         command = [sys.executable, "-c", f"open({str(tmp_path / 'ran')!r}, 'a').write('x')"]
-        return run_sweep([Run({"seed": 1}, tmp_path / "seed1", (command,), settings)], results, lambda run: {}, str)
+        runs = [Run({"seed": seed}, tmp_path / f"seed{seed}", (command,), settings) for seed in seeds]
+        return run_sweep(runs, results, lambda run: {}, str)
 
     assert sweep({"learning_rate": 0.1, "layers": (1, 2)}) == []
     assert load_results(results)[0]["settings"] == {"learning_rate": 0.1, "layers": [1, 2]}
@@ -137,11 +138,14 @@ def test_a_record_made_with_other_settings_stops_the_sweep_before_it_runs(tmp_pa
     with pytest.raises(SettingsMismatch) as error:
         sweep({"learning_rate": 0.2, "layers": (1, 2), "dropout": 0.1})
     assert str(error.value).startswith(
-        f"{results} holds 1 of this sweep's runs made with other settings, e.g. seed=1: "
-        "dropout None there, 0.1 here, learning_rate 0.1 there, 0.2 here. A results file holds one study"
+        f"{results} holds 1 record(s) of this sweep's runs (at any seed) made with other settings: "
+        "dropout None there, 0.1 here; learning_rate 0.1 there, 0.2 here. A results file holds one study"
     )
+    # Other seeds with other settings would be pooled with the recorded ones in one table.
+    with pytest.raises(SettingsMismatch, match="learning_rate 0.1 there, 0.2 here"):
+        sweep({"learning_rate": 0.2, "layers": (1, 2)}, seeds=(2, 3))
     results.write_text(json.dumps([{"seed": 1}]))
-    with pytest.raises(SettingsMismatch, match="e.g. seed=1: its record has no settings"):
+    with pytest.raises(SettingsMismatch, match="made with other settings: settings not recorded there"):
         sweep({"learning_rate": 0.1})
     assert (tmp_path / "ran").read_text() == "x"  # only the first sweep ran
 
@@ -171,8 +175,23 @@ def test_the_figure_draws_each_seeds_difference_to_the_twin_and_their_interval(t
     assert [label.get_text() for label in axis.get_yticklabels()] == ["casan"]  # "small" names every row
     assert axis.get_title(loc="left") == "t: score; twin none: 11.00 ± 1.00 (n=3)"
     assert f"{mean:+.2f}, won 3/3" in [text.get_text() for text in axis.texts]
-    with pytest.raises(ValueError, match="nothing to draw"):
-        paired_figure([Comparison("t: score", ("variant",), rows[:1], lambda r: r["s"])], path)
+    # A variant whose twin has none of its seeds (or no runs yet) has nothing to draw; a panel of only those none.
+    unpaired = [
+        (["small", "none"], twin, None),
+        (["small", "casan"], casan, []),
+        (["small", "other"], casan[3:], twin),
+    ]
+    figure = paired_figure(
+        [
+            Comparison("t: score", ("size", "variant"), rows, lambda r: r["s"]),
+            Comparison("u: score", ("size", "variant"), unpaired, lambda r: r["s"]),
+        ],
+        path,
+    )
+    assert [axis.get_title(loc="left").split(";")[0] for axis in figure.axes] == ["t: score"]
+    for comparisons in ([], [Comparison("u: score", ("size", "variant"), unpaired, lambda r: r["s"])]):
+        with pytest.raises(ValueError, match="nothing to draw"):
+            paired_figure(comparisons, path)
 
 
 def test_sweeps_sharing_a_results_file_keep_each_others_records(tmp_path):

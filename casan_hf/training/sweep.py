@@ -5,8 +5,8 @@ A study is a list of `Run`s (each a few commands that write one folder) and a re
 finished run. The results file, not the run folders, says what is finished: it is what a study commits, so a
 sweep started again, in this process, after a kill or on a fresh clone, runs only what has no record. A run cut
 off before its record was written is run again from the start (its commands overwrite their folders). A record
-keeps its run's settings (the hyper-parameters beside the grid's coordinates): a sweep whose run has a record
-made with other settings stops and says so, rather than count that record as its own.
+keeps its run's settings (the hyper-parameters beside the grid's coordinates): a sweep whose runs have records,
+at any seed, made with other settings stops and says so, rather than count those records as its own.
 
 Every CASAN variant is compared with its twin (the same data, steps, hyper-parameters and seed, without context):
 per metric (a `Comparison`), the mean and spread of each variant, and the per-seed difference to the twin with its
@@ -61,36 +61,42 @@ def record_key(record, fields):
 
 
 class SettingsMismatch(ValueError):
-    """A results file holds a record of one of the sweep's runs made with other settings."""
+    """A results file holds records of the sweep's runs made with other settings."""
+
+
+def arm_key(identity, fields):
+    """The identity without the seed: the runs of one arm (e.g. a task's variant) are paired seed by seed with the
+    twin's, so every seed of an arm must have the same settings."""
+    return tuple(sorted((name, identity.get(name)) for name in fields if name != "seed"))
 
 
 def check_settings(runs, records, results_path):
-    """Raises `SettingsMismatch` where a run has a record made with other settings than the run's, naming the
-    run and each setting that differs: the record is not that run's result, and the sweep must not skip it."""
+    """Raises `SettingsMismatch` where a record of one of the sweep's arms, at any seed, was made with other
+    settings than the sweep's runs of that arm, naming every setting that differs: such a record is not the
+    run's result, and beside the sweep's other seeds it would pool two studies in one table."""
     fields = list(runs[0].identity) if runs else []
-    recorded = {record_key(record, fields): record.get("settings") for record in records}
-    mismatched = []
-    for run in runs:
-        here = json.loads(json.dumps(run.settings))  # as its record would keep them (a tuple as a list)
-        if run.key in recorded and recorded[run.key] != here:
-            mismatched.append((run, recorded[run.key], here))
-    if not mismatched:
-        return
-    run, there, here = mismatched[0]
-    if there is None:
-        differences = "its record has no settings"
-    else:
-        differences = ", ".join(
-            f"{name} {there.get(name)!r} there, {here.get(name)!r} here"
-            for name in sorted({*there, *here})
-            if there.get(name) != here.get(name)
+    # The settings as a record keeps them (a tuple as a list).
+    expected = {arm_key(run.identity, fields): json.loads(json.dumps(run.settings)) for run in runs}
+    mismatched, differences = 0, {}
+    for record in records:
+        arm, there = arm_key(record, fields), record.get("settings")
+        if arm not in expected or there == expected[arm]:
+            continue
+        mismatched += 1
+        here = expected[arm]
+        if there is None:
+            differences.setdefault("settings", "not recorded there")
+            continue
+        for name in sorted({*there, *here}):
+            if there.get(name) != here.get(name):
+                differences.setdefault(name, f"{there.get(name)!r} there, {here.get(name)!r} here")
+    if mismatched:
+        listed = "; ".join(f"{name} {difference}" for name, difference in differences.items())
+        raise SettingsMismatch(
+            f"{results_path} holds {mismatched} record(s) of this sweep's runs (at any seed) made with other "
+            f"settings: {listed}. A results file holds one study: give this sweep another results file, or that "
+            "file's settings."
         )
-    name = " ".join(f"{key}={value}" for key, value in run.identity.items())
-    raise SettingsMismatch(
-        f"{results_path} holds {len(mismatched)} of this sweep's runs made with other settings, e.g. {name}: "
-        f"{differences}. A results file holds one study: give this sweep another results file, or that "
-        "file's settings."
-    )
 
 
 def write_atomically(path, text):
@@ -221,8 +227,11 @@ def run_study(args, runs, collect, render_tables, comparisons):
     if results.with_suffix(".md").exists():
         print(results.with_suffix(".md").read_text())
     if args.figure:
+        records = load_results(results)
+        if not records:
+            sys.exit(f"error: --figure {args.figure}: {results} has no records to draw")
         try:
-            paired_figure(comparisons(load_results(results)), args.figure)
+            paired_figure(comparisons(records), args.figure)
         except ValueError as error:
             sys.exit(f"error: --figure {args.figure}: {error}")
         print(f"Figure: {args.figure}")
@@ -313,45 +322,50 @@ def paired_table(comparison, extra_columns=()):
             pair = ["(twin)"] * 4
         else:
             pair = paired(list(comparison.differences(runs, twin_runs).values()))
-        score = mean_std([comparison.score(run) for run in runs])
-        cells = [*labels, score, *pair, *(cell(runs) for _, cell in extra_columns)]
+        scores = {run["seed"]: comparison.score(run) for run in runs}  # one per seed, as the differences
+        cells = [*labels, mean_std(list(scores.values())), *pair, *(cell(runs) for _, cell in extra_columns)]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
 def paired_figure(comparisons, path):
-    """Draws each comparison in a panel of its own: per variant, its differences to the twin seed by seed (dots),
-    their mean and 95% t interval (a diamond and a bar), and zero, where the variant ties its twin; a bar that
-    holds zero is no win. Saves the PNG at `path` and returns the figure."""
-    import matplotlib  # the plot extra, checked by the scripts before they start
+    """Draws each comparison in a panel of its own: per variant with runs of its twin's seeds, its differences to
+    the twin seed by seed (dots), their mean and 95% t interval (a diamond and a bar), and zero, where the variant
+    ties its twin; a bar that holds zero is no win. Saves the PNG at `path` and returns the figure."""
+    from matplotlib.figure import Figure  # the plot extra, checked by the scripts; no pyplot, no global backend
 
-    matplotlib.use("Agg")
-    from matplotlib import pyplot as plt
-
-    panels = [comparison for comparison in comparisons if any(twin is not None for *_, twin in comparison.rows)]
+    panels = []
+    for comparison in comparisons:
+        paired_rows = [
+            (labels, list(comparison.differences(runs, twin_runs).values()))
+            for labels, runs, twin_runs in comparison.rows
+            if twin_runs is not None
+        ]
+        paired_rows = [(labels, differences) for labels, differences in paired_rows if differences]
+        if paired_rows:
+            panels.append((comparison, paired_rows))
     if not panels:
-        raise ValueError("no variant has runs of its twin to be compared with: nothing to draw")
-    heights = [0.9 + 0.45 * sum(twin is not None for *_, twin in panel.rows) for panel in panels]
-    figure, axes = plt.subplots(len(panels), 1, figsize=(7.5, sum(heights)), height_ratios=heights, squeeze=False)
-    for axis, panel in zip(axes[:, 0], panels, strict=True):
+        raise ValueError("no variant has runs of its twin's seeds to be compared with: nothing to draw")
+    heights = [0.9 + 0.45 * len(paired_rows) for _, paired_rows in panels]
+    figure = Figure(figsize=(7.5, sum(heights)))
+    axes = figure.subplots(len(panels), 1, height_ratios=heights, squeeze=False)[:, 0]
+    for axis, (comparison, paired_rows) in zip(axes, panels, strict=True):
         # Rows are named by the labels that tell them apart (the variant, not the size every row shares).
-        columns = range(len(panel.label_columns))
-        varying = [i for i in columns if len({str(labels[i]) for labels, *_ in panel.rows}) > 1] or list(columns)
+        columns = range(len(comparison.label_columns))
+        all_labels = [labels for labels, *_ in comparison.rows]
+        varying = [i for i in columns if len({str(labels[i]) for labels in all_labels}) > 1] or list(columns)
 
         def name(labels, varying=varying):
             return " ".join(str(labels[i]) for i in varying)
 
-        twins = [(labels, runs) for labels, runs, twin in panel.rows if twin is None]
-        twin_label = "; ".join(
-            f"{name(labels)}: {mean_std([panel.score(run) for run in runs])}" for labels, runs in twins
+        twins = "; ".join(
+            f"{name(labels)}: {mean_std(list({run['seed']: comparison.score(run) for run in runs}.values()))}"
+            for labels, runs, twin_runs in comparison.rows
+            if twin_runs is None
         )
-        compared = [(labels, runs, twin) for labels, runs, twin in panel.rows if twin is not None]
-        for position, (_, runs, twin) in enumerate(compared):
-            differences = list(panel.differences(runs, twin).values())
-            offsets = [
-                position + 0.25 * (index / max(1, len(differences) - 1) - 0.5) for index in range(len(differences))
-            ]
-            axis.scatter(differences, offsets, s=14, color="0.55", zorder=2)
+        for position, (_, differences) in enumerate(paired_rows):
+            spread = [0.25 * (index / max(1, len(differences) - 1) - 0.5) for index in range(len(differences))]
+            axis.scatter(differences, [position + offset for offset in spread], s=14, color="0.55", zorder=2)
             if len(differences) > 1:
                 mean, _, half = paired_interval(differences)
                 axis.errorbar(mean, position, xerr=half, fmt="D", color="C3", markersize=6, capsize=4, zorder=3)
@@ -359,17 +373,14 @@ def paired_figure(comparisons, path):
                 label = f"{mean:+.2f}, won {wins}/{len(differences)}"
                 axis.annotate(label, (1.01, position), xycoords=("axes fraction", "data"), va="center", fontsize=8)
         axis.axvline(0.0, color="0.1", linewidth=1.2, zorder=1.5)
-        axis.set_yticks(range(len(compared)), [name(labels) for labels, *_ in compared])
-        axis.set_ylim(len(compared) - 0.5, -0.5)
-        axis.set_title(f"{panel.title}; twin {twin_label}", fontsize=9, loc="left")
+        axis.set_yticks(range(len(paired_rows)), [name(labels) for labels, _ in paired_rows])
+        axis.set_ylim(len(paired_rows) - 0.5, -0.5)
+        axis.set_title(f"{comparison.title}; twin {twins}", fontsize=9, loc="left")
         axis.grid(axis="x", color="0.9", zorder=0)
-    axes[-1, 0].set_xlabel(
-        "difference to the twin of the same seed (dots: seeds; diamond and bar: mean, 95% interval)"
-    )
+    axes[-1].set_xlabel("difference to the twin of the same seed (dots: seeds; diamond and bar: mean, 95% interval)")
     figure.tight_layout()
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, dpi=110)
-    plt.close(figure)
     return figure
 
 
