@@ -303,10 +303,14 @@ class Comparison:
     rows: list
     score: Callable
 
+    def scores(self, runs):
+        """`{seed: score}`: one score per seed."""
+        return {run["seed"]: self.score(run) for run in runs}
+
     def differences(self, runs, twin_runs):
         """`{seed: score - the twin's score}` over the seeds both have."""
-        twin = {run["seed"]: self.score(run) for run in twin_runs}
-        return {run["seed"]: self.score(run) - twin[run["seed"]] for run in runs if run["seed"] in twin}
+        twin = self.scores(twin_runs)
+        return {seed: score - twin[seed] for seed, score in self.scores(runs).items() if seed in twin}
 
 
 PAIRED_COLUMNS = ["score", "paired diff to twin", "95% CI", "seeds won (sign test)", "mean > spread"]
@@ -322,8 +326,8 @@ def paired_table(comparison, extra_columns=()):
             pair = ["(twin)"] * 4
         else:
             pair = paired(list(comparison.differences(runs, twin_runs).values()))
-        scores = {run["seed"]: comparison.score(run) for run in runs}  # one per seed, as the differences
-        cells = [*labels, mean_std(list(scores.values())), *pair, *(cell(runs) for _, cell in extra_columns)]
+        score = mean_std(list(comparison.scores(runs).values()))
+        cells = [*labels, score, *pair, *(cell(runs) for _, cell in extra_columns)]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
@@ -359,7 +363,7 @@ def paired_figure(comparisons, path):
             return " ".join(str(labels[i]) for i in varying)
 
         twins = "; ".join(
-            f"{name(labels)}: {mean_std(list({run['seed']: comparison.score(run) for run in runs}.values()))}"
+            f"{name(labels)}: {mean_std(list(comparison.scores(runs).values()))}"
             for labels, runs, twin_runs in comparison.rows
             if twin_runs is None
         )
