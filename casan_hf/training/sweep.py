@@ -56,6 +56,11 @@ def load_results(path):
     return json.loads(path.read_text()) if path.exists() else []
 
 
+def identity_fields(runs):
+    """The names of a sweep's grid coordinates (e.g. task, recipe, variant, seed), which every run's identity has."""
+    return list(runs[0].identity) if runs else []
+
+
 def record_key(record, fields):
     return tuple(sorted((name, record[name]) for name in fields))
 
@@ -74,7 +79,7 @@ def check_settings(runs, records, results_path):
     """Raises `SettingsMismatch` where a record of one of the sweep's arms, at any seed, was made with other
     settings than the sweep's runs of that arm, naming every setting that differs: such a record is not the
     run's result, and beside the sweep's other seeds it would pool two studies in one table."""
-    fields = list(runs[0].identity) if runs else []
+    fields = identity_fields(runs)
     # The settings as a record keeps them (a tuple as a list).
     expected = {arm_key(run.identity, fields): json.loads(json.dumps(run.settings)) for run in runs}
     mismatched, differences = 0, {}
@@ -144,7 +149,7 @@ def run_sweep(runs, results_path, collect, render_tables, parallel=1, threads_pe
     results_path = Path(results_path)
     records = load_results(results_path)
     check_settings(runs, records, results_path)
-    fields = list(runs[0].identity) if runs else []
+    fields = identity_fields(runs)
     finished = {record_key(record, fields) for record in records}
     todo = [run for run in runs if run.key not in finished]
     print(f"{len(runs)} runs: {len(runs) - len(todo)} finished before, {len(todo)} to run, {parallel} at a time")
