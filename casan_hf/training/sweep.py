@@ -331,8 +331,8 @@ def paired_table(comparison, extra_columns=()):
             pair = ["(twin)"] * 4
         else:
             pair = paired(list(comparison.differences(runs, twin_runs).values()))
-        score = mean_std(list(comparison.scores(runs).values()))
-        cells = [*labels, score, *pair, *(cell(runs) for _, cell in extra_columns)]
+        score_cell = mean_std(list(comparison.scores(runs).values()))
+        cells = [*labels, score_cell, *pair, *(cell(runs) for _, cell in extra_columns)]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
