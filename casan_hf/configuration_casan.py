@@ -43,6 +43,7 @@ class CasanConfig(BertConfig):
     gate: str = "dynamic"
     fixed_gate: float = 0.1
     gate_bias_init: float = -4.0
+    gate_per_head: bool = False
     context_rank: int | None = None
     context_init_range: float | None = None
     classifier_pooling: str = "cls"
@@ -77,6 +78,8 @@ class CasanConfig(BertConfig):
                     f"`context_layers` {too_deep} out of range: the model has {self.num_hidden_layers} layers "
                     f"(allowed indices 0..{self.num_hidden_layers - 1})."
                 )
+        if self.gate_per_head and self.gate != "dynamic":
+            raise ValueError(f"`gate_per_head` shapes the dynamic gate; gate={self.gate!r} has none to split.")
         if self.context_rank is not None and self.context_type == "none":
             raise ValueError("`context_rank` has no effect with context_type='none'; leave it None.")
 

@@ -47,8 +47,8 @@ class CasanMarianConfig(MarianConfig):
     r"""
     A [`MarianConfig`] whose encoder self-attention is context-aware (Yang et al., AAAI 2019). All Marian fields
     keep their meaning; the context options (`context_type`, `context_targets`, `context_layers`, `gate`,
-    `fixed_gate`, `gate_bias_init`, `context_rank`, `context_init_range`) are [`CasanConfig`]'s, with its
-    defaults and checks, and apply to the encoder's layers (`context_layers` indexes `encoder_layers`). The
+    `fixed_gate`, `gate_bias_init`, `gate_per_head`, `context_rank`, `context_init_range`) are [`CasanConfig`]'s,
+    with its defaults and checks, and apply to the encoder's layers (`context_layers` indexes `encoder_layers`). The
     decoder and the cross-attention are Marian's. `share_encoder_decoder_embeddings` must stay True (one joint
     vocabulary), and `encoder_layerdrop` 0 (a skipped layer would leave a hole in the deep context).
     """

@@ -6,7 +6,9 @@ For a layer input H and its context C (one row per sentence, or one row per toke
     Q^ = (1 - lam_Q) * Q + lam_Q * (C U_Q),    lam_Q = sigmoid(Q v_Q^H + (C U_Q) v_Q^C + b_Q)
 
 and the same for K. Mixing happens on the full d-dimensional Q and K, before the head split, and the
-1/sqrt(d_head) scaling is left to the attention function, as in BERT.
+1/sqrt(d_head) scaling is left to the attention function, as in BERT. With `gate_per_head` (the authors' code),
+the gate is taken per head, from each head's d_head-slice of Q and of C U, with v^H and v^C of size d_head
+shared by the heads: one lam per token, target and head.
 
 The encoder builds C layer by layer: `context_source` is what a layer input contributes (its masked mean,
 or itself for deep context), `layer_context` assembles a layer's C from the sources so far.
@@ -236,13 +238,40 @@ class _GateAndMix(torch.autograd.Function):
         )
 
 
-def mix_context(context_mixer, query, key, context):
+def gate_heads(config):
+    """How many gates a token has per target: one per head with `gate_per_head`, else one shared by all heads."""
+    return config.num_attention_heads if config.gate_per_head else 1
+
+
+def gates_shape(config, batch, n):
+    """The shape of a layer's gates: `(batch, 2, n)`, or `(batch, 2, heads, n)` with `gate_per_head`."""
+    heads = (config.num_attention_heads,) if config.gate_per_head else ()
+    return (batch, len(CONTEXT_TARGETS), *heads, n)
+
+
+def mix_context(config, context_mixer, query, key, context):
     """A layer's query and key `(batch, n, d)` with its `context` mixed in by its `context_mixer`, and the gates
-    `(batch, 2, n)`. A layer that takes no context (no mixer, or deep's first layer, whose context is empty)
+    (`gates_shape`). A layer that takes no context (no mixer, or deep's first layer, whose context is empty)
     gives them back unchanged, with zero gates."""
     if context_mixer is not None and context:
         return context_mixer(query, key, context)
-    return query, key, query.new_zeros((query.shape[0], len(CONTEXT_TARGETS), query.shape[1]))
+    return query, key, query.new_zeros(gates_shape(config, query.shape[0], query.shape[1]))
+
+
+def _heads_as_batch(states, heads):
+    """`(T, batch, rows, d) -> (T, batch * heads, rows, d / heads)`: each head's slice as a sentence of its own,
+    so that the gate and the mix, written for one gate per row, give one gate per row and head. Contiguous, as
+    the gate's kernels need; a view of `states` when `heads` is 1."""
+    num_targets, batch, rows, d = states.shape
+    per_head = states.view(num_targets, batch, rows, heads, d // heads).transpose(2, 3).contiguous()
+    return per_head.view(num_targets, batch * heads, rows, d // heads)
+
+
+def _heads_back(states, heads):
+    """The inverse of `_heads_as_batch`: `(T, batch * heads, n, d / heads) -> (T, batch, n, d)`."""
+    num_targets, batch_heads, n, head_size = states.shape
+    per_head = states.view(num_targets, batch_heads // heads, heads, n, head_size).transpose(2, 3)
+    return per_head.reshape(num_targets, batch_heads // heads, n, heads * head_size)
 
 
 class CasanContextMixer(nn.Module):
@@ -262,6 +291,8 @@ class CasanContextMixer(nn.Module):
         self.rank = config.context_rank
         self.dynamic = config.gate == "dynamic"
         self.fixed_gate = config.fixed_gate
+        self.gate_heads = gate_heads(config)
+        self.gate_per_head = config.gate_per_head
         num_targets = len(self.targets)
 
         # Full rank: U_Q and U_K stacked, (T * d) x d_c. Low rank (U = A B): A_Q and A_K stacked,
@@ -271,8 +302,10 @@ class CasanContextMixer(nn.Module):
         if self.rank is not None:
             self.context_up = nn.Parameter(torch.empty(num_targets, self.rank, self.hidden_size))
         if self.dynamic:
-            self.gate_hidden = nn.Parameter(torch.empty(num_targets, self.hidden_size))  # v^H per target
-            self.gate_context = nn.Parameter(torch.empty(num_targets, self.hidden_size))  # v^C per target
+            # v^H and v^C per target: of width d, or d_head with `gate_per_head` (one vector for every head).
+            gate_width = self.hidden_size // self.gate_heads
+            self.gate_hidden = nn.Parameter(torch.empty(num_targets, gate_width))
+            self.gate_context = nn.Parameter(torch.empty(num_targets, gate_width))
             self.gate_bias = nn.Parameter(torch.empty(num_targets))
 
     @torch.no_grad()
@@ -321,11 +354,13 @@ class CasanContextMixer(nn.Module):
         """Mixes the context into the targets among `query` and `key` (each `(batch, n, d)`).
 
         Returns the mixed query and key (a target without context comes back as it was) and the gates
-        `(batch, 2, n)`: channel 0 lambda_Q, channel 1 lambda_K, 0 for a target that takes no context.
+        `(batch, 2, n)`, or `(batch, 2, heads, n)` with `gate_per_head`: channel 0 lambda_Q, channel 1 lambda_K,
+        0 for a target that takes no context.
 
         Every target is mixed by the same few kernels: the targets' states are stacked first, `(T, batch, n, d)`,
         so that each step of the gate and the mix is one operator for both (and so is its backward), and the
-        mixed query and key come out as contiguous slices of one tensor.
+        mixed query and key come out as contiguous slices of one tensor. With a gate per head, each head's
+        slice is gated as a sentence of its own (`_heads_as_batch`), by the same kernels.
         """
         states = {"query": query, "key": key}
         if len(self.targets) == 1:
@@ -335,18 +370,23 @@ class CasanContextMixer(nn.Module):
         num_targets, batch, n, _ = plain.shape
         projected = self.project(context)  # (T, batch, 1 or n, d)
         if self.dynamic:
+            heads = self.gate_heads
             parameters = (self.gate_hidden, self.gate_context, self.gate_bias)
+            plain_rows, projected_rows = _heads_as_batch(plain, heads), _heads_as_batch(projected, heads)
             if torch.is_grad_enabled() and any(t.requires_grad for t in (plain, projected, *parameters)):
-                mixed, gate = _GateAndMix.apply(plain, projected, *parameters)
+                mixed, gate = _GateAndMix.apply(plain_rows, projected_rows, *parameters)
             else:
-                mixed, gate = _gate_and_mix(plain, projected, *parameters)
+                mixed, gate = _gate_and_mix(plain_rows, projected_rows, *parameters)
+            mixed, gate = _heads_back(mixed, heads), gate.view(num_targets, batch, heads, n)
         else:
-            gate = plain.new_full((num_targets, batch, n, 1), self.fixed_gate)
+            gate = plain.new_full((num_targets, batch, 1, n), self.fixed_gate)
             mixed = torch.lerp(plain, projected, self.fixed_gate)
         for target, state in zip(self.targets, mixed.unbind(0), strict=True):
             states[target] = state
-        gates = gate.squeeze(-1).transpose(0, 1)  # (batch, T, n)
+        gates = gate.transpose(0, 1)  # (batch, T, heads, n)
+        if not self.gate_per_head:
+            gates = gates.squeeze(2)
         if len(self.targets) < len(CONTEXT_TARGETS):
             channel = CONTEXT_TARGETS.index(self.targets[0])
-            gates = F.pad(gates, (0, 0, channel, len(CONTEXT_TARGETS) - 1 - channel))
+            gates = F.pad(gates, (0, 0) * (gates.dim() - 2) + (channel, len(CONTEXT_TARGETS) - 1 - channel))
         return states["query"], states["key"], gates

@@ -44,9 +44,9 @@ from .context import CasanContextMixer, check_encoder_inputs, mix_context, run_l
 class CasanMarianEncoderOutput(BaseModelOutput):
     r"""
     context_gates (`tuple(torch.FloatTensor)`, returned with `output_context_gates=True`):
-        One tensor per encoder layer of shape `(batch_size, 2, sequence_length)`: the query gate lambda_Q
-        (channel 0) and the key gate lambda_K (channel 1) of every token; 0 where that layer or target takes no
-        context.
+        One tensor per encoder layer of shape `(batch_size, 2, sequence_length)`, or `(batch_size, 2, num_heads,
+        sequence_length)` with `gate_per_head`: the query gate lambda_Q (channel 0) and the key gate lambda_K
+        (channel 1) of every token (and head); 0 where that layer or target takes no context.
     """
 
     context_gates: tuple[torch.FloatTensor, ...] | None = None
@@ -71,10 +71,10 @@ class CasanMarianSelfAttention(MarianAttention):
         )
 
     def forward(self, hidden_states, attention_mask=None, context=(), **kwargs: Unpack[TransformersKwargs]):
-        """Returns the attention output, the attention weights (eager only) and the gates `(batch, 2, n)`."""
+        """Returns the attention output, the attention weights (eager only) and the gates (`gates_shape`)."""
         hidden_shape = (*hidden_states.shape[:-1], -1, self.head_dim)
         query, key = self.q_proj(hidden_states), self.k_proj(hidden_states)
-        query, key, context_gates = mix_context(self.context_mixer, query, key, context)
+        query, key, context_gates = mix_context(self.config, self.context_mixer, query, key, context)
         query = query.view(hidden_shape).transpose(1, 2)
         key = key.view(hidden_shape).transpose(1, 2)
         value = self.v_proj(hidden_states).view(hidden_shape).transpose(1, 2)

@@ -83,6 +83,15 @@ def _check_gate_bias_init(value):
     return float(value)
 
 
+def _check_bool(name):
+    def check(value):
+        if not isinstance(value, bool):
+            raise ValueError(f"`{name}` must be True or False; got {value!r}.")
+        return value
+
+    return check
+
+
 def _check_context_rank(value):
     if value is not None and not (_is_int(value) and value > 0):
         raise ValueError(f"`context_rank` must be None (full-rank U) or a positive int; got {value!r}.")
@@ -182,6 +191,15 @@ OPTIONS = (
         _check_gate_bias_init,
         "Initial bias of the dynamic gate (a logit). sigmoid(-4) = 0.018: a converted checkpoint starts close "
         "to the BERT it came from.",
+    ),
+    CasanOption(
+        "gate_per_head",
+        "context",
+        _check_bool("gate_per_head"),
+        "False: one dynamic gate per token and target, shared by all heads, from the full query or key (the "
+        "paper's equation). True: one gate per token, target and head, from each head's slice of the query or key "
+        "and of C U, with gate vectors of d_head that every head shares (the authors' code).",
+        structural=True,
     ),
     CasanOption(
         "context_rank",

@@ -36,6 +36,8 @@ INVALID = [
     ("fixed_gate", "0.5", "fixed_gate"),
     ("gate_bias_init", float("nan"), "gate_bias_init"),
     ("gate_bias_init", "low", "gate_bias_init"),
+    ("gate_per_head", "yes", "gate_per_head"),
+    ("gate_per_head", 1, "gate_per_head"),
     ("context_rank", 0, "context_rank"),
     ("context_rank", 2.5, "context_rank"),
     ("context_init_range", -1.0, "context_init_range"),
@@ -65,6 +67,18 @@ def test_assignment_rejects_invalid_values(name, value, named):
     config = CasanConfig()
     with pytest.raises(ValueError, match=named):
         setattr(config, name, value)
+
+
+def test_a_gate_per_head_needs_the_dynamic_gate():
+    with pytest.raises(ValueError, match="`gate_per_head` shapes the dynamic gate; gate='fixed'"):
+        CasanConfig(gate="fixed", gate_per_head=True)
+
+
+def test_a_config_saved_before_gate_per_head_loads_with_the_shared_gate(tmp_path):
+    saved = CasanConfig(context_type="global").to_dict()
+    del saved["gate_per_head"]
+    tmp_path.joinpath("config.json").write_text(json.dumps(saved))
+    assert CasanConfig.from_pretrained(tmp_path).gate_per_head is False
 
 
 def test_error_lists_allowed_values():

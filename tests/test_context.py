@@ -60,12 +60,13 @@ def test_fixed_gate_mixes_with_a_constant():
     torch.testing.assert_close(mixed_key, 0.7 * key + 0.3 * F.linear(context, mixer.context_weight)[:, None])
 
 
+@pytest.mark.parametrize("gate_per_head", [False, True], ids=["shared-gate", "gate-per-head"])
 @pytest.mark.parametrize("family", [family.name for family in FAMILIES])
 @pytest.mark.parametrize("attn_implementation", ["eager", "sdpa"])
 @pytest.mark.parametrize("context_type", CONTEXT_TYPES)
-def test_padding_does_not_change_real_tokens(context_type, attn_implementation, family):
+def test_padding_does_not_change_real_tokens(context_type, attn_implementation, family, gate_per_head):
     torch.manual_seed(0)
-    config = tiny_config(family, context_type=context_type, gate_bias_init=0.0)
+    config = tiny_config(family, context_type=context_type, gate_bias_init=0.0, gate_per_head=gate_per_head)
     model = casan_class(family, "base")(config).eval()
     model.set_attn_implementation(attn_implementation)
     assert model.config._attn_implementation == attn_implementation
@@ -80,13 +81,15 @@ def test_padding_does_not_change_real_tokens(context_type, attn_implementation, 
             diff = (outputs.last_hidden_state[row, :length] - alone.last_hidden_state[0]).abs().max()
             assert diff <= 1e-5, f"row {row}: {diff}"
             for layer_gates, alone_gates in zip(outputs.context_gates, alone.context_gates, strict=True):
-                assert (layer_gates[row, :, :length] - alone_gates[0]).abs().max() <= 1e-5
+                assert (layer_gates[row, ..., :length] - alone_gates[0]).abs().max() <= 1e-5
 
 
+@pytest.mark.parametrize("gate_per_head", [False, True], ids=["shared-gate", "gate-per-head"])
 @pytest.mark.parametrize("context_type", CONTEXT_TYPES)
-def test_eager_and_sdpa_agree(context_type):
+def test_eager_and_sdpa_agree(context_type, gate_per_head):
     torch.manual_seed(0)
-    model = CasanModel(tiny_config(context_type=context_type, gate_bias_init=0.0)).eval()
+    config = tiny_config(context_type=context_type, gate_bias_init=0.0, gate_per_head=gate_per_head)
+    model = CasanModel(config).eval()
     input_ids, attention_mask = padded_batch(LENGTHS)
     outputs = {}
     for backend in ("eager", "sdpa"):
@@ -107,14 +110,16 @@ def test_attentions_are_returned_with_eager():
     torch.testing.assert_close(outputs.attentions[1].sum(-1), torch.ones(2, 4, 5))
 
 
+@pytest.mark.parametrize("gate_per_head", [False, True], ids=["shared-gate", "gate-per-head"])
 @pytest.mark.parametrize("context_type", CONTEXT_TYPES)
-def test_gate_shapes_and_ranges(context_type):
-    model = CasanModel(tiny_config(context_type=context_type, gate_bias_init=0.0)).eval()
+def test_gate_shapes_and_ranges(context_type, gate_per_head):
+    config = tiny_config(context_type=context_type, gate_bias_init=0.0, gate_per_head=gate_per_head)
+    model = CasanModel(config).eval()
     input_ids, attention_mask = padded_batch([6, 2])
     gates = run(model, input_ids, attention_mask).context_gates
     assert len(gates) == 3
     for layer, layer_gates in enumerate(gates):
-        assert layer_gates.shape == (2, 2, 6)
+        assert layer_gates.shape == ((2, 2, 4, 6) if gate_per_head else (2, 2, 6))
         if context_type == "deep" and layer == 0:
             assert torch.all(layer_gates == 0), "deep context: the first layer attends as BERT"
         else:

@@ -20,6 +20,11 @@ CONFIGS = [
     for context_type, rank, targets, gate in itertools.product(
         ("global", "deep", "deep_global"), (None, 3), (["query", "key"], ["query"], ["key"]), ("dynamic", "fixed")
     )
+] + [
+    dict(context_type=context_type, context_rank=rank, context_targets=targets, gate="dynamic", gate_per_head=True)
+    for context_type, rank, targets in itertools.product(
+        ("global", "deep", "deep_global"), (None, 3), (["query", "key"], ["key"])
+    )
 ]
 
 
@@ -29,7 +34,11 @@ def config_id(options):
 
 def reference_mixer(mixer, query, key, context):
     """The mixer as the method states it: C the explicit concatenation (broadcast for sentence context), then
-    per target C U, lambda = sigmoid(X v^H + (C U) v^C + b) and (1 - lambda) X + lambda C U."""
+    per target C U, lambda = sigmoid(X v^H + (C U) v^C + b) and (1 - lambda) X + lambda C U; with a gate per
+    head, the same for each head's slice of X and C U, with the one v^H and v^C every head shares (the authors'
+    code)."""
+    if mixer.gate_per_head:
+        return reference_per_head_mixer(mixer, query, key, context)
     n = query.shape[1]
     concatenated = torch.cat(context, dim=-1)
     if not mixer.per_token:
@@ -51,6 +60,26 @@ def reference_mixer(mixer, query, key, context):
             lam = torch.full(plain.shape[:-1], mixer.fixed_gate, dtype=plain.dtype, device=plain.device)
         states[target] = (1 - lam[..., None]) * plain + lam[..., None] * cu
         gates[("query", "key").index(target)] = lam
+    return states["query"], states["key"], torch.stack(gates, dim=1)
+
+
+def reference_per_head_mixer(mixer, query, key, context):
+    n, heads = query.shape[1], mixer.gate_heads
+    concatenated = torch.cat(context, dim=-1)
+    if not mixer.per_token:
+        concatenated = concatenated[:, None, :].expand(-1, n, -1)
+    width = mixer.hidden_size if mixer.rank is None else mixer.rank
+    states = {"query": query, "key": key}
+    gates = [query.new_zeros((query.shape[0], heads, n)) for _ in range(2)]
+    for index, target in enumerate(mixer.targets):
+        u = mixer.context_weight[index * width : (index + 1) * width].T
+        if mixer.rank is not None:
+            u = u @ mixer.context_up[index]
+        cu = (concatenated @ u).unflatten(-1, (heads, -1))  # (batch, n, heads, d_head)
+        plain = states[target].unflatten(-1, (heads, -1))
+        lam = torch.sigmoid(plain @ mixer.gate_hidden[index] + cu @ mixer.gate_context[index] + mixer.gate_bias[index])
+        states[target] = ((1 - lam[..., None]) * plain + lam[..., None] * cu).flatten(-2)
+        gates[("query", "key").index(target)] = lam.transpose(1, 2)
     return states["query"], states["key"], torch.stack(gates, dim=1)
 
 
@@ -124,13 +153,15 @@ def test_mixer_forward_and_gradients_equal_the_reference(options, device):
             torch.testing.assert_close(fast, reference, **TOLERANCE)
 
 
+@pytest.mark.parametrize("gate_per_head", [False, True], ids=["shared-gate", "gate-per-head"])
 @pytest.mark.parametrize("context_type", ["global", "deep", "deep_global"])
 @pytest.mark.parametrize("rank", [None, 3])
-def test_model_outputs_and_gradients_equal_the_reference(context_type, rank, device, monkeypatch):
+def test_model_outputs_and_gradients_equal_the_reference(context_type, rank, gate_per_head, device, monkeypatch):
     """A whole model (padded batch, every layer): its outputs, gates and every parameter's gradient, computed
     with the fast mixer and with the reference in its place."""
     torch.manual_seed(0)
-    model = CasanModel(tiny_config(context_type=context_type, context_rank=rank, gate_bias_init=0.0)).double()
+    config = tiny_config(context_type=context_type, context_rank=rank, gate_bias_init=0.0, gate_per_head=gate_per_head)
+    model = CasanModel(config).double()
     for name, parameter in model.named_parameters():
         if "context_mixer" in name:
             torch.nn.init.normal_(parameter, std=0.3)
@@ -202,11 +233,12 @@ def test_compiled_training_step_matches_eager(context_type, device):
         torch.testing.assert_close(grads[1][name], grad, rtol=1e-4, atol=1e-5, msg=name)
 
 
+@pytest.mark.parametrize("gate_per_head", [False, True], ids=["shared-gate", "gate-per-head"])
 @pytest.mark.parametrize("context_type", ["global", "deep"])
-def test_training_under_autocast_is_as_close_as_autograd(context_type, device, monkeypatch):
+def test_training_under_autocast_is_as_close_as_autograd(context_type, gate_per_head, device, monkeypatch):
     """bf16 autocast: the custom functions compute in bf16 and return float32 gradients, about as far from the
     float32 gradients as autograd's through the same operators under the same autocast (bf16 rounding, both)."""
-    model = context_model(context_type, device)
+    model = context_model(context_type, device, gate_per_head=gate_per_head)
     input_ids, attention_mask = (tensor.to(device) for tensor in padded_batch([6, 3]))
 
     def grads(autocast):

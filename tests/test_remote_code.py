@@ -35,9 +35,13 @@ print("loaded", len(cases))
 
 def test_every_head_loads_in_a_fresh_process_without_casan_hf(tmp_path):
     cases = []
-    for model_class, family, auto_class in EVERY_CLASS:
+    for index, (model_class, family, auto_class) in enumerate(EVERY_CLASS):
         torch.manual_seed(0)
-        config = tiny_config(family.name, context_type="deep_global", num_labels=2, gate_bias_init=0.0)
+        # every other class with a gate per head, so that each family and both gates are loaded
+        gate_per_head = index % 2 == 1
+        config = tiny_config(
+            family.name, context_type="deep_global", num_labels=2, gate_bias_init=0.0, gate_per_head=gate_per_head
+        )
         model = model_class(config).eval()
         folder = tmp_path / model_class.__name__
         model.save_pretrained(folder)

@@ -18,6 +18,8 @@ VARIANTS = [
     dict(context_type="global"),
     dict(context_type="deep"),
     dict(context_type="deep_global"),
+    dict(context_type="deep_global", gate_per_head=True),
+    dict(context_type="deep", gate_per_head=True, context_targets=["key"]),
     dict(context_type="deep_global", context_rank=4, context_targets=["query"]),
     dict(context_type="deep", context_rank=4, context_layers=[2]),
     dict(context_type="global", gate="fixed", fixed_gate=0.4),
@@ -88,6 +90,7 @@ def trained_casan(tmp_path):
         dict(context_rank=8),
         dict(context_layers=[0]),
         dict(gate="fixed"),
+        dict(gate_per_head=True),
     ],
 )
 def test_checkpoint_that_does_not_fit_is_refused(trained_casan, requested):

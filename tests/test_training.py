@@ -64,6 +64,22 @@ def test_gate_means_average_the_real_tokens_only():
     assert alone == pytest.approx(padded, abs=1e-6)
 
 
+def test_gate_means_with_a_gate_per_head_give_each_head_and_their_mean():
+    torch.manual_seed(0)
+    config = tiny_config(context_type="global", gate_bias_init=0.0, gate_per_head=True)
+    model = CasanForSequenceClassification(config).eval()
+    input_ids, attention_mask = padded_batch([6, 3])
+    gates = gate_means(model, [{"input_ids": input_ids, "attention_mask": attention_mask}])
+    with torch.no_grad():
+        layer_gates = model(input_ids, attention_mask=attention_mask, output_context_gates=True).context_gates[2]
+    real = attention_mask.bool()
+    for head in range(4):
+        expected = layer_gates[:, 0, head][real].mean().item()
+        assert gates[f"gates/layer_2/query/head_{head}"] == pytest.approx(expected, abs=1e-6)
+    heads = [gates[f"gates/layer_2/query/head_{head}"] for head in range(4)]
+    assert gates["gates/layer_2/query"] == pytest.approx(sum(heads) / 4, abs=1e-6)
+
+
 def test_memory_is_pinned_only_with_an_accelerator(monkeypatch):
     """Every training script parses its arguments with parse_run_args, which leaves pinning to an accelerator."""
     from casan_hf.training.runs import pin_memory_only_with_an_accelerator

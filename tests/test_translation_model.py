@@ -96,16 +96,17 @@ def test_marian_checkpoint_converts_with_only_the_context_new(marian_folder, con
     assert all(torch.equal(casan_state[key], value) for key, value in marian_state.items())
 
 
+@pytest.mark.parametrize("gate_per_head", [False, True], ids=["shared-gate", "gate-per-head"])
 @pytest.mark.parametrize("context_type", CONTEXT_TYPES)
-def test_encoder_padding_never_changes_a_real_token(context_type):
-    encoder = tiny_casan(context_type=context_type).get_encoder()
+def test_encoder_padding_never_changes_a_real_token(context_type, gate_per_head):
+    encoder = tiny_casan(context_type=context_type, gate_per_head=gate_per_head).get_encoder()
     input_ids, attention_mask = source_batch([7, 4])
     with torch.no_grad():
         padded = encoder(input_ids=input_ids, attention_mask=attention_mask, output_context_gates=True)
         alone = encoder(input_ids=input_ids[1:, :4], attention_mask=attention_mask[1:, :4], output_context_gates=True)
     torch.testing.assert_close(padded.last_hidden_state[1, :4], alone.last_hidden_state[0], atol=1e-5, rtol=1e-5)
     for gates, gates_alone in zip(padded.context_gates, alone.context_gates, strict=True):
-        torch.testing.assert_close(gates[1, :, :4], gates_alone[0], atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(gates[1, ..., :4], gates_alone[0], atol=1e-5, rtol=1e-5)
     assert len(padded.context_gates) == 3 and padded.context_gates[-1].abs().sum() > 0
 
 

@@ -44,8 +44,9 @@ class AttentionInspection:
         attentions (`torch.FloatTensor` of shape `(num_layers, num_heads, num_tokens, num_tokens)`):
             the attention weights; row i is where token i looks.
         query_gates, key_gates (`torch.FloatTensor` of shape `(num_layers, num_tokens)`):
-            lambda_Q and lambda_K, how much the context shaped each token's query and key; 0 where a layer
-            takes no context. `None` for a model without context (plain BERT).
+            lambda_Q and lambda_K, how much the context shaped each token's query and key (the mean over the
+            heads with `gate_per_head`); 0 where a layer takes no context. `None` for a model without context
+            (plain BERT).
         pooling_attentions (`torch.FloatTensor` of shape `(pooling_hops, num_tokens)`):
             the hops of `classifier_pooling="structured"`, or the heads of `"generalized"` with each token's
             weights averaged over the hidden dimensions; `None` for other models.
@@ -152,6 +153,8 @@ def inspect_attention(model, tokenizer, text, text_pair=None, max_length=None):
         model.train(training)
 
     gates = torch.stack(outputs.context_gates)[:, 0].float().cpu() if is_casan else None
+    if gates is not None and gates.dim() == 4:  # a gate per head: (layers, 2, heads, n), shown as the heads' mean
+        gates = gates.mean(2)
     hops = outputs.pooling_attentions if attentive else None
     if hops is not None and pooling.kind == "generalized":
         hops = hops.mean(-1)  # each token's weight per head, averaged over the hidden dimensions

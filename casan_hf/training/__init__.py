@@ -16,6 +16,7 @@ from transformers.trainer import TRAINER_STATE_NAME, TrainerState
 from transformers.trainer_utils import get_last_checkpoint
 
 from ..hub import render_model_card, write_model_card
+from ..options import CONTEXT_TARGETS
 
 
 # Every parameter CASAN adds to BERT's attention lives in a layer's `context_mixer`.
@@ -179,26 +180,32 @@ class CasanTrainer(Trainer):
 @torch.no_grad()
 def gate_means(model, batches):
     """`{"gates/layer_<i>/<query|key>": mean over the real tokens}` of a CASAN model on `batches` (dicts of model
-    inputs, e.g. from the evaluation dataloader); layers and targets without context read 0. A translation
-    model's context is in its encoder, which reads the source side of the batches."""
+    inputs, e.g. from the evaluation dataloader); layers and targets without context read 0. With a gate per
+    head, that is the mean over the heads too, and `"gates/layer_<i>/<query|key>/head_<h>"` each head's mean. A
+    translation model's context is in its encoder, which reads the source side of the batches."""
     encoder_decoder = getattr(model.config, "is_encoder_decoder", False)
     attends = model.get_encoder() if encoder_decoder else model
     sums, tokens = None, 0
     for batch in batches:
         names = ("input_ids", "attention_mask") if encoder_decoder else [name for name in batch if name != "labels"]
         inputs = {name: batch[name].to(model.device) for name in names if name in batch}
-        gates = torch.stack(attends(**inputs, output_context_gates=True).context_gates).float()  # (layers, b, 2, n)
+        gates = torch.stack(attends(**inputs, output_context_gates=True).context_gates).float()
+        if gates.dim() == 4:  # one gate per token: (layers, b, 2, n), as one head
+            gates = gates.unsqueeze(3)
         mask = inputs.get("attention_mask", torch.ones(gates.shape[1], gates.shape[-1], device=gates.device))
         mask = mask.reshape(gates.shape[1], -1).float()  # multiple choice: one row per choice
-        batch_sums = (gates * mask[None, :, None, :]).sum(dim=(1, 3))
+        batch_sums = (gates * mask[None, :, None, None, :]).sum(dim=(1, 4))  # (layers, 2, heads)
         sums = batch_sums if sums is None else sums + batch_sums
         tokens += int(mask.sum())
     means = (sums / max(tokens, 1)).cpu()
-    return {
-        f"gates/layer_{layer}/{target}": round(float(means[layer, channel]), 6)
-        for layer in range(means.shape[0])
-        for channel, target in enumerate(("query", "key"))
-    }
+    logged = {}
+    for layer in range(means.shape[0]):
+        for channel, target in enumerate(CONTEXT_TARGETS):
+            logged[f"gates/layer_{layer}/{target}"] = round(float(means[layer, channel].mean()), 6)
+            if means.shape[2] > 1:
+                for head, value in enumerate(means[layer, channel].tolist()):
+                    logged[f"gates/layer_{layer}/{target}/head_{head}"] = round(value, 6)
+    return logged
 
 
 class GateMonitor(TrainerCallback):
