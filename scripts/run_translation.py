@@ -6,7 +6,7 @@ In the conventions of transformers' `examples/pytorch/translation/run_translatio
 `Seq2SeqTrainingArguments`, `Seq2SeqTrainer`, `--predict_with_generate`, a `translation` column of
 `{source_lang: ..., target_lang: ...}` pairs. What is added:
 
-- no `--model_name_or_path`: a model of `--model_size` (tiny, small, base; each size flag overrides the preset)
+- no `--model_name_or_path`: a model of `--model_size` (`MODEL_SIZES`; each size flag overrides the preset)
   is trained from scratch with the `--context_*` options, and a joint BPE tokenizer is trained on the training
   pairs unless `--tokenizer_name` is given; with it: a CASAN-Marian checkpoint continues, a Marian one converts;
 - data from `--data_dir` (plain text `<prefix>.<lang>`, e.g. Multi30k's `train.en`/`train.de`), csv/json files
@@ -20,6 +20,7 @@ In the conventions of transformers' `examples/pytorch/translation/run_translatio
         --do_train --do_eval --do_predict --predict_with_generate --output_dir out/multi30k
 """
 
+import json
 import logging
 import os
 import sys
@@ -36,6 +37,7 @@ from transformers import AutoTokenizer, DataCollatorForSeq2Seq, Seq2SeqTrainer, 
 import casan_hf
 from casan_hf.cli import CasanArguments
 from casan_hf.hub import is_hub_id, write_model_card
+from casan_hf.options import option_names
 from casan_hf.training import GateMonitor, has_context
 from casan_hf.training.runs import (
     ScalingArguments,
@@ -43,6 +45,7 @@ from casan_hf.training.runs import (
     find_checkpoint,
     padding_multiple,
     parse_run_args,
+    record_run_start,
     setup_logging,
     take,
 )
@@ -51,12 +54,16 @@ from casan_hf.translation import (
     load_parallel_data,
     model_config_kwargs,
     render_translation_card,
+    scores_by_source_length,
+    token_cross_entropy,
     train_tokenizer,
     translation_scores,
 )
 
 
 logger = logging.getLogger(__name__)
+# The test scores per source length (`scores_by_source_length`), beside predict_results.json.
+BY_LENGTH_NAME = "predict_by_source_length.json"
 
 
 class TranslationTrainer(Seq2SeqTrainer):
@@ -79,7 +86,8 @@ class ModelArguments:
         default="tiny", metadata={"help": "Size of a model trained anew.", "choices": list(MODEL_SIZES)}
     )
     d_model: int | None = field(default=None, metadata={"help": "Overrides the size preset's width."})
-    layers: int | None = field(default=None, metadata={"help": "Overrides the preset's encoder and decoder depth."})
+    encoder_layers: int | None = field(default=None, metadata={"help": "Overrides the preset's encoder depth."})
+    decoder_layers: int | None = field(default=None, metadata={"help": "Overrides the preset's decoder depth."})
     attention_heads: int | None = field(default=None, metadata={"help": "Overrides the preset's heads."})
     ffn_dim: int | None = field(default=None, metadata={"help": "Overrides the preset's feed-forward width."})
     dropout: float | None = field(default=None, metadata={"help": "Dropout of a new model (default 0.1)."})
@@ -163,7 +171,8 @@ def load_model_and_tokenizer(model_args, casan_args, data_args, scaling_args, da
             data.datasets, data_args.source_lang, data_args.target_lang, model_args.vocab_size, max_positions
         )
     sizes = {
-        name: getattr(model_args, name) for name in ("d_model", "layers", "attention_heads", "ffn_dim", "dropout")
+        name: getattr(model_args, name)
+        for name in ("d_model", "encoder_layers", "decoder_layers", "attention_heads", "ffn_dim", "dropout")
     }
     config = casan_hf.CasanMarianConfig(
         **model_config_kwargs(model_args.model_size, tokenizer, max_positions, **sizes), **context
@@ -257,18 +266,21 @@ def tokenize(data, tokenizer, data_args, training_args):
         }
 
 
+def decode(tokenizer, ids):
+    """Detokenized text of generated sequences or labels, which are padded with -100 where they end."""
+    ids = np.where(ids != -100, ids, tokenizer.pad_token_id)
+    return [text.strip() for text in tokenizer.batch_decode(ids, skip_special_tokens=True)]
+
+
 def metrics_function(tokenizer):
     def compute_metrics(prediction):
         predictions = (
             prediction.predictions[0] if isinstance(prediction.predictions, tuple) else prediction.predictions
         )
-        # Generated sequences and labels are padded with -100 where they end.
-        predictions = np.where(predictions != -100, predictions, tokenizer.pad_token_id)
-        labels = np.where(prediction.label_ids != -100, prediction.label_ids, tokenizer.pad_token_id)
-        decoded = [text.strip() for text in tokenizer.batch_decode(predictions, skip_special_tokens=True)]
-        references = [text.strip() for text in tokenizer.batch_decode(labels, skip_special_tokens=True)]
-        scores = {name: round(value, 4) for name, value in translation_scores(decoded, references).items()}
-        scores["gen_len"] = float(np.mean(np.count_nonzero(predictions != tokenizer.pad_token_id, axis=1)))
+        scores = translation_scores(decode(tokenizer, predictions), decode(tokenizer, prediction.label_ids))
+        scores = {name: round(value, 4) for name, value in scores.items()}
+        generated = np.where(predictions != -100, predictions, tokenizer.pad_token_id)
+        scores["gen_len"] = float(np.mean(np.count_nonzero(generated != tokenizer.pad_token_id, axis=1)))
         return scores
 
     return compute_metrics
@@ -288,6 +300,11 @@ def main():
         sys.exit(f"run_translation.py: error: {error}")
     size = f"{model.num_parameters() / 1e6:.2f}M parameters"
     logger.info(f"{type(model).__name__}: {size}, {model.config.context_type!r} context")
+    sizes = ("d_model", "encoder_layers", "decoder_layers", "encoder_attention_heads", "encoder_ffn_dim", "dropout")
+    record_run_start(
+        training_args,
+        {name: getattr(model.config, name) for name in (*option_names("context"), *sizes, "vocab_size")},
+    )
 
     tokenized = tokenize(data, tokenizer, data_args, training_args)
     trainer = TranslationTrainer(
@@ -320,6 +337,7 @@ def main():
     if training_args.do_eval:
         logger.info("*** Evaluate ***")
         metrics = trainer.evaluate(metric_key_prefix="eval")
+        metrics["eval_cross_entropy"] = token_cross_entropy(trainer, tokenized["validation"])
         metrics["eval_samples"] = len(tokenized["validation"])
         scores["validation"] = {name.removeprefix("eval_"): value for name, value in metrics.items()}
         trainer.log_metrics("eval", metrics)
@@ -328,15 +346,22 @@ def main():
     if training_args.do_predict:
         logger.info("*** Predict ***")
         results = trainer.predict(tokenized["test"], metric_key_prefix="predict")
-        metrics = {**results.metrics, "predict_samples": len(tokenized["test"])}
+        metrics = {**results.metrics, "predict_cross_entropy": token_cross_entropy(trainer, tokenized["test"])}
+        metrics["predict_samples"] = len(tokenized["test"])
         scores["test"] = {name.removeprefix("predict_"): value for name, value in metrics.items()}
         trainer.log_metrics("predict", metrics)
         trainer.save_metrics("predict", metrics)
         if trainer.is_world_process_zero():
-            predictions = np.where(results.predictions != -100, results.predictions, tokenizer.pad_token_id)
-            translations = tokenizer.batch_decode(predictions, skip_special_tokens=True)
+            translations = decode(tokenizer, results.predictions)
             with open(os.path.join(training_args.output_dir, "generated_predictions.txt"), "w", encoding="utf-8") as f:
-                f.write("\n".join(text.strip() for text in translations) + "\n")
+                f.write("\n".join(translations) + "\n")
+            sources = [
+                pair[data_args.source_lang]
+                for pair in take(data.datasets["test"], data_args.max_predict_samples)["translation"]
+            ]
+            by_length = scores_by_source_length(sources, translations, decode(tokenizer, results.label_ids))
+            with open(os.path.join(training_args.output_dir, BY_LENGTH_NAME), "w", encoding="utf-8") as f:
+                json.dump(by_length, f, indent=2)
 
     if training_args.do_train:
         trainer.save_state()  # after evaluation: the log history holds the final scores and the encoder's gates

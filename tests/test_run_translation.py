@@ -14,7 +14,8 @@ from casan_hf.translation import translation_scores
 
 
 TINY_RUN = [
-    "--d_model", "32", "--layers", "2", "--attention_heads", "4", "--ffn_dim", "64", "--vocab_size", "300",
+    "--d_model", "32", "--encoder_layers", "2", "--decoder_layers", "1", "--attention_heads", "4",
+    "--ffn_dim", "64", "--vocab_size", "300",
     "--per_device_train_batch_size", "8", "--per_device_eval_batch_size", "16", "--num_beams", "2",
     "--max_target_length", "16", "--max_eval_samples", "8", "--max_predict_samples", "8",
     "--report_to", "none", "--disable_tqdm", "true", "--save_strategy", "no",
@@ -66,13 +67,38 @@ def test_run_trains_scores_and_writes_the_hub_folder(trained):
     config = json.loads((trained / "config.json").read_text())
     assert config["model_type"] == "casan_marian" and config["context_type"] == "deep_global"
     assert config["d_model"] == 32 and config["vocab_size"] == 300
+    assert (config["encoder_layers"], config["decoder_layers"]) == (2, 1)
     results = json.loads((trained / "all_results.json").read_text())
-    for key in ("eval_bleu", "eval_chrf", "predict_bleu", "predict_chrf", "train_loss"):
+    for key in (
+        "eval_bleu",
+        "eval_chrf",
+        "eval_cross_entropy",
+        "predict_bleu",
+        "predict_chrf",
+        "predict_cross_entropy",
+        "train_loss",
+    ):
         assert isinstance(results[key], float), key
     assert len((trained / "generated_predictions.txt").read_text().splitlines()) == 8
     card = (trained / "README.md").read_text()
     assert "model-index:" in card and "type: bleu" in card and "type: chrf" in card and "split: test" in card
     assert f"value: {round(results['predict_bleu'], 2)}" in card
+
+
+def test_test_scores_by_source_length_cover_every_sentence(trained):
+    by_length = json.loads((trained / "predict_by_source_length.json").read_text())
+    assert list(by_length) == ["1-10", "11-15", "16-20", "21+"]
+    assert sum(bucket["sentences"] for bucket in by_length.values()) == 8
+    assert all("bleu" in bucket for bucket in by_length.values() if bucket["sentences"])
+
+
+def test_the_run_records_what_it_received_as_it_starts(trained):
+    started = json.loads((trained / "run_start.json").read_text())
+    assert started["argv"][0] == "run_translation.py" and "--encoder_layers" in started["argv"]
+    assert started["settings"]["context_type"] == "deep_global" and started["settings"]["encoder_layers"] == 2
+    assert started["settings"]["gate_per_head"] is False and started["settings"]["gate_bias_init"] == -4.0
+    assert started["commit"] is None or len(started["commit"].removesuffix("+changes")) == 40
+    assert set(started["versions"]) == {"torch", "transformers"}
 
 
 def test_push_to_hub_uploads_the_runs_own_card(run_translation_module, multi30k_dir, tmp_path, monkeypatch):

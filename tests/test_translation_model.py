@@ -186,3 +186,38 @@ def test_saved_folder_translates_in_a_fresh_process_without_casan_hf(tmp_path):
         {"decoder_input_ids": decoder_input_ids, "logits": logits, "generated": generated}, tmp_path / "expected.pt"
     )
     assert run_without_casan_hf(LOAD_AND_TRANSLATE, tmp_path).strip() == "CasanMarianMTModel"
+
+
+def test_token_cross_entropy_is_the_unsmoothed_loss_per_target_token(tmp_path):
+    """One evaluation batch of every pair: the mean loss of the model without label smoothing, per real token."""
+    from datasets import Dataset
+    from transformers import Seq2SeqTrainer, Seq2SeqTrainingArguments
+
+    from casan_hf.translation import token_cross_entropy
+
+    model = tiny_casan(context_type="deep_global")
+    input_ids, attention_mask = source_batch([7, 4, 5])
+    sources = [row[mask.bool()].tolist() for row, mask in zip(input_ids, attention_mask, strict=True)]
+    dataset = Dataset.from_dict({"input_ids": sources, "labels": [source[:5] for source in sources]})
+
+    def collator(rows):
+        width = max(len(row["input_ids"]) for row in rows)
+        label_width = max(len(row["labels"]) for row in rows)
+        labels = torch.tensor([row["labels"] + [-100] * (label_width - len(row["labels"])) for row in rows])
+        return {
+            "input_ids": torch.tensor([row["input_ids"] + [PAD] * (width - len(row["input_ids"])) for row in rows]),
+            "attention_mask": torch.tensor(
+                [[1] * len(row["input_ids"]) + [0] * (width - len(row["input_ids"])) for row in rows]
+            ),
+            "labels": labels,
+            "decoder_input_ids": model.prepare_decoder_input_ids_from_labels(labels=labels),
+        }
+
+    args = Seq2SeqTrainingArguments(
+        tmp_path, per_device_eval_batch_size=2, label_smoothing_factor=0.1, report_to="none"
+    )
+    trainer = Seq2SeqTrainer(model=model, args=args, data_collator=collator)
+    batch = collator([dataset[i] for i in range(3)])
+    with torch.no_grad():
+        expected = model(**batch).loss.item()
+    assert token_cross_entropy(trainer, dataset) == pytest.approx(expected, rel=1e-5)

@@ -15,7 +15,9 @@ is wrong with it.
 import os
 from dataclasses import dataclass
 
+import torch
 from datasets import Dataset, DatasetDict, load_dataset
+from torch.nn import functional as F
 from transformers import PreTrainedTokenizerFast
 
 
@@ -25,13 +27,17 @@ SPLITS = ("train", "validation", "test")
 # Model sizes to train from scratch. base is the paper's Transformer-base (Vaswani et al. 2017); small is the size
 # commonly trained on Multi30k; tiny fits a few minutes of CPU; micro (1.95M parameters with an 8,000-piece
 # vocabulary) learns real German in 5 epochs of Multi30k in under half an hour of one CPU core, the size of the
-# CPU study in docs/TRANSLATION.md.
+# first CPU study in docs/TRANSLATION.md; micro-deep is micro's width with the paper's encoder depth (6 layers, so
+# that deep context has earlier layers to read), its decoder micro's.
 MODEL_SIZES = {
-    "micro": dict(d_model=128, layers=2, attention_heads=4, ffn_dim=512),
-    "tiny": dict(d_model=256, layers=3, attention_heads=4, ffn_dim=1024),
-    "small": dict(d_model=256, layers=6, attention_heads=4, ffn_dim=1024),
-    "base": dict(d_model=512, layers=6, attention_heads=8, ffn_dim=2048),
+    "micro": dict(d_model=128, encoder_layers=2, decoder_layers=2, attention_heads=4, ffn_dim=512),
+    "micro-deep": dict(d_model=128, encoder_layers=6, decoder_layers=2, attention_heads=4, ffn_dim=512),
+    "tiny": dict(d_model=256, encoder_layers=3, decoder_layers=3, attention_heads=4, ffn_dim=1024),
+    "small": dict(d_model=256, encoder_layers=6, decoder_layers=6, attention_heads=4, ffn_dim=1024),
+    "base": dict(d_model=512, encoder_layers=6, decoder_layers=6, attention_heads=8, ffn_dim=2048),
 }
+# The source lengths (in words, split at white space) that test BLEU is also given for: (first, last or None).
+LENGTH_BUCKETS = ((1, 10), (11, 15), (16, 20), (21, None))
 
 # The trained tokenizer's special tokens, in id order: padding (also the decoder's start, as in Marian), end of
 # sentence, unknown.
@@ -212,8 +218,8 @@ def model_config_kwargs(model_size, tokenizer, max_position_embeddings, **overri
     return dict(
         vocab_size=len(tokenizer),
         d_model=size["d_model"],
-        encoder_layers=size["layers"],
-        decoder_layers=size["layers"],
+        encoder_layers=size["encoder_layers"],
+        decoder_layers=size["decoder_layers"],
         encoder_attention_heads=size["attention_heads"],
         decoder_attention_heads=size["attention_heads"],
         encoder_ffn_dim=size["ffn_dim"],
@@ -237,6 +243,49 @@ def translation_scores(predictions, references):
         "bleu": sacrebleu.corpus_bleu(predictions, [references]).score,
         "chrf": sacrebleu.corpus_chrf(predictions, [references]).score,
     }
+
+
+def bucket_name(first, last):
+    return f"{first}-{last}" if last is not None else f"{first}+"
+
+
+def scores_by_source_length(sources, predictions, references):
+    """`translation_scores` of the sentences whose source has the words of each of `LENGTH_BUCKETS`, with their
+    count: `{"1-10": {"sentences": n, "bleu": ..., "chrf": ...}, ...}` (an empty bucket has only its count)."""
+    scores = {}
+    for first, last in LENGTH_BUCKETS:
+        chosen = [
+            index
+            for index, source in enumerate(sources)
+            if first <= len(source.split()) and (last is None or len(source.split()) <= last)
+        ]
+        bucket = {"sentences": len(chosen)}
+        if chosen:
+            bucket.update(translation_scores([predictions[i] for i in chosen], [references[i] for i in chosen]))
+        scores[bucket_name(first, last)] = bucket
+    return scores
+
+
+@torch.no_grad()
+def token_cross_entropy(trainer, dataset):
+    """The teacher-forced cross-entropy per target token of `trainer.model` on `dataset`, in nats, without label
+    smoothing (the Trainer's loss has it when `label_smoothing_factor` is set): the measure that tells two models
+    apart with far less seed noise than BLEU. Every process scores its share; the sums are gathered."""
+    model, training = trainer.model, trainer.model.training
+    model.eval()
+    sums, tokens = [], []
+    try:
+        for batch in trainer.get_eval_dataloader(dataset):
+            batch = trainer._prepare_inputs(batch)
+            labels = batch.pop("labels")
+            logits = model(**batch).logits.float()
+            losses = F.cross_entropy(logits.transpose(1, 2), labels, ignore_index=-100, reduction="none")
+            gathered = trainer.accelerator.gather_for_metrics((losses.sum(-1), (labels != -100).sum(-1)))
+            sums.append(gathered[0].double())
+            tokens.append(gathered[1])
+    finally:
+        model.train(training)
+    return float(torch.cat(sums).sum() / torch.cat(tokens).sum())
 
 
 METRIC_NAMES = {"bleu": "BLEU", "chrf": "chrF"}
@@ -360,12 +409,15 @@ def render_translation_card(
 
 
 __all__ = [
+    "LENGTH_BUCKETS",
     "MODEL_SIZES",
     "ParallelData",
     "SPLITS",
     "load_parallel_data",
     "model_config_kwargs",
     "render_translation_card",
+    "scores_by_source_length",
+    "token_cross_entropy",
     "train_tokenizer",
     "translation_scores",
 ]
