@@ -20,7 +20,7 @@ machine or on a fresh clone holding the committed results file.
 
     python scripts/glue_sweep.py --model_name_or_path <MiniLM folder> --glue_dir ../shared/glue \
         --output_dir runs/glue-cpu --results docs/results/glue_minilm_cpu_mean.json \
-        --tasks rte mrpc sst2 --seeds 42 43 44 45 46 --variants none global deep_global \
+        --tasks rte mrpc sst2 --seeds 42 43 44 45 46 --arms none global deep_global \
         --classifier_pooling mean --max_train_samples sst2=20000 --parallel 2
 """
 
@@ -32,7 +32,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from casan_hf.cli.extras import GLUE, require_packages
-from casan_hf.options import CLASSIFIER_POOLINGS
+from casan_hf.glue.tasks import GLUE_TASKS
+from casan_hf.options import CLASSIFIER_POOLINGS, CONTEXT_TYPES
+from casan_hf.training.arms import CONTEXT_OPTIONS, Arm, arm_argument, arm_order, check_cells
 from casan_hf.training.sweep import (
     Comparison,
     Run,
@@ -46,18 +48,15 @@ from casan_hf.training.sweep import (
 
 SCRIPTS = Path(__file__).resolve().parent
 RUN_GLUE, RUN_MLM = SCRIPTS / "run_glue.py", SCRIPTS / "run_mlm.py"
-# What each variant adds to the run_glue.py and run_mlm.py commands.
-VARIANT_FLAGS = {
-    "baseline": ["--baseline"],
-    "none": ["--context_type", "none"],
-    "global": ["--context_type", "global"],
-    "deep": ["--context_type", "deep"],
-    "deep_global": ["--context_type", "deep_global"],
-    "deep_r64": ["--context_type", "deep", "--context_rank", "64"],
-    "deep_global_r64": ["--context_type", "deep_global", "--context_rank", "64"],
-}
-DEFAULT_VARIANTS = ["baseline", "global", "deep", "deep_global"]
 TWINS = ("baseline", "none")  # the variants without context
+# The variants an arm starts from (in the tables' order): the source model itself, or a context type.
+VARIANTS = (*TWINS, *(context_type for context_type in CONTEXT_TYPES if context_type not in TWINS))
+DEFAULT_ARMS = [Arm(variant) for variant in ("baseline", "global", "deep", "deep_global")]
+
+
+def variant_flags(arm):
+    """What an arm adds to the run_glue.py and run_mlm.py commands."""
+    return ["--baseline"] if arm.variant == "baseline" else ["--context_type", arm.variant, *arm.flags()]
 
 
 def twin_variant(classifier_pooling):
@@ -84,7 +83,7 @@ TABLE_METRICS = {
     "cola": ("matthews_correlation",),
     "stsb": ("pearson", "spearmanr"),
 }
-TASKS = ("cola", "sst2", "mrpc", "qqp", "stsb", "mnli", "qnli", "rte", "wnli")
+TASKS = tuple(GLUE_TASKS)
 
 
 def task_values(items, convert):
@@ -104,7 +103,16 @@ def parse_args(argv=None):
     parser.add_argument("--model_name_or_path", required=True)
     parser.add_argument("--glue_dir", required=True)
     parser.add_argument("--tasks", nargs="+", choices=TASKS, default=["rte", "mrpc", "sst2"])
-    parser.add_argument("--variants", nargs="+", choices=list(VARIANT_FLAGS), default=DEFAULT_VARIANTS)
+    parser.add_argument(
+        "--arms",
+        "--variants",
+        nargs="+",
+        type=arm_argument(VARIANTS, option_free=TWINS),
+        default=DEFAULT_ARMS,
+        metavar="VARIANT[:OPTION=VALUE,...]",
+        help=f"The arms: a variant ({', '.join(VARIANTS)}) with the context options it sets, e.g. "
+        "deep:context_rank=64 or deep_global:gate_bias_init=0,gate_per_head=true.",
+    )
     parser.add_argument("--recipes", nargs="+", choices=list(RECIPES), default=["finetune"])
     parser.add_argument("--seeds", nargs="+", type=int, default=[42, 43, 44])
     parser.add_argument(
@@ -137,15 +145,15 @@ def parse_args(argv=None):
     except argparse.ArgumentTypeError as error:
         parser.error(str(error))
     args.twin = twin_variant(args.classifier_pooling)
-    if args.twin not in args.variants:
+    if Arm(args.twin) not in args.arms:
         parser.error(
-            f"--variants must include {args.twin!r}, the twin of --classifier_pooling {args.classifier_pooling}: "
+            f"--arms must include {args.twin!r}, the twin of --classifier_pooling {args.classifier_pooling}: "
             "every CASAN run is paired with its twin of the same seed."
         )
-    wrong_twin = next((variant for variant in TWINS if variant != args.twin and variant in args.variants), None)
+    wrong_twin = next((arm.variant for arm in args.arms if arm.variant in TWINS and arm.variant != args.twin), None)
     if wrong_twin:
         parser.error(
-            f"--variants {wrong_twin!r} does not pool as --classifier_pooling {args.classifier_pooling} does; "
+            f"--arms {wrong_twin!r} does not pool as --classifier_pooling {args.classifier_pooling} does; "
             f"the twin is {args.twin!r}."
         )
     return args
@@ -185,13 +193,13 @@ def run_settings(args, task, recipe, variant):
     }
 
 
-def commands(args, settings, task, variant, seed, out):
+def commands(args, settings, task, arm, seed, out):
     """The run_mlm.py command (without MLM pre-training: none) and the run_glue.py command of one run, with its
     `settings`; padding to --max_seq_length or not gives the same logits, so it is not among them."""
     common = ["--seed", str(seed), "--learning_rate", str(settings["learning_rate"]), "--report_to", "none"]
     common += ["--max_seq_length", str(settings["max_seq_length"])]
     common += ["--overwrite_output_dir", "--save_strategy", "no", "--base_model", settings["base_model"]]
-    common += VARIANT_FLAGS[variant]
+    common += variant_flags(arm)
     if settings["context_learning_rate"] is not None:
         common += ["--context_learning_rate", str(settings["context_learning_rate"])]
     runs, source = [], args.model_name_or_path
@@ -220,12 +228,12 @@ def study_runs(args):
         seeds = args.seeds[:1] if task in args.single_seed_tasks else args.seeds
         for recipe in args.recipes:
             for seed in seeds:
-                for variant in args.variants:
-                    made_under = run_recipe(args, recipe, variant)
-                    out = Path(args.output_dir) / task / made_under / variant / f"seed{seed}"
-                    identity = {"task": task, "recipe": made_under, "variant": variant, "seed": seed}
-                    settings = run_settings(args, task, made_under, variant)
-                    run_commands = tuple(commands(args, settings, task, variant, seed, out))
+                for arm in args.arms:
+                    made_under = run_recipe(args, recipe, arm.variant)
+                    out = Path(args.output_dir) / task / made_under / arm.name / f"seed{seed}"
+                    identity = {"task": task, "recipe": made_under, "variant": arm.name, "seed": seed}
+                    settings = run_settings(args, task, made_under, arm.variant)
+                    run_commands = tuple(commands(args, settings, task, arm, seed, out))
                     runs[out] = Run(identity, out, run_commands, settings)
     return list(runs.values())
 
@@ -235,6 +243,8 @@ def collect(run):
     pre-training, its perplexity."""
     record = {**json.loads((run.folder / "all_results.json").read_text())}
     record["gates"] = final_gates(run.folder / "trainer_state.json")
+    config = json.loads((run.folder / "config.json").read_text())
+    record["context_options"] = {name: config[name] for name in CONTEXT_OPTIONS if name in config} or None
     if RECIPES[run.identity["recipe"]].mlm:
         record["mlm_perplexity"] = json.loads((mlm_dir(run.folder) / "eval_results.json").read_text())["perplexity"]
     return record
@@ -244,15 +254,15 @@ def comparisons(args, records):
     """Per task and metric, the `Comparison` of each recipe and variant with the twin of the same seed and recipe;
     of every run in `records`, this sweep's or an earlier one's."""
 
+    check_cells(records, ("task", "recipe", "variant"))
+
     def selected(task, recipe, variant):
-        recipe = run_recipe(args, recipe, variant)
+        recipe = run_recipe(args, recipe, variant.partition(":")[0])
         return [r for r in records if (r["task"], r["recipe"], r["variant"]) == (task, recipe, variant)]
 
-    def present(field, names):
-        return [name for name in names if any(record[field] == name for record in records)]
-
+    variants = sorted({record["variant"] for record in records}, key=arm_order(VARIANTS))
     found = []
-    for task in present("task", TASKS):
+    for task in [task for task in TASKS if any(record["task"] == task for record in records)]:
         recipes = [name for name in RECIPES if any((r["task"], r["recipe"]) == (task, name) for r in records)]
         for metric in TABLE_METRICS.get(task, ("accuracy",)):
             rows = [
@@ -262,7 +272,7 @@ def comparisons(args, records):
                     None if variant == args.twin else selected(task, recipe, args.twin),
                 )
                 for recipe in recipes
-                for variant in present("variant", VARIANT_FLAGS)
+                for variant in variants
                 if selected(task, recipe, variant)
             ]
             found.append(

@@ -1,18 +1,21 @@
 #!/usr/bin/env python
-"""Runs the translation study behind docs/TRANSLATION.md: context variants x seeds of a model trained from scratch
-with scripts/run_translation.py, the same data, steps and hyper-parameters for all; each finished run's scores,
-times and final encoder gates go into the results file (`--results`, default `<output_dir>/results.json`) and
-the paired tables (each variant against `none`, the same Marian without context, of the same seed) into the
-`.md` beside it (`casan_hf.training.sweep`, shared with the GLUE sweep).
+"""Runs the translation study behind docs/TRANSLATION.md: arms x seeds of a model trained from scratch with
+scripts/run_translation.py, the same data, steps and hyper-parameters for all; each finished run's scores,
+times, final encoder gates and what it received as it started go into the results file (`--results`, default
+`<output_dir>/results.json`) and the paired tables (each arm against `none`, the same Marian without context, of
+the same seed) into the `.md` beside it (`casan_hf.training.sweep`, shared with the GLUE sweep).
 
-Nothing is selected on the test set: each run's final model is scored on the validation set and on the test set,
-decoded with beam search (`--num_beams`, the paper's 5) and greedily.
+An arm is a context type with the context options it sets (`casan_hf.training.arms`): `--arms none deep_global
+deep_global:gate_bias_init=0,gate_per_head`. Nothing is selected on the test set: each run's final model is scored
+on the validation set and on the test set, by its teacher-forced cross-entropy per target token (without label
+smoothing) and by BLEU and chrF of its translations, decoded with beam search (`--num_beams`, the paper's 5) and
+greedily; test BLEU also per source length.
 
 A run with a record in the results file is not run again: the sweep can be stopped and started again, on this
 machine or on a fresh clone holding the committed results file.
 
     python scripts/translation_sweep.py --data_dir ../shared/mt/multi30k --output_dir runs/translation \
-        --results docs/results/translation_micro_cpu.json --variants none global deep deep_global \
+        --results docs/results/translation_micro_cpu.json --arms none global deep deep_global \
         --seeds 1 2 3 --model_size micro --num_train_epochs 5 --parallel 2
 """
 
@@ -24,6 +27,7 @@ from pathlib import Path
 
 from casan_hf.cli.extras import TRAINING, require_packages
 from casan_hf.options import CONTEXT_TYPES
+from casan_hf.training.arms import CONTEXT_OPTIONS, Arm, arm_argument, arm_order, check_cells
 from casan_hf.training.sweep import (
     Comparison,
     Run,
@@ -33,20 +37,24 @@ from casan_hf.training.sweep import (
     paired_table,
     run_study,
 )
-from casan_hf.translation import MODEL_SIZES
+from casan_hf.translation import LENGTH_BUCKETS, MODEL_SIZES, bucket_name
 
 
 RUN_TRANSLATION = Path(__file__).resolve().parent / "run_translation.py"
 TWIN = "none"
 VARIANTS = (TWIN, *(context_type for context_type in CONTEXT_TYPES if context_type != TWIN))  # the table's order
-# (title, record field): the paired tables, one per score.
+CROSS_ENTROPY = "cross-entropy per target token (nats, no label smoothing; lower is better)"
+# (title, record field, lower is better): the paired tables, one per score; the first four are drawn.
 SCORES = (
-    ("test BLEU (beam)", "test_bleu"),
-    ("test chrF (beam)", "test_chrf"),
-    ("test BLEU (greedy)", "greedy_test_bleu"),
-    ("test chrF (greedy)", "greedy_test_chrf"),
-    ("validation BLEU (beam)", "validation_bleu"),
+    (f"test {CROSS_ENTROPY}", "test_cross_entropy", True),
+    (f"validation {CROSS_ENTROPY}", "validation_cross_entropy", True),
+    ("test BLEU (beam)", "test_bleu", False),
+    ("test chrF (beam)", "test_chrf", False),
+    ("test BLEU (greedy)", "greedy_test_bleu", False),
+    ("test chrF (greedy)", "greedy_test_chrf", False),
+    ("validation BLEU (beam)", "validation_bleu", False),
 )
+DRAWN = 4
 
 
 def parse_args(argv=None):
@@ -55,7 +63,16 @@ def parse_args(argv=None):
     parser.add_argument("--data_dir", required=True, help="Plain-text <prefix>.<lang> files (Multi30k's layout).")
     parser.add_argument("--source_lang", default="en")
     parser.add_argument("--target_lang", default="de")
-    parser.add_argument("--variants", nargs="+", choices=CONTEXT_TYPES, default=list(VARIANTS))
+    parser.add_argument(
+        "--arms",
+        "--variants",
+        nargs="+",
+        type=arm_argument(VARIANTS, option_free=(TWIN,)),
+        default=[Arm(variant) for variant in VARIANTS],
+        metavar="VARIANT[:OPTION=VALUE,...]",
+        help=f"The arms: a context type ({', '.join(VARIANTS)}) with the context options it sets, e.g. "
+        "deep_global:gate_bias_init=0,gate_per_head=true.",
+    )
     parser.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3])
     parser.add_argument("--model_size", choices=list(MODEL_SIZES), default="micro")
     parser.add_argument("--num_train_epochs", type=float, default=5.0)
@@ -66,8 +83,8 @@ def parse_args(argv=None):
     parser.add_argument("--dropout", type=float, default=0.1)
     parser.add_argument("--num_beams", type=int, default=5, help="Beam of the validation and test scores.")
     args, args.run_translation_args = parser.parse_known_args(argv)
-    if TWIN not in args.variants:
-        parser.error(f"--variants must include {TWIN!r}: every CASAN run is paired with its twin of the same seed.")
+    if Arm(TWIN) not in args.arms:
+        parser.error(f"--arms must include {TWIN!r}: every CASAN run is paired with its twin of the same seed.")
     return args
 
 
@@ -87,14 +104,15 @@ def run_settings(args):
     }
 
 
-def commands(args, settings, variant, seed, out):
+def commands(args, settings, arm, seed, out):
     """Training with validation and beam-search test scores, then the greedy test scores of the final model, with
     the run's `settings`; the extra flags go to both."""
     data = ["--data_dir", args.data_dir]
     data += ["--source_lang", settings["source_lang"], "--target_lang", settings["target_lang"]]
     common = ["--predict_with_generate", "--per_device_eval_batch_size", "128", "--report_to", "none"]
     common += ["--disable_tqdm", "true", "--overwrite_output_dir"]
-    train = [sys.executable, str(RUN_TRANSLATION), "--model_size", args.model_size, "--context_type", variant]
+    train = [sys.executable, str(RUN_TRANSLATION), "--model_size", args.model_size, "--context_type", arm.variant]
+    train += arm.flags()
     train += ["--seed", str(seed), *data, "--do_train", "--do_eval", "--do_predict", *common]
     train += ["--num_train_epochs", str(args.num_train_epochs)]
     train += ["--per_device_train_batch_size", str(settings["batch_size"])]
@@ -110,19 +128,19 @@ def commands(args, settings, variant, seed, out):
 
 
 def study_runs(args):
-    """Seed by seed, so that each seed's variants and twin finish together."""
+    """Seed by seed, so that each seed's arms and twin finish together."""
     runs = []
     for seed in args.seeds:
-        for variant in args.variants:
+        for arm in args.arms:
             identity = {
                 "model_size": args.model_size,
                 "epochs": args.num_train_epochs,
-                "variant": variant,
+                "variant": arm.name,
                 "seed": seed,
             }
-            out = Path(args.output_dir) / f"{args.model_size}-{args.num_train_epochs:g}ep" / variant / f"seed{seed}"
+            out = Path(args.output_dir) / f"{args.model_size}-{args.num_train_epochs:g}ep" / arm.name / f"seed{seed}"
             settings = run_settings(args)
-            runs.append(Run(identity, out, commands(args, settings, variant, seed, out), settings))
+            runs.append(Run(identity, out, commands(args, settings, arm, seed, out), settings))
     return runs
 
 
@@ -131,17 +149,22 @@ def read(path):
 
 
 def collect(run):
-    """A finished run's record: validation and test scores (beam and greedy), training time and steps, and the
-    encoder's final gates per layer."""
+    """A finished run's record: validation and test cross-entropy and scores (beam and greedy), test scores per
+    source length, training time and steps, the encoder's final gates per layer (and head), the context options
+    its model had, and what it received as it started (`run_start.json`: command line, commit, versions)."""
     train = read(run.folder / "train_results.json")
     steps = read(run.folder / "trainer_state.json")["global_step"]
     validation, test = read(run.folder / "eval_results.json"), read(run.folder / "predict_results.json")
     greedy = read(run.folder / "greedy" / "predict_results.json")
+    started = read(run.folder / "run_start.json")
     return {
+        "validation_cross_entropy": validation["eval_cross_entropy"],
         "validation_bleu": validation["eval_bleu"],
         "validation_chrf": validation["eval_chrf"],
+        "test_cross_entropy": test["predict_cross_entropy"],
         "test_bleu": test["predict_bleu"],
         "test_chrf": test["predict_chrf"],
+        "test_by_length": read(run.folder / "predict_by_source_length.json"),
         "greedy_test_bleu": greedy["predict_bleu"],
         "greedy_test_chrf": greedy["predict_chrf"],
         "train_loss": train["train_loss"],
@@ -149,21 +172,39 @@ def collect(run):
         "steps": steps,
         "seconds_per_step": train["train_runtime"] / steps,
         "gates": final_gates(run.folder / "trainer_state.json"),
+        "context_options": {name: started["settings"][name] for name in CONTEXT_OPTIONS},
+        "received": started,
     }
 
 
 def gates_per_layer(records, variants):
-    """The final mean query / key gate of each encoder layer, per variant, over its seeds."""
+    """The final mean query / key gate of each encoder layer, per arm, over its seeds; with a gate per head, each
+    head's too."""
     lines = ["\n### Final encoder gates per layer (query / key, mean over seeds)\n"]
     for variant in variants:
         gates = [record["gates"] for record in records if record["variant"] == variant and record["gates"]]
-        if gates:
-            cells = [
-                f"{statistics.mean(g['query'][layer] for g in gates):.3f} / "
-                f"{statistics.mean(g['key'][layer] for g in gates):.3f}"
-                for layer in range(len(gates[0]["query"]))
-            ]
-            lines.append(f"- `{variant}`: " + ", ".join(f"layer {i}: {cell}" for i, cell in enumerate(cells)))
+        if not gates:
+            continue
+        layers = range(len(gates[0]["query"]))
+        cells = [
+            f"{statistics.mean(g['query'][layer] for g in gates):.3f} / "
+            f"{statistics.mean(g['key'][layer] for g in gates):.3f}"
+            for layer in layers
+        ]
+        lines.append(f"- `{variant}`: " + ", ".join(f"layer {i}: {cell}" for i, cell in enumerate(cells)))
+        if "query_per_head" in gates[0]:
+            for target in ("query", "key"):
+                per_head = [
+                    " ".join(
+                        f"{statistics.mean(g[f'{target}_per_head'][layer][head] for g in gates):.3f}"
+                        for head in range(len(gates[0][f"{target}_per_head"][layer]))
+                    )
+                    for layer in layers
+                ]
+                lines.append(
+                    f"  - {target} gate per head: "
+                    + "; ".join(f"layer {i}: {cell}" for i, cell in enumerate(per_head))
+                )
     return "\n".join(lines) + "\n"
 
 
@@ -177,11 +218,19 @@ def budgets(records):
 
 
 def present_variants(records):
-    return [variant for variant in VARIANTS if any(record["variant"] == variant for record in records)]
+    """The arms of `records`, by name, in the table's order."""
+    return sorted({record["variant"] for record in records}, key=arm_order(VARIANTS))
+
+
+def length_score(first, last):
+    """A record's test BLEU on the sentences whose source has first..last words, None where not recorded."""
+    return lambda record: record.get("test_by_length", {}).get(bucket_name(first, last), {}).get("bleu")
 
 
 def budget_comparisons(size, epochs, of_budget):
-    """Per score, the `Comparison` of each variant of one budget with `none` of the same seed."""
+    """Per score (and test BLEU per source length), the `Comparison` of each arm of one budget with `none` of the
+    same seed; a score no record of the budget has is left out."""
+    check_cells(of_budget, ("model_size", "epochs", "variant"))
 
     def selected(variant):
         return [record for record in of_budget if record["variant"] == variant]
@@ -190,14 +239,36 @@ def budget_comparisons(size, epochs, of_budget):
         ([size, f"{epochs:g}", variant], selected(variant), None if variant == TWIN else selected(TWIN))
         for variant in present_variants(of_budget)
     ]
-    return [
-        Comparison(f"{size}, {epochs:g} epochs: {title}", ("size", "epochs", "variant"), rows, lambda r, f=field: r[f])
-        for title, field in SCORES
+    labels = ("size", "epochs", "variant")
+    scores = [
+        Comparison(
+            f"{size}, {epochs:g} epochs: {title}", labels, rows, lambda r, f=field: r.get(f), lower, 3 if lower else 2
+        )
+        for title, field, lower in SCORES
     ]
+    counts = next((record["test_by_length"] for record in of_budget if "test_by_length" in record), {})
+    scores += [
+        Comparison(
+            f"{size}, {epochs:g} epochs: test BLEU (beam), sources of {bucket_name(first, last)} words "
+            f"({counts[bucket_name(first, last)]['sentences']} sentences)",
+            labels,
+            rows,
+            length_score(first, last),
+        )
+        for first, last in LENGTH_BUCKETS
+        if bucket_name(first, last) in counts
+    ]
+    return [comparison for comparison in scores if any(comparison.scores(runs) for _, runs, _ in rows)]
 
 
 def comparisons(records):
-    return [comparison for budget in budgets(records) for comparison in budget_comparisons(*budget)]
+    """The drawn comparisons: cross-entropy and beam-search scores of each budget."""
+    return [
+        comparison
+        for budget in budgets(records)
+        for comparison in budget_comparisons(*budget)
+        if comparison.title.split(": ", 1)[1] in {title for title, *_ in SCORES[:DRAWN]}
+    ]
 
 
 def tables(records):
@@ -209,7 +280,10 @@ def tables(records):
         ("s / step (median)", time_per_step),
         ("final gates q / k", lambda runs: mean_gates(run["gates"] for run in runs)),
     ]
-    text = f"Twin: `{TWIN}`. Scores in %, sacreBLEU (13a) and chrF on detokenized output.\n"
+    text = (
+        f"Twin: `{TWIN}`. Scores in %, sacreBLEU (13a) and chrF on detokenized output; cross-entropy in nats per "
+        "target token. Beyond the spread: the 95% interval of the paired difference excludes 0.\n"
+    )
     for size, epochs, of_budget in budgets(records):
         text += "".join(paired_table(comparison, extra) for comparison in budget_comparisons(size, epochs, of_budget))
         text += gates_per_layer(of_budget, present_variants(records))

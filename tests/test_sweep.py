@@ -151,9 +151,13 @@ def test_a_record_made_with_other_settings_stops_the_sweep_before_it_runs(tmp_pa
 
 
 def test_paired_statistics_against_the_twin():
-    mean, interval, won, beats = paired([1.0, 2.0, 3.0])
-    assert mean == "+2.00 ± 1.00" and won == "3/3 (p=0.25)" and beats == "yes"
+    mean, interval, won, beyond = paired([1.0, 2.0, 3.0])
+    assert mean == "+2.00 ± 1.00" and won == "3/3 (p=0.25)"
     assert interval == "[-0.48, +4.48]"  # t(0.975, 2) = 4.303
+    assert beyond == "no"  # the mean is above its std, but the interval holds 0: not beyond the spread
+    assert paired([1.9, 2.0, 2.1])[3] == "yes, better" and paired([-1.9, -2.0, -2.1])[3] == "yes, worse"
+    # a loss: lower is better, so a negative difference is a win
+    assert paired([-1.9, -2.0, -2.1], lower_is_better=True)[2:] == ["3/3 (p=0.25)", "yes, better"]
     assert paired([0.5]) == ["-"] * 4
     rows = [(["twin"], [{"seed": 1, "s": 1.0}], None), (["casan"], [{"seed": 1, "s": 2.0}], [])]
     table = paired_table(Comparison("t: score", ("variant",), rows, lambda r: r["s"]))

@@ -1,6 +1,6 @@
-"""scripts/translation_sweep.py end to end on a slice of Multi30k: every variant and seed trained, scored with beam
-search and greedily, its record (scores, time per step, the encoder's gates) in the results file, and the paired
-tables against `none`."""
+"""scripts/translation_sweep.py end to end on a slice of Multi30k: every arm and seed trained, scored with beam
+search and greedily, its record (cross-entropy, scores, scores by length, time per step, the encoder's gates, what
+the run received) in the results file, and the paired tables against `none`."""
 
 import json
 import subprocess
@@ -10,15 +10,19 @@ from conftest import REPO_ROOT, load_script
 
 
 SWEEP = REPO_ROOT / "scripts" / "translation_sweep.py"
-TINY = ["--max_steps", "2", "--d_model", "32", "--layers", "2", "--attention_heads", "4", "--ffn_dim", "64",
+TINY = ["--max_steps", "2", "--d_model", "32", "--encoder_layers", "2", "--attention_heads", "4", "--ffn_dim", "64",
         "--vocab_size", "300", "--max_target_length", "16", "--max_eval_samples", "8",
         "--max_predict_samples", "8"]  # fmt: skip
+
+
+ARM = "deep_global:gate_per_head,gate_bias_init=0"
+ARM_NAME = "deep_global:gate_bias_init=0.0,gate_per_head=true"  # the options sorted, their values as JSON
 
 
 def test_study_pairs_each_variant_with_none(tmp_path, multi30k_dir):
     results = tmp_path / "results" / "micro.json"
     command = [sys.executable, str(SWEEP), "--data_dir", str(multi30k_dir), "--output_dir", str(tmp_path / "runs"),
-               "--results", str(results), "--variants", "none", "deep_global", "--seeds", "1", "2",
+               "--results", str(results), "--arms", "none", ARM, "--seeds", "1", "2",
                "--parallel", "2", *TINY]  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
@@ -26,22 +30,32 @@ def test_study_pairs_each_variant_with_none(tmp_path, multi30k_dir):
     assert done.stdout.count("finished in") == 4
 
     records = json.loads(results.read_text())
-    assert sorted((r["variant"], r["seed"]) for r in records) == [("deep_global", 1), ("deep_global", 2),
+    assert sorted((r["variant"], r["seed"]) for r in records) == [(ARM_NAME, 1), (ARM_NAME, 2),
                                                                   ("none", 1), ("none", 2)]  # fmt: skip
     for record in records:
         assert record["steps"] == 2 and record["seconds_per_step"] > 0
         assert {"test_bleu", "greedy_test_bleu", "validation_bleu", "test_chrf", "greedy_test_chrf"} <= set(record)
-        gates = record["gates"]
-        assert gates is None if record["variant"] == "none" else len(gates["query"]) == len(gates["key"]) == 2
+        assert record["test_cross_entropy"] > 0 and record["validation_cross_entropy"] > 0
+        assert sum(bucket["sentences"] for bucket in record["test_by_length"].values()) == 8
+        received = record["received"]
+        assert "--encoder_layers" in received["argv"] and received["settings"]["encoder_layers"] == 2
+        gates, options = record["gates"], record["context_options"]
+        if record["variant"] == "none":
+            assert gates is None and options["context_type"] == "none"
+        else:
+            assert len(gates["query"]) == len(gates["key"]) == 2 and len(gates["key_per_head"][1]) == 4
+            assert options["gate_per_head"] is True and options["gate_bias_init"] == 0.0
+            assert "--gate_per_head" in received["argv"]
         folder = tmp_path / "runs" / "micro-5ep" / record["variant"] / f"seed{record['seed']}"
         beams = json.loads((folder / "generation_config.json").read_text())["num_beams"]
         assert beams == 5 and (folder / "greedy" / "generated_predictions.txt").exists()
 
     table = results.with_suffix(".md").read_text()
-    for title in ("test BLEU (beam)", "test BLEU (greedy)", "validation BLEU (beam)"):
+    for title in ("test BLEU (beam)", "test BLEU (greedy)", "validation BLEU (beam)", "test cross-entropy"):
         assert f"### micro, 5 epochs: {title}" in table
-    assert "| micro | 5 | deep_global | " in table and "/2 (p=" in table
-    assert "- `deep_global`: layer 0: " in table
+    assert "### micro, 5 epochs: test BLEU (beam), sources of 11-15 words (" in table
+    assert f"| micro | 5 | {ARM_NAME} | " in table and "/2 (p=" in table
+    assert f"- `{ARM_NAME}`: layer 0: " in table and "  - key gate per head: layer 0: " in table
 
     again = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert "4 runs: 4 finished before, 0 to run" in again.stdout

@@ -288,35 +288,55 @@ def paired_interval(differences):
     return mean, std, stats.t.ppf(0.975, len(differences) - 1) * std / math.sqrt(len(differences))
 
 
-def paired(differences):
+def won(difference, lower_is_better=False):
+    """Whether a difference to the twin is a win: above zero, or below it for a metric where lower is better."""
+    return difference < 0 if lower_is_better else difference > 0
+
+
+def beyond_the_spread(mean, half):
+    """The one meaning of "beyond the spread" in every study: the 95% interval of the mean difference excludes 0."""
+    return abs(mean) > half
+
+
+def paired(differences, lower_is_better=False, digits=2):
     """Mean ± std of the per-seed differences to the twin, their 95% t interval, the seeds won with the
-    two-sided sign test's p, and whether the mean beats the spread (mean > std)."""
+    two-sided sign test's p, and whether the difference is beyond the spread (its interval excludes 0), and
+    which way: "better" or "worse" than the twin."""
     if len(differences) < 2:
         return ["-"] * 4
     mean, std, half = paired_interval(differences)
-    wins, losses = sum(d > 0 for d in differences), sum(d < 0 for d in differences)
+    wins = sum(won(d, lower_is_better) for d in differences)
+    losses = sum(won(-d, lower_is_better) for d in differences)
     p = stats.binomtest(wins, wins + losses).pvalue if wins + losses else 1.0
+    if not beyond_the_spread(mean, half):
+        verdict = "no"
+    else:
+        verdict = "yes, better" if won(mean, lower_is_better) else "yes, worse"
     return [
-        f"{mean:+.2f} ± {std:.2f}",
-        f"[{mean - half:+.2f}, {mean + half:+.2f}]",
+        f"{mean:+.{digits}f} ± {std:.{digits}f}",
+        f"[{mean - half:+.{digits}f}, {mean + half:+.{digits}f}]",
         f"{wins}/{len(differences)} (p={p:.2f})",
-        "yes" if mean > std else "no",
+        verdict,
     ]
 
 
 @dataclass(frozen=True)
 class Comparison:
     """One metric of a study. `rows`: `(labels, runs, twin_runs)` per variant (`labels` fill `label_columns`;
-    `twin_runs` is None for the twin's own row); `score(record)`: the metric."""
+    `twin_runs` is None for the twin's own row); `score(record)`: the metric, None for a record without it (made
+    before it was recorded). `lower_is_better` for a loss; `digits` of the table's numbers."""
 
     title: str
     label_columns: tuple
     rows: list
     score: Callable
+    lower_is_better: bool = False
+    digits: int = 2
 
     def scores(self, runs):
-        """`{seed: score}`: one score per seed."""
-        return {run["seed"]: self.score(run) for run in runs}
+        """`{seed: score}`: one score per seed that has it."""
+        scores = {run["seed"]: self.score(run) for run in runs}
+        return {seed: score for seed, score in scores.items() if score is not None}
 
     def differences(self, runs, twin_runs):
         """`{seed: score - the twin's score}` over the seeds both have."""
@@ -324,7 +344,13 @@ class Comparison:
         return {seed: score - twin[seed] for seed, score in self.scores(runs).items() if seed in twin}
 
 
-PAIRED_COLUMNS = ["score", "paired diff to twin", "95% CI", "seeds won (sign test)", "mean > spread"]
+PAIRED_COLUMNS = [
+    "score",
+    "paired diff to twin",
+    "95% CI",
+    "seeds won (sign test)",
+    "beyond the spread (CI excludes 0)",
+]
 
 
 def paired_table(comparison, extra_columns=()):
@@ -336,8 +362,9 @@ def paired_table(comparison, extra_columns=()):
         if twin_runs is None:
             pair = ["(twin)"] * 4
         else:
-            pair = paired(list(comparison.differences(runs, twin_runs).values()))
-        score_cell = mean_std(list(comparison.scores(runs).values()))
+            differences = list(comparison.differences(runs, twin_runs).values())
+            pair = paired(differences, comparison.lower_is_better, comparison.digits)
+        score_cell = mean_std(list(comparison.scores(runs).values()), comparison.digits)
         cells = [*labels, score_cell, *pair, *(cell(runs) for _, cell in extra_columns)]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
@@ -384,7 +411,7 @@ def paired_figure(comparisons, path):
             if len(differences) > 1:
                 mean, _, half = paired_interval(differences)
                 axis.errorbar(mean, position, xerr=half, fmt="D", color="C3", markersize=6, capsize=4, zorder=3)
-                wins = sum(difference > 0 for difference in differences)
+                wins = sum(won(difference, comparison.lower_is_better) for difference in differences)
                 label = f"{mean:+.2f}, won {wins}/{len(differences)}"
                 axis.annotate(label, (1.01, position), xycoords=("axes fraction", "data"), va="center", fontsize=8)
         axis.axvline(0.0, color="0.1", linewidth=1.2, zorder=1.5)
@@ -409,11 +436,13 @@ __all__ = [
     "load_results",
     "mean_gates",
     "mean_std",
+    "beyond_the_spread",
     "paired",
     "paired_figure",
     "paired_interval",
     "paired_table",
     "run_study",
     "run_sweep",
+    "won",
     "write_atomically",
 ]
