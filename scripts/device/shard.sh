@@ -108,7 +108,8 @@ translation)
 	[[ $MODE == --dry-run ]] && budget=(--model_size micro --seeds 1 --num_train_epochs 1 --parallel 2 --max_steps 2
 		--max_train_samples 64 --max_eval_samples 16 --max_predict_samples 16)
 	within_budget $PY scripts/translation_sweep.py --data_dir .device/multi30k --output_dir "$RUNS/translation" \
-		--results "$RESULTS/translation_small_gpu.json" --variants none global deep deep_global \
+		--results "$RESULTS/translation_small_gpu.json" \
+		--arms none deep_global deep_global:gate_bias_init=0,gate_per_head global:gate_bias_init=0,gate_per_head \
 		--batch_size 128 --learning_rate 5e-4 --warmup_steps 2000 --dropout 0.3 --weight_decay 0.0001 \
 		"${budget[@]}" $([[ $MODE == run ]] && echo --bf16)
 	cp "$RESULTS"/translation_small_gpu.{json,md} "$OUT/" 2>/dev/null || true
@@ -120,7 +121,7 @@ glue)
 		--num_train_epochs 0.1)
 	within_budget $PY scripts/glue_sweep.py --model_name_or_path "$MINILM" --glue_dir .device/glue \
 		--output_dir "$RUNS/glue" --results "$RESULTS/glue_minilm_gpu_teaching.json" \
-		--variants none global deep_global_r64 deep --recipes finetune context_lr --classifier_pooling mean \
+		--arms none global deep_global:context_rank=64 deep --recipes finetune context_lr --classifier_pooling mean \
 		--base_model sentence-transformers/all-MiniLM-L6-v2 "${budget[@]}"
 	cp "$RESULTS"/glue_minilm_gpu_teaching.{json,md} "$OUT/" 2>/dev/null || true
 	;;
