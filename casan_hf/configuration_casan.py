@@ -17,6 +17,7 @@ import torch
 from transformers import BertConfig
 
 from .compat import PreTrainedConfig, dataclass_config
+from .context import CONTEXT_KINDS
 from .families import get_family
 from .options import CONTEXT_TARGETS, OPTION_CHECKS, OPTIONS, STRUCTURAL_OPTIONS
 
@@ -84,15 +85,15 @@ class CasanConfig(BertConfig):
             raise ValueError("`context_rank` has no effect with context_type='none'; leave it None.")
 
     def layer_has_context(self, layer_index):
-        """Whether layer `layer_index` (0-based) mixes context into its query/key."""
-        if self.context_type == "none" or (self.context_type == "deep" and layer_index == 0):
+        """Whether layer `layer_index` (0-based) mixes context into its query/key: its kind reads some layer
+        (deep's first layer has none before it, `none` reads none) and `context_layers` includes it."""
+        if not CONTEXT_KINDS[self.context_type].reads(layer_index):
             return False
         return self.context_layers is None or layer_index in self.context_layers
 
     def context_size(self, layer_index):
         """d_c, the width of the context matrix C of layer `layer_index` (0-based)."""
-        per_layer = {"global": 1, "deep": layer_index, "deep_global": layer_index + 1, "none": 0}
-        return per_layer[self.context_type] * self.hidden_size
+        return CONTEXT_KINDS[self.context_type].width(layer_index) * self.hidden_size
 
 
 @dataclass_config

@@ -10,9 +10,14 @@ and the same for K. Mixing happens on the full d-dimensional Q and K, before the
 the gate is taken per head, from each head's d_head-slice of Q and of C U, with v^H and v^C of size d_head
 shared by the heads: one lam per token, target and head.
 
-The encoder builds C layer by layer: `context_source` is what a layer input contributes (its masked mean,
-or itself for deep context), `layer_context` assembles a layer's C from the sources so far.
+What each context type is lives in one table, `CONTEXT_KINDS`; everything else (the config's checks and widths,
+the encoder's loop, the mixer, the benchmark's counts, the study sweeps) reads its rows. The encoder builds C
+layer by layer: `context_source` is what a layer input contributes (its masked mean, or itself for a per-token
+context), `layer_context` assembles a layer's C from the sources its kind reads.
 """
+
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 from torch import nn
@@ -20,7 +25,66 @@ from torch.autograd.function import once_differentiable
 from torch.nn import functional as F
 
 from .compat import init
-from .options import CONTEXT_TARGETS, SENTENCE_CONTEXTS
+
+
+# The transforms the context is mixed into, in the order of the gates' channels. V is never touched.
+CONTEXT_TARGETS = ("query", "key")
+
+
+@dataclass(frozen=True)
+class ContextKind:
+    """One context type: which layer inputs the context C of layer l (0-based) is built from, and how.
+
+    `reads(l)`: the layers whose inputs make C of layer l, each `d` columns of it (empty: the layer attends as
+    plain BERT). `per_token`: C is those inputs position by position (`n` rows); otherwise it is their masked
+    means over the real tokens, one row per sentence broadcast to every position (few FLOPs, but all of U read).
+    """
+
+    name: str
+    per_token: bool
+    reads: Callable[[int], range]
+    description: str
+
+    def width(self, layer_index):
+        """d_c / d: how many layer inputs C of layer `layer_index` concatenates."""
+        return len(self.reads(layer_index))
+
+    @property
+    def grows_with_depth(self):
+        """Whether C widens layer by layer, so that U grows with depth (where a low-rank U pays most)."""
+        return self.width(2) > self.width(1)
+
+
+# Every context type, one row each, in the order the docs and errors list them.
+CONTEXT_KINDS = {
+    kind.name: kind
+    for kind in (
+        ContextKind(
+            "global",
+            per_token=False,
+            reads=lambda layer: range(layer, layer + 1),
+            description="the masked mean of the layer input",
+        ),
+        ContextKind(
+            "deep",
+            per_token=True,
+            reads=lambda layer: range(layer),
+            description="the inputs of all earlier layers, position by position (the first layer attends as plain "
+            "BERT)",
+        ),
+        ContextKind(
+            "deep_global",
+            per_token=False,
+            reads=lambda layer: range(layer + 1),
+            description="the global vectors of all earlier layers and the current one",
+        ),
+        ContextKind("none", per_token=False, reads=lambda layer: range(0), description="exactly BERT"),
+    )
+}
+
+
+def context_kind(config):
+    return CONTEXT_KINDS[config.context_type]
 
 
 def mean_weights(token_mask, dtype):
@@ -44,35 +108,40 @@ def masked_mean(hidden_states, token_mask=None, weights=None):
     return torch.bmm(weights, hidden_states).squeeze(1)
 
 
+def feeds_context(config, layer_index):
+    """Whether the input of layer `layer_index` is read by the context of this or a later layer with context."""
+    kind = context_kind(config)
+    return any(
+        config.layer_has_context(later) and layer_index in kind.reads(later)
+        for later in range(layer_index, config.num_hidden_layers)
+    )
+
+
 def context_source(config, layer_index, hidden_states, weights):
-    """What the input of layer `layer_index` contributes to the context: its masked mean for sentence-level
-    context (global, deep_global; `weights` from `mean_weights`), the whole input for deep context, nothing
-    for none. Global context reads only its own layer's mean, so a layer without context takes none."""
-    if config.context_type == "global" and not config.layer_has_context(layer_index):
+    """What the input of layer `layer_index` contributes to the context: the input itself for a per-token kind
+    (deep), its masked mean for a sentence-level one (`weights` from `mean_weights`), nothing where no layer
+    reads it."""
+    if not feeds_context(config, layer_index):
         return None
-    if config.context_type in SENTENCE_CONTEXTS:
-        return masked_mean(hidden_states, weights=weights)
-    if config.context_type == "deep":
+    if context_kind(config).per_token:
         return hidden_states
-    return None
+    return masked_mean(hidden_states, weights=weights)
 
 
 def layer_context(config, layer_index, sources):
     """The context C of layer `layer_index` (0-based), from `sources[i]`, the `context_source` of the input
     of layer i, for every layer up to this one, as a tuple of tensors (empty where the layer takes none).
 
-    global: this layer's mean `(batch, d)`; deep_global: the means of all layers so far, concatenated,
-    `(batch, (l + 1) d)`; deep: the earlier layer inputs, each `(batch, n, d)`, never concatenated. A tuple
-    of tensors, because the layers take it as positional arguments: reentrant activation checkpointing
+    Per token (deep): the inputs its kind reads, each `(batch, n, d)`, never concatenated; per sentence: their
+    means concatenated, `(batch, d_c)` (global: this layer's mean; deep_global: the means of all layers so far).
+    A tuple of tensors, because the layers take it as positional arguments: reentrant activation checkpointing
     sees only those.
     """
     if not config.layer_has_context(layer_index):
         return ()
-    if config.context_type == "global":
-        return (sources[layer_index],)
-    if config.context_type == "deep_global":
-        return (torch.cat(sources[: layer_index + 1], dim=-1),)
-    return tuple(sources[:layer_index])
+    kind = context_kind(config)
+    read = [sources[index] for index in kind.reads(layer_index)]
+    return tuple(read) if kind.per_token else (torch.cat(read, dim=-1),)
 
 
 def check_encoder_inputs(input_ids, inputs_embeds, attention_mask):
@@ -90,8 +159,8 @@ def run_layers_with_context(config, layers, hidden_states, attention_mask, token
     """Runs `layers` in turn, each with its `layer_context` as positional arguments (so that checkpointing sees
     them): the loop of every context-aware encoder (BERT's, Marian's). `attention_mask` is what the layers take,
     `token_mask` the `(batch, n)` 0/1 mask of the real tokens that the masked means average over."""
-    sentence_level = config.context_type in SENTENCE_CONTEXTS
-    weights = mean_weights(token_mask, hidden_states.dtype) if sentence_level else None
+    sentence_means = not context_kind(config).per_token and any(map(config.layer_has_context, range(len(layers))))
+    weights = mean_weights(token_mask, hidden_states.dtype) if sentence_means else None
     sources = []
     for layer_idx, layer_module in enumerate(layers):
         sources.append(context_source(config, layer_idx, hidden_states, weights))
@@ -286,7 +355,7 @@ class CasanContextMixer(nn.Module):
     def __init__(self, config, context_size):
         super().__init__()
         self.hidden_size = config.hidden_size
-        self.per_token = config.context_type == "deep"
+        self.per_token = context_kind(config).per_token
         self.targets = config.context_targets
         self.rank = config.context_rank
         self.dynamic = config.gate == "dynamic"

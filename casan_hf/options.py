@@ -6,21 +6,20 @@ is set, its docstring, every script's flag (`casan_hf.cli`), the model card. An 
 its field in `CasanConfig` (`configuration_casan.py`).
 """
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
+from .context import CONTEXT_KINDS, CONTEXT_TARGETS
 
-CONTEXT_TYPES = ("global", "deep", "deep_global", "none")
-CONTEXT_TARGETS = ("query", "key")
+
+# The context types are the rows of `context.CONTEXT_KINDS`; CONTEXT_TYPES is their names when the package loads.
+CONTEXT_TYPES = tuple(CONTEXT_KINDS)
 GATE_KINDS = ("dynamic", "fixed")
 CLASSIFIER_POOLINGS = ("cls", "mean", "structured", "generalized")
 # The poolings that attend over the tokens with `pooling_hops` heads of width `pooling_hidden`.
 ATTENTIVE_POOLINGS = ("structured", "generalized")
 # Generalized pooling's three diversity penalties (Chen et al. 2018), each with a weight and a margin.
 GENERALIZED_PENALTIES = ("parameter", "attention", "output")
-
-# The context types whose context is one vector per sentence (masked means), rather than per token.
-SENTENCE_CONTEXTS = ("global", "deep_global")
 
 
 def _allowed(name, value, allowed):
@@ -36,6 +35,8 @@ def _is_number(value):
 
 
 def _one_of(name, allowed):
+    """A check that `value` is in `allowed`, read when it runs (a table such as `CONTEXT_KINDS` may grow)."""
+
     def check(value):
         if value not in allowed:
             raise _allowed(name, value, allowed)
@@ -139,7 +140,7 @@ class CasanOption:
     group: str
     check: Callable
     help: str
-    choices: tuple | None = None
+    choices: Collection | None = None  # a table (CONTEXT_KINDS) is read when used
     structural: bool = False
     poolings: tuple = ()  # for a pooling option: the `classifier_pooling` values it shapes
 
@@ -148,11 +149,9 @@ OPTIONS = (
     CasanOption(
         "context_type",
         "context",
-        _one_of("context_type", CONTEXT_TYPES),
-        '"global": the masked mean of the layer input; "deep": the inputs of all earlier layers, position by '
-        'position (the first layer attends as plain BERT); "deep_global": the global vectors of all earlier '
-        'layers and the current one; "none": exactly BERT.',
-        choices=CONTEXT_TYPES,
+        _one_of("context_type", CONTEXT_KINDS),
+        "; ".join(f'"{kind.name}": {kind.description}' for kind in CONTEXT_KINDS.values()) + ".",
+        choices=CONTEXT_KINDS,
         structural=True,
     ),
     CasanOption(

@@ -25,7 +25,6 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
-from casan_hf import CONTEXT_TYPES
 from casan_hf.benchmark.runner import (
     benchmark_group,
     build_model,
@@ -36,6 +35,7 @@ from casan_hf.benchmark.runner import (
     records_for_group,
     reference_bert,
 )
+from casan_hf.context import CONTEXT_KINDS
 
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -58,7 +58,7 @@ def parse_args():
     parser.add_argument("--dtype", default="float32", choices=list(DTYPES))
     parser.add_argument("--attn", default="sdpa", choices=["sdpa", "eager"], help="attention backend of every model")
     parser.add_argument(
-        "--context-types", nargs="+", default=["none", "global", "deep", "deep_global"], choices=CONTEXT_TYPES
+        "--context-types", nargs="+", choices=CONTEXT_KINDS, help="default: every kind, the control none first"
     )
     parser.add_argument("--rank", type=int, default=DEFAULT_RANK, help="context_rank of the low-rank rows (0: none)")
     parser.add_argument(

@@ -32,8 +32,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from casan_hf.cli.extras import GLUE, require_packages
+from casan_hf.context import CONTEXT_KINDS
 from casan_hf.glue.tasks import GLUE_TASKS
-from casan_hf.options import CLASSIFIER_POOLINGS, CONTEXT_TYPES
+from casan_hf.options import CLASSIFIER_POOLINGS
 from casan_hf.training.arms import CONTEXT_OPTIONS, Arm, arm_argument, arm_order, check_cells
 from casan_hf.training.sweep import (
     Comparison,
@@ -50,7 +51,7 @@ SCRIPTS = Path(__file__).resolve().parent
 RUN_GLUE, RUN_MLM = SCRIPTS / "run_glue.py", SCRIPTS / "run_mlm.py"
 TWINS = ("baseline", "none")  # the variants without context
 # The variants an arm starts from (in the tables' order): the source model itself, or a context type.
-VARIANTS = (*TWINS, *(context_type for context_type in CONTEXT_TYPES if context_type not in TWINS))
+VARIANTS = (*TWINS, *(context_type for context_type in CONTEXT_KINDS if context_type not in TWINS))
 DEFAULT_ARMS = [Arm(variant) for variant in ("baseline", "global", "deep", "deep_global")]
 
 

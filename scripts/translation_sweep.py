@@ -26,7 +26,7 @@ import sys
 from pathlib import Path
 
 from casan_hf.cli.extras import TRAINING, require_packages
-from casan_hf.options import CONTEXT_TYPES
+from casan_hf.context import CONTEXT_KINDS
 from casan_hf.training.arms import CONTEXT_OPTIONS, Arm, arm_argument, arm_order, check_cells
 from casan_hf.training.sweep import (
     Comparison,
@@ -42,7 +42,7 @@ from casan_hf.translation import LENGTH_BUCKETS, MODEL_SIZES, bucket_name
 
 RUN_TRANSLATION = Path(__file__).resolve().parent / "run_translation.py"
 TWIN = "none"
-VARIANTS = (TWIN, *(context_type for context_type in CONTEXT_TYPES if context_type != TWIN))  # the table's order
+VARIANTS = (TWIN, *(context_type for context_type in CONTEXT_KINDS if context_type != TWIN))  # the table's order
 CROSS_ENTROPY = "cross-entropy per target token (nats, no label smoothing; lower is better)"
 # (title, record field, lower is better): the paired tables, one per score; the first four are drawn.
 SCORES = (

@@ -7,7 +7,7 @@ U: a matrix-vector product is bound by memory, not arithmetic. `cost_floor` char
 machine's FLOP-per-byte balance, so that the floor counts both, as docs/BENCHMARKS.md explains.
 """
 
-from ..options import SENTENCE_CONTEXTS
+from ..context import CONTEXT_KINDS
 
 
 def bert_forward_flops(config, seq_len):
@@ -35,7 +35,7 @@ def context_forward_flops(config, seq_len):
     if config.context_type == "none":
         return 0
     n, d, targets = seq_len, config.hidden_size, len(config.context_targets)
-    rows = 1 if config.context_type in SENTENCE_CONTEXTS else n
+    rows = n if CONTEXT_KINDS[config.context_type].per_token else 1
     total = 0
     for index in _context_layers(config):
         total += 2 * rows * _projection_size(config, index)
@@ -54,7 +54,7 @@ def context_param_count(config):
 def memory_bound_bytes(config, mode, bytes_per_param):
     """Bytes moved by the context products that are bound by memory: the sentence-level U is read once by
     the forward and, in training, read again by the backward and its gradient written."""
-    if config.context_type not in SENTENCE_CONTEXTS:
+    if CONTEXT_KINDS[config.context_type].per_token:
         return 0
     passes = 3 if mode == "training" else 1
     return passes * context_param_count(config) * bytes_per_param

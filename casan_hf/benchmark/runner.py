@@ -16,12 +16,15 @@ from torch.nn import functional as F
 from transformers import BertConfig, BertModel
 
 from ..configuration_casan import CasanConfig
+from ..context import CONTEXT_KINDS
 from ..modeling_casan import CasanModel
 from .flops import context_param_count, cost_floor
 from .peak_memory import step_peak_mb
 
 
 # Used when the checkpoint package is missing (e.g. on a GPU machine without it): same shape, random weights.
+# The kind without context: CASAN's code path with BERT's numbers, the control that must tie with BERT.
+CONTROL = "none"
 MINILM_SHAPE = {
     "hidden_size": 384,
     "num_hidden_layers": 6,
@@ -46,16 +49,19 @@ class Variant:
         return self.label.removesuffix(f" [compiled {self.compile_mode}]")
 
 
-def default_variants(rank, context_types=("none", "global", "deep", "deep_global"), compile_mode=None):
-    """BERT first (the reference), its control copy, then CASAN per context type; `rank` (0: none) adds
-    low-rank rows for deep and deep_global. With a `compile_mode`, each is followed by its compiled twin (the
-    same model through `torch.compile(mode=compile_mode)`), compiled BERT the reference of the compiled ones."""
+def default_variants(rank, context_types=None, compile_mode=None):
+    """BERT first (the reference), its control copy, then CASAN per context type (default: every kind, `none`
+    the control first); `rank` (0: none) adds low-rank rows for the kinds whose context grows with depth. With a
+    `compile_mode`, each is followed by its compiled twin (the same model through `torch.compile(mode=compile_mode)`),
+    compiled BERT the reference of the compiled ones."""
+    if context_types is None:
+        context_types = sorted(CONTEXT_KINDS, key=lambda name: name != CONTROL)
     variants = [Variant("bert"), Variant("bert (control copy)")]
     for context_type in context_types:
-        label = "casan none (control)" if context_type == "none" else f"casan {context_type}"
+        label = f"casan {CONTROL} (control)" if context_type == CONTROL else f"casan {context_type}"
         variants.append(Variant(label, context_type))
-    for context_type in ("deep", "deep_global"):
-        if rank and context_type in context_types:
+    for context_type in context_types:
+        if rank and CONTEXT_KINDS[context_type].grows_with_depth:
             variants.append(Variant(f"casan {context_type} r{rank}", context_type, rank))
     if compile_mode is None:
         return variants
