@@ -3,7 +3,7 @@
 for the recipes that pre-train, scripts/run_mlm.py first), same hyper-parameters for all; each finished run's
 scores, gates, MLM perplexity and times go into the results file (`--results`, default
 `<output_dir>/results.json`) and, per task, a table of the paired difference of each CASAN variant to its twin of
-the same seed and recipe into the `.md` beside it (`casan_hf.training.sweep`, shared with the translation sweep).
+the same seed and recipe into the `.md` beside it (`casan_hf.studies`, shared with the translation sweep).
 
 The twin pools as the CASAN variants pool: with `--classifier_pooling cls` (the default) it is `baseline`
 (`--baseline`, the source family's own model); with any other pooling it is `none` (CASAN without context, which
@@ -35,11 +35,15 @@ from casan_hf.cli.extras import GLUE, require_packages
 from casan_hf.context import CONTEXT_KINDS
 from casan_hf.glue.tasks import GLUE_TASKS
 from casan_hf.options import CLASSIFIER_POOLINGS
-from casan_hf.training.arms import CONTEXT_OPTIONS, Arm, arm_argument, arm_order, check_cells
-from casan_hf.training.sweep import (
+from casan_hf.studies import (
+    CONTEXT_OPTIONS,
+    Arm,
     Comparison,
     Run,
     add_sweep_arguments,
+    arm_argument,
+    arm_order,
+    check_cells,
     final_gates,
     mean_gates,
     paired_table,

@@ -3,9 +3,9 @@
 scripts/run_translation.py, the same data, steps and hyper-parameters for all; each finished run's scores,
 times, final encoder gates and what it received as it started go into the results file (`--results`, default
 `<output_dir>/results.json`) and the paired tables (each arm against `none`, the same Marian without context, of
-the same seed) into the `.md` beside it (`casan_hf.training.sweep`, shared with the GLUE sweep).
+the same seed) into the `.md` beside it (`casan_hf.studies`, shared with the GLUE sweep).
 
-An arm is a context type with the context options it sets (`casan_hf.training.arms`): `--arms none deep_global
+An arm is a context type with the context options it sets (`casan_hf.studies.arms`): `--arms none deep_global
 deep_global:gate_bias_init=0,gate_per_head`. Nothing is selected on the test set: each run's final model is scored
 on the validation set and on the test set, by its teacher-forced cross-entropy per target token (without label
 smoothing) and by BLEU and chrF of its translations, decoded with beam search (`--num_beams`, the paper's 5) and
@@ -27,11 +27,15 @@ from pathlib import Path
 
 from casan_hf.cli.extras import TRAINING, require_packages
 from casan_hf.context import CONTEXT_KINDS
-from casan_hf.training.arms import CONTEXT_OPTIONS, Arm, arm_argument, arm_order, check_cells
-from casan_hf.training.sweep import (
+from casan_hf.studies import (
+    CONTEXT_OPTIONS,
+    Arm,
     Comparison,
     Run,
     add_sweep_arguments,
+    arm_argument,
+    arm_order,
+    check_cells,
     final_gates,
     mean_gates,
     paired_table,

@@ -4,7 +4,7 @@ checks them, named canonically, and never pooled with runs of other options."""
 import pytest
 from conftest import load_script
 
-from casan_hf.training.arms import Arm, check_cells, parse_arm
+from casan_hf.studies import Arm, check_cells, parse_arm
 
 
 VARIANTS = ("none", "global", "deep", "deep_global")

@@ -1,4 +1,4 @@
-"""casan_hf.training.sweep, the runner and paired table of both studies: the results file says what is finished, a
+"""casan_hf.studies, the runner and paired table of both studies: the results file says what is finished, a
 sweep killed mid-run and started again runs only what has no record (the cut-off run from the start), a progress
 line per run, failed runs named, a record made with other settings not taken for the run's; the paired statistics
 against the twin."""
@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from casan_hf.training.sweep import (
+from casan_hf.studies import (
     Comparison,
     Run,
     SettingsMismatch,
@@ -24,8 +24,8 @@ from casan_hf.training.sweep import (
     paired_interval,
     paired_table,
     run_sweep,
-    time_left,
 )
+from casan_hf.studies.grid import time_left
 
 
 # A stand-in for a training script: writes its seed's score into the folder, or hangs on a seed told to.
@@ -43,7 +43,7 @@ FAKE_RUN = textwrap.dedent(
 SWEEP = textwrap.dedent(
     """
     import json, pathlib, sys
-    from casan_hf.training.sweep import Run, run_sweep
+    from casan_hf.studies import Run, run_sweep
     root = pathlib.Path(sys.argv[1])
     runs = [
         Run({"variant": variant, "seed": seed}, root / variant / f"seed{seed}",

@@ -1,5 +1,4 @@
-"""Studies as grids of runs: the one runner and the one paired table behind `scripts/glue_sweep.py` and
-`scripts/translation_sweep.py`.
+"""Studies as grids of runs: the one runner behind `scripts/glue_sweep.py` and `scripts/translation_sweep.py`.
 
 A study is a list of `Run`s (each a few commands that write one folder) and a results file of one record per
 finished run. The results file, not the run folders, says what is finished: it is what a study commits, so a
@@ -7,27 +6,21 @@ sweep started again, in this process, after a kill or on a fresh clone, runs onl
 off before its record was written is run again from the start (its commands overwrite their folders). A record
 keeps its run's settings (the hyper-parameters beside the grid's coordinates): a sweep whose runs have records,
 at any seed, made with other settings stops and says so, rather than count those records as its own.
-
-Every CASAN variant is compared with its twin (the same data, steps, hyper-parameters and seed, without context):
-per metric (a `Comparison`), the mean and spread of each variant, and the per-seed difference to the twin with its
-mean, 95% t interval and the seeds won, as a markdown table (`paired_table`) and as a figure (`paired_figure`).
 """
 
 import fcntl
 import json
-import math
 import os
 import statistics
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from scipy import stats
+from .figure import paired_figure
 
 
 @dataclass(frozen=True)
@@ -242,207 +235,3 @@ def run_study(args, runs, collect, render_tables, comparisons):
         print(f"Figure: {args.figure}")
     if failed:
         sys.exit(f"{len(failed)} run(s) failed; their logs: {', '.join(map(str, failed))}")
-
-
-def final_gates(trainer_state):
-    """The mean query and key gate of every layer (`{"query": [...], "key": [...]}`) at the last evaluation
-    logged in a `trainer_state.json` by `GateMonitor`, and with a gate per head each head's (`"query_per_head"`,
-    `"key_per_head"`: per layer, a list over the heads); None when no gates were logged (a model without context)."""
-    trainer_state = Path(trainer_state)
-    if not trainer_state.exists():
-        return None
-    for entry in reversed(json.loads(trainer_state.read_text())["log_history"]):
-        layers = sorted({int(key.split("/")[1].removeprefix("layer_")) for key in entry if key.startswith("gates/")})
-        if not layers:
-            continue
-        gates = {target: [entry[f"gates/layer_{layer}/{target}"] for layer in layers] for target in ("query", "key")}
-        heads = sorted({int(key.rsplit("_", 1)[1]) for key in entry if key.startswith("gates/") and "/head_" in key})
-        for target in ("query", "key") if heads else ():
-            gates[f"{target}_per_head"] = [
-                [entry[f"gates/layer_{layer}/{target}/head_{head}"] for head in heads] for layer in layers
-            ]
-        return gates
-    return None
-
-
-def mean_gates(gates_of_runs):
-    """`query / key`: the mean gate over the runs and over the layers with context (a layer without reads 0)."""
-    gates = [gates for gates in gates_of_runs if gates]
-    if not gates:
-        return "-"
-    return " / ".join(
-        f"{statistics.mean(value for g in gates for value in g[target] if value):.3f}" for target in ("query", "key")
-    )
-
-
-def mean_std(values, digits=2):
-    if not values:
-        return "-"
-    spread = f" ± {statistics.stdev(values):.{digits}f}" if len(values) > 1 else ""
-    return f"{statistics.mean(values):.{digits}f}{spread} (n={len(values)})"
-
-
-def paired_interval(differences):
-    """The mean and std of the per-seed differences to the twin and the half-width of their 95% t interval."""
-    mean, std = statistics.mean(differences), statistics.stdev(differences)
-    return mean, std, stats.t.ppf(0.975, len(differences) - 1) * std / math.sqrt(len(differences))
-
-
-def won(difference, lower_is_better=False):
-    """Whether a difference to the twin is a win: above zero, or below it for a metric where lower is better."""
-    return difference < 0 if lower_is_better else difference > 0
-
-
-def beyond_the_spread(mean, half):
-    """The one meaning of "beyond the spread" in every study: the 95% interval of the mean difference excludes 0."""
-    return abs(mean) > half
-
-
-def paired(differences, lower_is_better=False, digits=2):
-    """Mean ± std of the per-seed differences to the twin, their 95% t interval, the seeds won with the
-    two-sided sign test's p, and whether the difference is beyond the spread (its interval excludes 0), and
-    which way: "better" or "worse" than the twin."""
-    if len(differences) < 2:
-        return ["-"] * 4
-    mean, std, half = paired_interval(differences)
-    wins = sum(won(d, lower_is_better) for d in differences)
-    losses = sum(won(-d, lower_is_better) for d in differences)
-    p = stats.binomtest(wins, wins + losses).pvalue if wins + losses else 1.0
-    if not beyond_the_spread(mean, half):
-        verdict = "no"
-    else:
-        verdict = "yes, better" if won(mean, lower_is_better) else "yes, worse"
-    return [
-        f"{mean:+.{digits}f} ± {std:.{digits}f}",
-        f"[{mean - half:+.{digits}f}, {mean + half:+.{digits}f}]",
-        f"{wins}/{len(differences)} (p={p:.2f})",
-        verdict,
-    ]
-
-
-@dataclass(frozen=True)
-class Comparison:
-    """One metric of a study. `rows`: `(labels, runs, twin_runs)` per variant (`labels` fill `label_columns`;
-    `twin_runs` is None for the twin's own row); `score(record)`: the metric, None for a record without it (made
-    before it was recorded). `lower_is_better` for a loss; `digits` of the table's numbers."""
-
-    title: str
-    label_columns: tuple
-    rows: list
-    score: Callable
-    lower_is_better: bool = False
-    digits: int = 2
-
-    def scores(self, runs):
-        """`{seed: score}`: one score per seed that has it."""
-        scores = {run["seed"]: self.score(run) for run in runs}
-        return {seed: score for seed, score in scores.items() if score is not None}
-
-    def differences(self, runs, twin_runs):
-        """`{seed: score - the twin's score}` over the seeds both have."""
-        twin = self.scores(twin_runs)
-        return {seed: score - twin[seed] for seed, score in self.scores(runs).items() if seed in twin}
-
-
-PAIRED_COLUMNS = [
-    "score",
-    "paired diff to twin",
-    "95% CI",
-    "seeds won (sign test)",
-    "beyond the spread (CI excludes 0)",
-]
-
-
-def paired_table(comparison, extra_columns=()):
-    """A markdown table of `comparison`: each row's score and its paired difference to the twin; `extra_columns`:
-    `(name, cell(runs))` pairs, e.g. the gates."""
-    header = [*comparison.label_columns, *PAIRED_COLUMNS, *(name for name, _ in extra_columns)]
-    lines = [f"\n### {comparison.title}\n", "| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
-    for labels, runs, twin_runs in comparison.rows:
-        if twin_runs is None:
-            pair = ["(twin)"] * 4
-        else:
-            differences = list(comparison.differences(runs, twin_runs).values())
-            pair = paired(differences, comparison.lower_is_better, comparison.digits)
-        score_cell = mean_std(list(comparison.scores(runs).values()), comparison.digits)
-        cells = [*labels, score_cell, *pair, *(cell(runs) for _, cell in extra_columns)]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
-
-
-def paired_figure(comparisons, path):
-    """Draws each comparison in a panel of its own: per variant with runs of its twin's seeds, its differences to
-    the twin seed by seed (dots), their mean and 95% t interval (a diamond and a bar), and zero, where the variant
-    ties its twin; a bar that holds zero is no win. Saves the PNG at `path` and returns the figure."""
-    from matplotlib.figure import Figure  # the plot extra, checked by the scripts; no pyplot, no global backend
-
-    panels = []
-    for comparison in comparisons:
-        paired_rows = [
-            (labels, list(comparison.differences(runs, twin_runs).values()))
-            for labels, runs, twin_runs in comparison.rows
-            if twin_runs is not None
-        ]
-        paired_rows = [(labels, differences) for labels, differences in paired_rows if differences]
-        if paired_rows:
-            panels.append((comparison, paired_rows))
-    if not panels:
-        raise ValueError("no variant has runs of its twin's seeds to be compared with: nothing to draw")
-    heights = [0.9 + 0.45 * len(paired_rows) for _, paired_rows in panels]
-    figure = Figure(figsize=(7.5, sum(heights)))
-    axes = figure.subplots(len(panels), 1, height_ratios=heights, squeeze=False)[:, 0]
-    for axis, (comparison, paired_rows) in zip(axes, panels, strict=True):
-        # Rows are named by the labels that tell them apart (the variant, not the size every row shares).
-        columns = range(len(comparison.label_columns))
-        all_labels = [labels for labels, *_ in comparison.rows]
-        varying = [i for i in columns if len({str(labels[i]) for labels in all_labels}) > 1] or list(columns)
-
-        def name(labels, varying=varying):
-            return " ".join(str(labels[i]) for i in varying)
-
-        twins = "; ".join(
-            f"{name(labels)}: {mean_std(list(comparison.scores(runs).values()))}"
-            for labels, runs, twin_runs in comparison.rows
-            if twin_runs is None
-        )
-        for position, (_, differences) in enumerate(paired_rows):
-            spread = [0.25 * (index / max(1, len(differences) - 1) - 0.5) for index in range(len(differences))]
-            axis.scatter(differences, [position + offset for offset in spread], s=14, color="0.55", zorder=2)
-            if len(differences) > 1:
-                mean, _, half = paired_interval(differences)
-                axis.errorbar(mean, position, xerr=half, fmt="D", color="C3", markersize=6, capsize=4, zorder=3)
-                wins = sum(won(difference, comparison.lower_is_better) for difference in differences)
-                label = f"{mean:+.2f}, won {wins}/{len(differences)}"
-                axis.annotate(label, (1.01, position), xycoords=("axes fraction", "data"), va="center", fontsize=8)
-        axis.axvline(0.0, color="0.1", linewidth=1.2, zorder=1.5)
-        axis.set_yticks(range(len(paired_rows)), [name(labels) for labels, _ in paired_rows])
-        axis.set_ylim(len(paired_rows) - 0.5, -0.5)
-        axis.set_title(f"{comparison.title}; twin {twins}", fontsize=9, loc="left")
-        axis.grid(axis="x", color="0.9", zorder=0)
-    axes[-1].set_xlabel("difference to the twin of the same seed (dots: seeds; diamond and bar: mean, 95% interval)")
-    figure.tight_layout()
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=110)
-    return figure
-
-
-__all__ = [
-    "Comparison",
-    "Run",
-    "SettingsMismatch",
-    "add_sweep_arguments",
-    "duration",
-    "final_gates",
-    "load_results",
-    "mean_gates",
-    "mean_std",
-    "beyond_the_spread",
-    "paired",
-    "paired_figure",
-    "paired_interval",
-    "paired_table",
-    "run_study",
-    "run_sweep",
-    "won",
-    "write_atomically",
-]

@@ -1,0 +1,36 @@
+"""Studies: grids of runs with a results file (`grid`), arms (`arms`), the paired comparison with the twin
+(`paired`), its figure (`figure`) and the gates the runs end with (`gates`). The sweep scripts declare a study's
+grid and read these."""
+
+from .arms import CONTEXT_OPTIONS, Arm, arm_argument, arm_order, check_cells, parse_arm
+from .figure import paired_figure
+from .gates import final_gates, mean_gates
+from .grid import Run, SettingsMismatch, add_sweep_arguments, load_results, run_study, run_sweep, write_atomically
+from .paired import Comparison, beyond_the_spread, mean_std, paired, paired_interval, paired_table, won
+
+
+__all__ = [
+    "Arm",
+    "CONTEXT_OPTIONS",
+    "Comparison",
+    "Run",
+    "SettingsMismatch",
+    "add_sweep_arguments",
+    "arm_argument",
+    "arm_order",
+    "beyond_the_spread",
+    "check_cells",
+    "final_gates",
+    "load_results",
+    "mean_gates",
+    "mean_std",
+    "paired",
+    "paired_figure",
+    "paired_interval",
+    "paired_table",
+    "parse_arm",
+    "run_study",
+    "run_sweep",
+    "won",
+    "write_atomically",
+]

@@ -1,0 +1,105 @@
+"""Every study's comparison with its twin (the same data, steps, hyper-parameters and seed, without context): per
+metric (a `Comparison`), the mean and spread of each arm, and the per-seed difference to the twin with its mean,
+95% t interval, the seeds won and whether it is beyond the spread, as a markdown table (`paired_table`)."""
+
+import math
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from scipy import stats
+
+
+def mean_std(values, digits=2):
+    if not values:
+        return "-"
+    spread = f" ± {statistics.stdev(values):.{digits}f}" if len(values) > 1 else ""
+    return f"{statistics.mean(values):.{digits}f}{spread} (n={len(values)})"
+
+
+def paired_interval(differences):
+    """The mean and std of the per-seed differences to the twin and the half-width of their 95% t interval."""
+    mean, std = statistics.mean(differences), statistics.stdev(differences)
+    return mean, std, stats.t.ppf(0.975, len(differences) - 1) * std / math.sqrt(len(differences))
+
+
+def won(difference, lower_is_better=False):
+    """Whether a difference to the twin is a win: above zero, or below it for a metric where lower is better."""
+    return difference < 0 if lower_is_better else difference > 0
+
+
+def beyond_the_spread(mean, half):
+    """The one meaning of "beyond the spread" in every study: the 95% interval of the mean difference excludes 0."""
+    return abs(mean) > half
+
+
+def paired(differences, lower_is_better=False, digits=2):
+    """Mean ± std of the per-seed differences to the twin, their 95% t interval, the seeds won with the
+    two-sided sign test's p, and whether the difference is beyond the spread (its interval excludes 0), and
+    which way: "better" or "worse" than the twin."""
+    if len(differences) < 2:
+        return ["-"] * 4
+    mean, std, half = paired_interval(differences)
+    wins = sum(won(d, lower_is_better) for d in differences)
+    losses = sum(won(-d, lower_is_better) for d in differences)
+    p = stats.binomtest(wins, wins + losses).pvalue if wins + losses else 1.0
+    if not beyond_the_spread(mean, half):
+        verdict = "no"
+    else:
+        verdict = "yes, better" if won(mean, lower_is_better) else "yes, worse"
+    return [
+        f"{mean:+.{digits}f} ± {std:.{digits}f}",
+        f"[{mean - half:+.{digits}f}, {mean + half:+.{digits}f}]",
+        f"{wins}/{len(differences)} (p={p:.2f})",
+        verdict,
+    ]
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One metric of a study. `rows`: `(labels, runs, twin_runs)` per variant (`labels` fill `label_columns`;
+    `twin_runs` is None for the twin's own row); `score(record)`: the metric, None for a record without it (made
+    before it was recorded). `lower_is_better` for a loss; `digits` of the table's numbers."""
+
+    title: str
+    label_columns: tuple
+    rows: list
+    score: Callable
+    lower_is_better: bool = False
+    digits: int = 2
+
+    def scores(self, runs):
+        """`{seed: score}`: one score per seed that has it."""
+        scores = {run["seed"]: self.score(run) for run in runs}
+        return {seed: score for seed, score in scores.items() if score is not None}
+
+    def differences(self, runs, twin_runs):
+        """`{seed: score - the twin's score}` over the seeds both have."""
+        twin = self.scores(twin_runs)
+        return {seed: score - twin[seed] for seed, score in self.scores(runs).items() if seed in twin}
+
+
+PAIRED_COLUMNS = [
+    "score",
+    "paired diff to twin",
+    "95% CI",
+    "seeds won (sign test)",
+    "beyond the spread (CI excludes 0)",
+]
+
+
+def paired_table(comparison, extra_columns=()):
+    """A markdown table of `comparison`: each row's score and its paired difference to the twin; `extra_columns`:
+    `(name, cell(runs))` pairs, e.g. the gates."""
+    header = [*comparison.label_columns, *PAIRED_COLUMNS, *(name for name, _ in extra_columns)]
+    lines = [f"\n### {comparison.title}\n", "| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
+    for labels, runs, twin_runs in comparison.rows:
+        if twin_runs is None:
+            pair = ["(twin)"] * 4
+        else:
+            differences = list(comparison.differences(runs, twin_runs).values())
+            pair = paired(differences, comparison.lower_is_better, comparison.digits)
+        score_cell = mean_std(list(comparison.scores(runs).values()), comparison.digits)
+        cells = [*labels, score_cell, *pair, *(cell(runs) for _, cell in extra_columns)]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
