@@ -155,7 +155,7 @@ def dataclass_config(cls):
     return cls
 
 
-class ShardsAsItself:
+class FullyShardedLoading:
     """Mixed into the CASAN models (before `PreTrainedModel`) for transformers 5's FSDP2 loading
     (`from_pretrained(..., distributed_config=DistributedConfig(fsdp_size=N))`), which transformers 4.x lacks:
 
@@ -195,7 +195,7 @@ class ShardsAsItself:
 __all__ = [
     "OutputRecorder",
     "PreTrainedConfig",
-    "ShardsAsItself",
+    "FullyShardedLoading",
     "attention_function",
     "capture_outputs",
     "create_bidirectional_mask",

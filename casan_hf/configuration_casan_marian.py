@@ -12,7 +12,7 @@ from transformers import MarianConfig
 
 from .compat import require_transformers
 from .configuration_casan import CasanConfig
-from .options import OPTION_CHECKS, option_names
+from .options import CONTEXT_TARGETS, OPTION_CHECKS, option_names
 
 
 # The translation model builds on transformers 5's Marian (its masking and output-capturing utilities): on 4.x
@@ -31,18 +31,6 @@ AUTO_MAP = {
 }
 
 
-def _context_fields():
-    """`{name: (annotation, dataclasses.field)}` of the context options, exactly as `CasanConfig` declares them."""
-    fields = {config_field.name: config_field for config_field in dataclasses.fields(CasanConfig)}
-    return {
-        name: (
-            fields[name].type,
-            dataclasses.field(default=fields[name].default, default_factory=fields[name].default_factory),
-        )
-        for name in CONTEXT_OPTIONS
-    }
-
-
 class CasanMarianConfig(MarianConfig):
     r"""
     A [`MarianConfig`] whose encoder self-attention is context-aware (Yang et al., AAAI 2019). All Marian fields
@@ -58,10 +46,16 @@ class CasanMarianConfig(MarianConfig):
     # `CasanMarianModel._fsdp_plan` names the layers.
     base_model_fsdp_plan = {}
 
-    # The context options' dataclass fields, taken from CasanConfig (PreTrainedConfig turns every subclass
-    # into a dataclass when the class is created, so the fields must be in the class namespace by then).
-    __annotations__ = {name: annotation for name, (annotation, _) in _context_fields().items()}
-    vars().update({name: spec for name, (_, spec) in _context_fields().items()})
+    # The context options, as `CasanConfig` declares them (tests/test_translation_model.py holds the two equal).
+    context_type: str = "deep_global"
+    context_targets: list[str] = dataclasses.field(default_factory=lambda: list(CONTEXT_TARGETS))
+    context_layers: list[int] | None = None
+    gate: str = "dynamic"
+    fixed_gate: float = 0.1
+    gate_bias_init: float = -4.0
+    gate_per_head: bool = False
+    context_rank: int | None = None
+    context_init_range: float | None = None
 
     def __post_init__(self, **kwargs):
         super().__post_init__(**kwargs)

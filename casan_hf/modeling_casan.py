@@ -60,8 +60,8 @@ from transformers.utils import TransformersKwargs
 from transformers.utils.generic import can_return_tuple
 
 from .compat import (
+    FullyShardedLoading,
     OutputRecorder,
-    ShardsAsItself,
     attention_function,
     capture_outputs,
     create_bidirectional_mask,
@@ -271,7 +271,7 @@ class CasanEncoder(nn.Module):
         return run_layers_with_context(self.config, self.layer, hidden_states, attention_mask, token_mask, **kwargs)
 
 
-class CasanPreTrainedModel(ShardsAsItself, PreTrainedModel):
+class CasanPreTrainedModel(FullyShardedLoading, PreTrainedModel):
     """Shared by every CASAN model; `family` says whose checkpoints it loads (BERT's here; each other family's
     `PreTrainedModel` sets its own, with its config class and base model prefix). Each head's class says
     which row of `HEADS` it is (`head`)."""
@@ -317,13 +317,11 @@ class CasanPreTrainedModel(ShardsAsItself, PreTrainedModel):
 
     _model_tags = None
 
-    @property
-    def model_tags(self):
-        """transformers' tags for the Hub card. PEFT reads them first when it saves an adapter, the one point at
-        which casan-hf can stop an adapter that would not reload: a model converted (or built from a config) and
-        never saved has no checkpoint, so its adapter names no base and `AutoPeftModel...from_pretrained` fails
-        with a Hub error. The base must be a saved CASAN folder (the source checkpoint would reload as plain BERT
-        without the context)."""
+    def check_adapter_has_a_base(self):
+        """Refuses an adapter (PEFT) of a model that was converted, or built from a config, and never saved: it has
+        no checkpoint, so its adapter names no base and `AutoPeftModel...from_pretrained` fails with a Hub error.
+        The base must be a saved CASAN folder (the source checkpoint would reload as plain BERT without the
+        context)."""
         if self.name_or_path == "" and any(
             hasattr(module, "base_layer") and hasattr(module, "active_adapters") for module in self.modules()
         ):
@@ -332,6 +330,12 @@ class CasanPreTrainedModel(ShardsAsItself, PreTrainedModel):
                 "reload from: save the CASAN model first (model.save_pretrained(folder)), load it with "
                 "from_pretrained(folder), and train the adapter on that."
             )
+
+    @property
+    def model_tags(self):
+        """transformers' tags for the Hub card. PEFT reads them first when it saves an adapter: the one point at
+        which an adapter that would not reload can be stopped before it is written, so the check runs here."""
+        self.check_adapter_has_a_base()
         return self._model_tags
 
     @model_tags.setter

@@ -34,7 +34,7 @@ from transformers.utils import TransformersKwargs
 from transformers.utils.generic import merge_with_config_defaults
 from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 
-from .compat import ShardsAsItself
+from .compat import FullyShardedLoading
 from .configuration_casan import check_saved_weights, checkpoint_config
 from .configuration_casan_marian import CasanMarianConfig
 from .context import CasanContextMixer, check_encoder_inputs, mix_context, run_layers_with_context
@@ -131,7 +131,7 @@ class CasanMarianEncoderLayer(GradientCheckpointingLayer):
         return hidden_states
 
 
-class CasanMarianPreTrainedModel(ShardsAsItself, MarianPreTrainedModel):
+class CasanMarianPreTrainedModel(FullyShardedLoading, MarianPreTrainedModel):
     config_class = CasanMarianConfig
     config: CasanMarianConfig
     _no_split_modules = ["CasanMarianEncoderLayer", "MarianDecoderLayer"]

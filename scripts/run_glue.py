@@ -18,7 +18,6 @@ In the conventions of transformers' `examples/pytorch/text-classification/run_gl
 """
 
 import logging
-import sys
 from dataclasses import dataclass, field
 
 from casan_hf.cli.extras import GLUE, require_packages
@@ -30,26 +29,22 @@ import numpy as np
 from transformers import (
     AutoTokenizer,
     DataCollatorWithPadding,
-    TrainingArguments,
     default_data_collator,
     set_seed,
 )
 
-from casan_hf.cli import CasanArguments
+from casan_hf.cli.arguments import check_positive
+from casan_hf.cli.launch import padding_multiple, parse_run_args, prepare_or_exit, setup_logging
+from casan_hf.cli.resume import find_checkpoint
+from casan_hf.cli.run_inputs import check_tokenizer, first_examples, run_model_class, sequence_length
 from casan_hf.glue.data import load_glue_data
 from casan_hf.glue.metrics import load_glue_metric
 from casan_hf.glue.tasks import GLUE_TASKS
-from casan_hf.training import CasanTrainer, CasanTrainingArguments, check_training_options, gate_monitor_for
-from casan_hf.training.runs import (
-    ScalingArguments,
-    check_tokenizer,
-    find_checkpoint,
-    padding_multiple,
-    parse_run_args,
-    run_model_class,
-    sequence_length,
-    setup_logging,
-    take,
+from casan_hf.training import (
+    CasanTrainer,
+    check_training_options,
+    gate_monitor_for,
+    train_and_save,
 )
 
 
@@ -182,9 +177,7 @@ def prepare(model_args, casan_args, casan_training, data_args, scaling_args, tra
             "--pad_to_multiple_of pads each batch to its longest input, rounded up; with --pad_to_max_length (the "
             "default) every input is max_seq_length long already: pass --pad_to_max_length False."
         )
-    for name in ("max_train_samples", "max_eval_samples"):
-        if getattr(data_args, name) is not None and getattr(data_args, name) <= 0:
-            raise ValueError(f"--{name} must be a positive number of examples; got {getattr(data_args, name)}.")
+    check_positive(data_args, "max_train_samples", "max_eval_samples", unit="number of examples")
     checkpoint = find_checkpoint(training_args, data_args.overwrite_output_dir)
     with training_args.main_process_first(desc="loading the data"):
         glue_data = load_glue_data(
@@ -207,29 +200,19 @@ def prepare(model_args, casan_args, casan_training, data_args, scaling_args, tra
 
 def main():
     model_args, casan_args, casan_training, data_args, scaling_args, training_args = parse_run_args(
-        (
-            ModelArguments,
-            CasanArguments,
-            CasanTrainingArguments,
-            DataTrainingArguments,
-            ScalingArguments,
-            TrainingArguments,
-        ),
-        "run_glue.py",
+        "run_glue.py", ModelArguments, DataTrainingArguments
     )
     setup_logging(training_args, logger)
     logger.info(f"Training/evaluation parameters {training_args}")
-    try:
-        checkpoint, glue_data, model, tokenizer = prepare(
-            model_args, casan_args, casan_training, data_args, scaling_args, training_args
-        )
-    except ValueError as error:
-        logger.error(str(error))
-        sys.exit(f"run_glue.py: error: {error}")
+    checkpoint, glue_data, model, tokenizer = prepare_or_exit(
+        "run_glue.py", logger, prepare, model_args, casan_args, casan_training, data_args, scaling_args, training_args
+    )
 
     tokenized = tokenize(glue_data, tokenizer, data_args, training_args)
-    train_dataset = take(tokenized["train"], data_args.max_train_samples) if training_args.do_train else None
-    eval_datasets = {split: take(tokenized[split], data_args.max_eval_samples) for split in glue_data.eval_splits}
+    train_dataset = first_examples(tokenized["train"], data_args.max_train_samples) if training_args.do_train else None
+    eval_datasets = {
+        split: first_examples(tokenized[split], data_args.max_eval_samples) for split in glue_data.eval_splits
+    }
     collator = (
         default_data_collator
         if data_args.pad_to_max_length
@@ -268,15 +251,7 @@ def main():
     )
 
     if training_args.do_train:
-        train_result = trainer.train(resume_from_checkpoint=checkpoint)
-        metrics = train_result.metrics
-        metrics["train_samples"] = len(train_dataset)
-        if not training_args.push_to_hub:
-            # Weights, config with auto_map, code files, tokenizer, training_args.bin. With --push_to_hub,
-            # push_to_hub below saves them, once the model card holds the dev scores (save_model would push too).
-            trainer.save_model()
-        trainer.log_metrics("train", metrics)
-        trainer.save_metrics("train", metrics)
+        train_and_save(trainer, checkpoint, len(train_dataset))
 
     if training_args.do_eval:
         combined = {}

@@ -24,7 +24,6 @@ text per line (a sentence), truncated to --max_seq_length. What is added:
 import logging
 import math
 import os
-import sys
 from dataclasses import dataclass, field
 
 from casan_hf.cli.extras import TRAINING, require_packages
@@ -37,31 +36,22 @@ from datasets import Dataset, load_dataset
 from transformers import (
     AutoTokenizer,
     DataCollatorForLanguageModeling,
-    TrainingArguments,
     set_seed,
 )
 
-from casan_hf.cli import CasanArguments
+from casan_hf.cli.arguments import check_positive
+from casan_hf.cli.launch import padding_multiple, parse_run_args, prepare_or_exit, setup_logging
+from casan_hf.cli.resume import find_checkpoint
+from casan_hf.cli.run_inputs import check_tokenizer, first_examples, run_model_class, sequence_length
 from casan_hf.glue.data import load_glue_data
 from casan_hf.glue.tasks import GLUE_TASKS
 from casan_hf.hub import untrained_heads, untrained_heads_warning
 from casan_hf.training import (
     CasanTrainer,
-    CasanTrainingArguments,
     check_training_options,
     freeze_pretrained,
     gate_monitor_for,
-)
-from casan_hf.training.runs import (
-    ScalingArguments,
-    check_tokenizer,
-    find_checkpoint,
-    padding_multiple,
-    parse_run_args,
-    run_model_class,
-    sequence_length,
-    setup_logging,
-    take,
+    train_and_save,
 )
 
 
@@ -137,9 +127,7 @@ class DataArguments:
             raise ValueError(
                 f"--validation_split_percentage must be in (0, 100); got {self.validation_split_percentage}."
             )
-        for name in ("max_train_samples", "max_eval_samples"):
-            if getattr(self, name) is not None and getattr(self, name) <= 0:
-                raise ValueError(f"--{name} must be a positive number of texts; got {getattr(self, name)}.")
+        check_positive(self, "max_train_samples", "max_eval_samples", unit="number of texts")
 
 
 def load_texts(data_args, cache_dir):
@@ -293,9 +281,11 @@ def tokenize(texts, tokenizer, data_args, scaling_args, training_args):
             "labels": masked["labels"][0, :length].tolist(),
         }
 
-    validation = take(tokenized["test"], data_args.max_eval_samples).map(mask_once, desc="Masking the held-out text")
+    validation = first_examples(tokenized["test"], data_args.max_eval_samples).map(
+        mask_once, desc="Masking the held-out text"
+    )
     return {
-        "train": take(tokenized["train"], data_args.max_train_samples),
+        "train": first_examples(tokenized["train"], data_args.max_train_samples),
         "validation": validation.remove_columns(
             [name for name in ("special_tokens_mask", "offset_mapping") if name in validation.column_names]
         ),
@@ -304,17 +294,12 @@ def tokenize(texts, tokenizer, data_args, scaling_args, training_args):
 
 def main():
     model_args, casan_args, casan_training, data_args, scaling_args, training_args = parse_run_args(
-        (ModelArguments, CasanArguments, CasanTrainingArguments, DataArguments, ScalingArguments, TrainingArguments),
-        "run_mlm.py",
+        "run_mlm.py", ModelArguments, DataArguments
     )
     setup_logging(training_args, logger)
-    try:
-        checkpoint, texts, model, new_heads, tokenizer = prepare(
-            model_args, casan_args, casan_training, data_args, scaling_args, training_args
-        )
-    except ValueError as error:
-        logger.error(str(error))
-        sys.exit(f"run_mlm.py: error: {error}")
+    checkpoint, texts, model, new_heads, tokenizer = prepare_or_exit(
+        "run_mlm.py", logger, prepare, model_args, casan_args, casan_training, data_args, scaling_args, training_args
+    )
     if new_heads:
         logger.warning(f"WARNING: {untrained_heads_warning(new_heads, 'masked-lm')}")
 
@@ -362,11 +347,7 @@ def main():
     )
 
     if training_args.do_train:
-        train_result = trainer.train(resume_from_checkpoint=checkpoint)
-        trainer.save_model()  # weights, config with auto_map, code files, tokenizer
-        metrics = {**train_result.metrics, "train_samples": len(splits["train"])}
-        trainer.log_metrics("train", metrics)
-        trainer.save_metrics("train", metrics)
+        train_and_save(trainer, checkpoint, len(splits["train"]))
 
     if training_args.do_eval:
         metrics = trainer.evaluate()

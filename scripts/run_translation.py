@@ -23,7 +23,6 @@ In the conventions of transformers' `examples/pytorch/translation/run_translatio
 import json
 import logging
 import os
-import sys
 from dataclasses import dataclass, field
 
 from casan_hf.cli.extras import TRAINING, missing_packages_message, require_packages
@@ -32,22 +31,21 @@ from casan_hf.cli.extras import TRAINING, missing_packages_message, require_pack
 require_packages("run_translation.py", *TRAINING)
 
 import numpy as np
-from transformers import AutoTokenizer, DataCollatorForSeq2Seq, Seq2SeqTrainer, Seq2SeqTrainingArguments, set_seed
+from transformers import AutoTokenizer, DataCollatorForSeq2Seq, Seq2SeqTrainingArguments, set_seed
 
 import casan_hf
-from casan_hf.cli import CasanArguments
+from casan_hf.cli.arguments import check_positive
+from casan_hf.cli.launch import padding_multiple, parse_run_args, prepare_or_exit, setup_logging
+from casan_hf.cli.resume import find_checkpoint
+from casan_hf.cli.run_inputs import check_tokenizer, first_examples
+from casan_hf.cli.run_start import record_run_start
 from casan_hf.hub import is_hub_id, write_model_card
 from casan_hf.options import option_names
-from casan_hf.training import GateMonitor, has_context
-from casan_hf.training.runs import (
-    ScalingArguments,
-    check_tokenizer,
-    find_checkpoint,
-    padding_multiple,
-    parse_run_args,
-    record_run_start,
-    setup_logging,
-    take,
+from casan_hf.training import (
+    CasanSeq2SeqTrainer,
+    check_training_options,
+    gate_monitor_for,
+    train_and_save,
 )
 from casan_hf.translation import (
     MODEL_SIZES,
@@ -66,8 +64,8 @@ logger = logging.getLogger(__name__)
 BY_LENGTH_NAME = "predict_by_source_length.json"
 
 
-class TranslationTrainer(Seq2SeqTrainer):
-    """`Seq2SeqTrainer` whose `push_to_hub` uploads the card this script writes (`render_translation_card`: the
+class TranslationTrainer(CasanSeq2SeqTrainer):
+    """`CasanSeq2SeqTrainer` whose `push_to_hub` uploads the card this script writes (`render_translation_card`: the
     scores, the options, how to load the model): transformers' own card would be written over it."""
 
     def create_model_card(self, **kwargs):
@@ -180,7 +178,7 @@ def load_model_and_tokenizer(model_args, casan_args, data_args, scaling_args, da
     return casan_hf.CasanMarianMTModel(config), tokenizer
 
 
-def prepare(model_args, casan_args, data_args, scaling_args, training_args):
+def prepare(model_args, casan_args, casan_training, data_args, scaling_args, training_args):
     """Everything that can fail on bad input, before any training: options, output folder, data, model."""
     splits = wanted_splits(training_args)
     if not splits:
@@ -188,10 +186,8 @@ def prepare(model_args, casan_args, data_args, scaling_args, training_args):
     pooling = sorted(casan_args.casan_kwargs("pooling"))
     if pooling:
         raise ValueError(f"{pooling} are pooling options of the BERT classifiers; a translation model takes none.")
-    for name in ("max_train_samples", "max_eval_samples", "max_predict_samples", "vocab_size", "num_beams"):
-        holder = model_args if name == "vocab_size" else data_args
-        if getattr(holder, name) is not None and getattr(holder, name) <= 0:
-            raise ValueError(f"--{name} must be a positive number; got {getattr(holder, name)}.")
+    check_positive(data_args, "max_train_samples", "max_eval_samples", "max_predict_samples", "num_beams")
+    check_positive(model_args, "vocab_size")
     if (training_args.do_eval or training_args.do_predict) and not training_args.predict_with_generate:
         raise ValueError("BLEU needs translations: pass --predict_with_generate with --do_eval or --do_predict.")
     if training_args.predict_with_generate:
@@ -226,6 +222,7 @@ def prepare(model_args, casan_args, data_args, scaling_args, training_args):
         )
     set_seed(training_args.seed)
     model, tokenizer = load_model_and_tokenizer(model_args, casan_args, data_args, scaling_args, data)
+    check_training_options(model, casan_training)
     model.generation_config.update(
         num_beams=data_args.num_beams,
         max_length=data_args.max_target_length,
@@ -255,7 +252,7 @@ def tokenize(data, tokenizer, data_args, training_args):
     }
     with training_args.main_process_first(desc="dataset map pre-processing"):
         return {
-            split: take(dataset, limits[split]).map(
+            split: first_examples(dataset, limits[split]).map(
                 preprocess,
                 batched=True,
                 num_proc=data_args.preprocessing_num_workers,
@@ -287,17 +284,22 @@ def metrics_function(tokenizer):
 
 
 def main():
-    model_args, casan_args, data_args, scaling_args, training_args = parse_run_args(
-        (ModelArguments, CasanArguments, DataTrainingArguments, ScalingArguments, Seq2SeqTrainingArguments),
-        "run_translation.py",
+    model_args, casan_args, casan_training, data_args, scaling_args, training_args = parse_run_args(
+        "run_translation.py", ModelArguments, DataTrainingArguments, Seq2SeqTrainingArguments
     )
     setup_logging(training_args, logger)
     logger.info(f"Training/evaluation parameters {training_args}")
-    try:
-        checkpoint, data, model, tokenizer = prepare(model_args, casan_args, data_args, scaling_args, training_args)
-    except ValueError as error:
-        logger.error(str(error))
-        sys.exit(f"run_translation.py: error: {error}")
+    checkpoint, data, model, tokenizer = prepare_or_exit(
+        "run_translation.py",
+        logger,
+        prepare,
+        model_args,
+        casan_args,
+        casan_training,
+        data_args,
+        scaling_args,
+        training_args,
+    )
     size = f"{model.num_parameters() / 1e6:.2f}M parameters"
     logger.info(f"{type(model).__name__}: {size}, {model.config.context_type!r} context")
     sizes = ("d_model", "encoder_layers", "decoder_layers", "encoder_attention_heads", "encoder_ffn_dim", "dropout")
@@ -320,19 +322,13 @@ def main():
             pad_to_multiple_of=padding_multiple(scaling_args, training_args),
         ),
         compute_metrics=metrics_function(tokenizer) if training_args.predict_with_generate else None,
-        callbacks=[GateMonitor()] if has_context(model) else None,
+        context_learning_rate=casan_training.context_learning_rate,
+        gate_monitor=gate_monitor_for(model, casan_training),
     )
 
     scores = {}
     if training_args.do_train:
-        train_result = trainer.train(resume_from_checkpoint=checkpoint)
-        if not training_args.push_to_hub:
-            # Weights, config with auto_map, code files, tokenizer, training_args.bin. With --push_to_hub,
-            # push_to_hub below saves them, once the card holds the scores (save_model would push too).
-            trainer.save_model()
-        metrics = {**train_result.metrics, "train_samples": len(tokenized["train"])}
-        trainer.log_metrics("train", metrics)
-        trainer.save_metrics("train", metrics)
+        train_and_save(trainer, checkpoint, len(tokenized["train"]))
 
     if training_args.do_eval:
         logger.info("*** Evaluate ***")
@@ -357,7 +353,7 @@ def main():
                 f.write("\n".join(translations) + "\n")
             sources = [
                 pair[data_args.source_lang]
-                for pair in take(data.datasets["test"], data_args.max_predict_samples)["translation"]
+                for pair in first_examples(data.datasets["test"], data_args.max_predict_samples)["translation"]
             ]
             by_length = scores_by_source_length(sources, translations, decode(tokenizer, results.label_ids))
             with open(os.path.join(training_args.output_dir, BY_LENGTH_NAME), "w", encoding="utf-8") as f:
@@ -373,6 +369,7 @@ def main():
             "model_size": model_args.model_size if model_args.model_name_or_path is None else None,
             "started_from": started_from if started_from is None or is_hub_id(started_from) else "a local checkpoint",
             "learning_rate": training_args.learning_rate,
+            "context_learning_rate": casan_training.context_learning_rate,
             "per_device_train_batch_size": training_args.per_device_train_batch_size,
             "world_size": training_args.world_size,
             "num_train_epochs": training_args.num_train_epochs,

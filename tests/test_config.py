@@ -3,13 +3,15 @@ a loaded config.json; and a saved config carries the auto_map for all seven auto
 
 import dataclasses
 import json
+import types
+import typing
 
 import pytest
 import transformers
 from transformers import AutoConfig, BertConfig, BertModel
 
 from casan_hf import CasanConfig, CasanForSequenceClassification, CasanModel
-from casan_hf.cli import CasanArguments
+from casan_hf.cli import CasanArguments, PositiveInt
 from casan_hf.families import FAMILIES, get_family
 from casan_hf.options import OPTION_CHECKS, OPTION_GROUPS, OPTIONS, option_names
 
@@ -174,6 +176,22 @@ def test_the_option_groups_the_scripts_expose_are_exactly_the_checked_options():
     assert [field.name for field in dataclasses.fields(CasanArguments)] == [option.name for option in OPTIONS]
     config_fields = {field.name for field in dataclasses.fields(CasanConfig)}
     assert set(OPTION_CHECKS) <= config_fields
+
+
+def test_each_flag_takes_the_configs_type_made_optional():
+    """CasanArguments is written out; each field's type is its config field's, optional, ints as positive counts."""
+
+    def value_type(annotation):
+        if not isinstance(annotation, types.UnionType):
+            return annotation
+        (value,) = [arg for arg in typing.get_args(annotation) if arg is not type(None)]
+        return value
+
+    config_types = {field.name: field.type for field in dataclasses.fields(CasanConfig)}
+    for field in dataclasses.fields(CasanArguments):
+        expected = value_type(config_types[field.name])
+        assert value_type(field.type) == (PositiveInt if expected is int else expected), field.name
+        assert type(None) in typing.get_args(field.type) and field.default is None, field.name
 
 
 def test_every_head_names_real_transformers_classes_and_pipelines():

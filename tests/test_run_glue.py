@@ -74,7 +74,7 @@ def test_output_folder_is_the_hub_folder(mrpc_run):
     assert config["id2label"] == {"0": "not_equivalent", "1": "equivalent"}
     assert read_json(output_dir / "trainer_state.json")["global_step"] == 3
     assert "'loss'" in result.stdout + result.stderr  # Trainer's own logging of the training loss
-    # Memory is pinned only for an accelerator: a CPU run has no torch warning about it (training.runs).
+    # Memory is pinned only for an accelerator: a CPU run has no torch warning about it (cli.launch).
     assert "'pin_memory' argument is set as true" not in result.stdout + result.stderr
 
 

@@ -151,7 +151,7 @@ def test_bad_input_stops_before_training(run_mlm, tiny_bert, text_file, tmp_path
 def test_the_held_out_text_is_masked_once_and_alike_for_every_run(minilm_path, text_file):
     from transformers import AutoTokenizer, TrainingArguments
 
-    from casan_hf.training.runs import ScalingArguments
+    from casan_hf.cli.launch import ScalingArguments
 
     module = load_script("run_mlm")
     tokenizer = AutoTokenizer.from_pretrained(minilm_path)
@@ -171,7 +171,7 @@ def test_the_held_out_text_is_masked_once_and_alike_for_every_run(minilm_path, t
 def test_pad_to_multiple_of_pads_every_batch_and_the_held_out_text_keeps_its_lengths(minilm_path, text_file):
     from transformers import AutoTokenizer, TrainingArguments
 
-    from casan_hf.training.runs import ScalingArguments
+    from casan_hf.cli.launch import ScalingArguments
 
     module = load_script("run_mlm")
     tokenizer = AutoTokenizer.from_pretrained(minilm_path)

@@ -101,6 +101,29 @@ def test_the_run_records_what_it_received_as_it_starts(trained):
     assert set(started["versions"]) == {"torch", "transformers"}
 
 
+def test_the_context_trains_at_its_own_learning_rate(run_translation_module, multi30k_dir, tmp_path, monkeypatch):
+    """run_translation is a CasanTrainer run: --context_learning_rate puts the context in param groups of its own."""
+    from casan_hf.training import CasanTrainer
+
+    rates = []
+    create_optimizer = CasanTrainer.create_optimizer
+
+    def recorded(self, model=None):
+        optimizer = create_optimizer(self, model)
+        rates.extend(group["lr"] for group in optimizer.param_groups)
+        return optimizer
+
+    monkeypatch.setattr(CasanTrainer, "create_optimizer", recorded)
+    output_dir = tmp_path / "context-lr"
+    run_in_process(
+        run_translation_module,
+        ["--data_dir", multi30k_dir, "--context_type", "global", "--do_train", "--max_steps", "1",
+         "--learning_rate", "1e-3", "--context_learning_rate", "1e-2", "--output_dir", output_dir, *TINY_RUN],
+    )  # fmt: skip
+    assert 1e-2 in rates and 1e-3 in rates
+    assert "| context_learning_rate | `0.01` |" in (output_dir / "README.md").read_text()
+
+
 def test_push_to_hub_uploads_the_runs_own_card(run_translation_module, multi30k_dir, tmp_path, monkeypatch):
     """transformers' Trainer writes its generic card before an upload; the run's card (scores, loading code) is
     the one uploaded."""

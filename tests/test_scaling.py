@@ -26,14 +26,8 @@ from transformers import BertConfig, BertModel, TrainingArguments
 from transformers.distributed.parallel_utils import replace_layer_number_by_wildcard
 
 from casan_hf import FAMILIES, HEADS, CasanMarianConfig, CasanMarianMTModel, casan_class
-from casan_hf.training.runs import (
-    ScalingArguments,
-    check_engines,
-    check_sharding,
-    padding_multiple,
-    requested_engines,
-    run_model_class,
-)
+from casan_hf.cli.launch import ScalingArguments, check_engines, check_sharding, padding_multiple, requested_engines
+from casan_hf.cli.run_inputs import run_model_class
 
 
 TESTS = Path(__file__).resolve().parent

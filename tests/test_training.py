@@ -82,7 +82,7 @@ def test_gate_means_with_a_gate_per_head_give_each_head_and_their_mean():
 
 def test_memory_is_pinned_only_with_an_accelerator(monkeypatch):
     """Every training script parses its arguments with parse_run_args, which leaves pinning to an accelerator."""
-    from casan_hf.training.runs import pin_memory_only_with_an_accelerator
+    from casan_hf.cli.launch import pin_memory_only_with_an_accelerator
 
     for available in (False, True):
         monkeypatch.setattr(torch.accelerator, "is_available", lambda available=available: available)

@@ -110,6 +110,28 @@ def test_encoder_padding_never_changes_a_real_token(context_type, gate_per_head)
     assert len(padded.context_gates) == 3 and padded.context_gates[-1].abs().sum() > 0
 
 
+def test_the_context_fields_are_casan_configs():
+    """CasanMarianConfig writes the context options' fields out; they are CasanConfig's, name, type and default."""
+    import dataclasses
+
+    from casan_hf import CasanConfig
+
+    def declared(config_class):
+        return {
+            field.name: (field.type, field.default, field.default_factory)
+            for field in dataclasses.fields(config_class)
+            if field.name in option_names("context")
+        }
+
+    marian, bert = declared(CasanMarianConfig), declared(CasanConfig)
+    assert list(marian) == list(option_names("context"))
+    for name, (annotation, default, factory) in bert.items():
+        assert marian[name][:2] == (annotation, default), name
+        assert (marian[name][2] is dataclasses.MISSING) == (factory is dataclasses.MISSING), name
+        if factory is not dataclasses.MISSING:
+            assert marian[name][2]() == factory(), name
+
+
 def test_options_are_casan_configs_with_its_defaults_and_checks():
     config = CasanMarianConfig(**TINY_MARIAN)
     assert {name: getattr(config, name) for name in option_names("context")} == {

@@ -1,0 +1,83 @@
+"""The CASAN options on the command line: `CasanArguments`, the dataclass every script hands to
+`HfArgumentParser`, one field per row of `options.OPTIONS`.
+
+Each field's help and choices are its option's row; its type is the config's annotation, made optional, with the
+integer options parsed as positive counts. Every flag defaults to None, "not given", so that a CASAN checkpoint
+that is continued keeps its own values and a converted BERT gets `CasanConfig`'s defaults. Values are checked
+when the arguments are parsed, by the config's own checks. A new option is a row of `OPTIONS`, a field of
+`CasanConfig` and a field here; `tests/test_config.py` holds the three together.
+"""
+
+import argparse
+import dataclasses
+
+from ..configuration_casan import option_defaults
+from ..options import OPTION_CHECKS, OPTIONS
+
+
+class PositiveInt(int):
+    """The command-line type of the integer options, all of which are positive counts (rank, hops, width)."""
+
+    def __new__(cls, text):
+        value = int(text)
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
+        return super().__new__(cls, value)
+
+
+_ROWS = {option.name: option for option in OPTIONS}
+_DEFAULTS = option_defaults()
+
+
+def option_flag(name):
+    """The field of option `name`: None by default, with its row's help and choices."""
+    option = _ROWS[name]
+    metadata = {"help": f"{option.help} Not given: a CASAN checkpoint's own value, else {_DEFAULTS[name]!r}."}
+    if option.choices is not None:
+        metadata["choices"] = option.choices
+    return dataclasses.field(default=None, metadata=metadata)
+
+
+@dataclasses.dataclass
+class CasanArguments:
+    """The CASAN options (`options.OPTIONS`) as command-line flags."""
+
+    context_type: str | None = option_flag("context_type")
+    context_targets: list[str] | None = option_flag("context_targets")
+    context_layers: list[int] | None = option_flag("context_layers")
+    gate: str | None = option_flag("gate")
+    fixed_gate: float | None = option_flag("fixed_gate")
+    gate_bias_init: float | None = option_flag("gate_bias_init")
+    gate_per_head: bool | None = option_flag("gate_per_head")
+    context_rank: PositiveInt | None = option_flag("context_rank")
+    context_init_range: float | None = option_flag("context_init_range")
+    classifier_pooling: str | None = option_flag("classifier_pooling")
+    pooling_hops: PositiveInt | None = option_flag("pooling_hops")
+    pooling_hidden: PositiveInt | None = option_flag("pooling_hidden")
+    pooling_penalty: float | None = option_flag("pooling_penalty")
+    pooling_parameter_penalty: float | None = option_flag("pooling_parameter_penalty")
+    pooling_parameter_margin: float | None = option_flag("pooling_parameter_margin")
+    pooling_attention_penalty: float | None = option_flag("pooling_attention_penalty")
+    pooling_attention_margin: float | None = option_flag("pooling_attention_margin")
+    pooling_output_penalty: float | None = option_flag("pooling_output_penalty")
+    pooling_output_margin: float | None = option_flag("pooling_output_margin")
+
+    def __post_init__(self):
+        for name, value in self.casan_kwargs().items():
+            setattr(self, name, OPTION_CHECKS[name](int(value) if isinstance(value, PositiveInt) else value))
+
+    def casan_kwargs(self, *groups):
+        """The options given on the command line (of `groups`, or all), as `CasanConfig` keyword arguments."""
+        return {
+            option.name: getattr(self, option.name)
+            for option in OPTIONS
+            if getattr(self, option.name) is not None and (not groups or option.group in groups)
+        }
+
+
+def check_positive(arguments, *names, unit="number"):
+    """Refuses any of the flags `names` of `arguments` that is given (not None) and not above zero, naming it."""
+    for name in names:
+        value = getattr(arguments, name)
+        if value is not None and value <= 0:
+            raise ValueError(f"--{name} must be a positive {unit}; got {value}.")

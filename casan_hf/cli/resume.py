@@ -1,0 +1,80 @@
+"""Resuming a run from the last complete checkpoint of its output folder, or refusing a folder that holds other
+files (nothing the user had is overwritten)."""
+
+import json
+import logging
+import os
+import re
+
+from transformers.trainer import TRAINER_STATE_NAME
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+
+from ..hub import check_output_dir
+
+
+logger = logging.getLogger(__name__)
+
+
+def checkpoint_problem(folder):
+    """Why a checkpoint folder cannot be resumed from, or None. Trainer writes trainer_state.json last, so a
+    folder left half-written by a kill lacks it or holds it cut short; resuming from such a folder would restart
+    at step 0 from its weights without a word."""
+    path = os.path.join(folder, TRAINER_STATE_NAME)
+    if not os.path.isfile(path):
+        return f"it has no {TRAINER_STATE_NAME} (written last: the run stopped while saving it)"
+    try:
+        with open(path, encoding="utf-8") as handle:
+            json.load(handle)
+    except ValueError:
+        return f"its {TRAINER_STATE_NAME} is cut short"
+    return None
+
+
+def last_complete_checkpoint(output_dir):
+    """The `checkpoint-<step>` folder of `output_dir` with the highest step that is complete, and the incomplete
+    ones above it (newest first); Trainer writes over those when it reaches their step again."""
+    steps = {}
+    for name in os.listdir(output_dir):
+        match = re.fullmatch(rf"{PREFIX_CHECKPOINT_DIR}-(\d+)", name)
+        if match and os.path.isdir(os.path.join(output_dir, name)):
+            steps[int(match.group(1))] = os.path.join(output_dir, name)
+    incomplete = []
+    for step in sorted(steps, reverse=True):
+        problem = checkpoint_problem(steps[step])
+        if problem is None:
+            return steps[step], incomplete
+        incomplete.append((steps[step], problem))
+    return None, incomplete
+
+
+def find_checkpoint(training_args, overwrite_output_dir):
+    """transformers' run_glue rule: resume from the last checkpoint in --output_dir, refuse other leftovers. A
+    checkpoint that a kill left half-written is never resumed from: the last complete one is, with a warning."""
+    if training_args.resume_from_checkpoint is not None:
+        checkpoint = training_args.resume_from_checkpoint
+        if not os.path.isdir(checkpoint):
+            raise ValueError(f"--resume_from_checkpoint {checkpoint!r} is not a folder.")
+        problem = checkpoint_problem(checkpoint)
+        if problem is not None:
+            raise ValueError(f"--resume_from_checkpoint {checkpoint!r} is incomplete: {problem}.")
+        return checkpoint
+    output_dir = training_args.output_dir
+    last_checkpoint, incomplete = None, []
+    if os.path.isdir(output_dir) and training_args.do_train and not overwrite_output_dir:
+        last_checkpoint, incomplete = last_complete_checkpoint(output_dir)
+    if last_checkpoint is None and incomplete:
+        names = ", ".join(f"{folder} ({problem})" for folder, problem in incomplete)
+        raise ValueError(
+            f"Output folder {output_dir!r} holds only incomplete checkpoints: {names}. Pass "
+            "--overwrite_output_dir to train from scratch."
+        )
+    if last_checkpoint is None:
+        check_output_dir(output_dir, overwrite_output_dir, flag="--overwrite_output_dir")
+        return None
+    for folder, problem in incomplete:
+        logger.warning(f"{folder} is incomplete ({problem}): resuming from {last_checkpoint} instead.")
+    logger.info(
+        f"Checkpoint detected, resuming training at {last_checkpoint}. Pass --overwrite_output_dir to train from "
+        "scratch."
+    )
+    return last_checkpoint

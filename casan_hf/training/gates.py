@@ -1,0 +1,63 @@
+"""The context gates watched during training: their mean per layer (and head) over the real tokens of the
+evaluation data, logged at each evaluation. They say whether the context is used at all: a context that stays
+unused keeps them near their start, sigmoid(gate_bias_init)."""
+
+import torch
+from transformers import TrainerCallback
+
+from ..options import CONTEXT_TARGETS
+
+
+@torch.no_grad()
+def gate_means(model, batches):
+    """`{"gates/layer_<i>/<query|key>": mean over the real tokens}` of a CASAN model on `batches` (dicts of model
+    inputs, e.g. from the evaluation dataloader); layers and targets without context read 0. With a gate per
+    head, that is the mean over the heads too, and `"gates/layer_<i>/<query|key>/head_<h>"` each head's mean. A
+    translation model's context is in its encoder, which reads the source side of the batches."""
+    encoder_decoder = getattr(model.config, "is_encoder_decoder", False)
+    attends = model.get_encoder() if encoder_decoder else model
+    sums, tokens = None, 0
+    for batch in batches:
+        names = ("input_ids", "attention_mask") if encoder_decoder else [name for name in batch if name != "labels"]
+        inputs = {name: batch[name].to(model.device) for name in names if name in batch}
+        gates = torch.stack(attends(**inputs, output_context_gates=True).context_gates).float()
+        if gates.dim() == 4:  # one gate per token: (layers, b, 2, n), as one head
+            gates = gates.unsqueeze(3)
+        mask = inputs.get("attention_mask", torch.ones(gates.shape[1], gates.shape[-1], device=gates.device))
+        mask = mask.reshape(gates.shape[1], -1).float()  # multiple choice: one row per choice
+        batch_sums = (gates * mask[None, :, None, None, :]).sum(dim=(1, 4))  # (layers, 2, heads)
+        sums = batch_sums if sums is None else sums + batch_sums
+        tokens += int(mask.sum())
+    means = (sums / max(tokens, 1)).cpu()
+    logged = {}
+    for layer in range(means.shape[0]):
+        for channel, target in enumerate(CONTEXT_TARGETS):
+            logged[f"gates/layer_{layer}/{target}"] = round(float(means[layer, channel].mean()), 6)
+            if means.shape[2] > 1:
+                for head, value in enumerate(means[layer, channel].tolist()):
+                    logged[f"gates/layer_{layer}/{target}/head_{head}"] = round(value, 6)
+    return logged
+
+
+class GateMonitor(TrainerCallback):
+    """Logs the mean query and key gate of every layer at each evaluation, into `trainer_state.json`'s log
+    history (and `latest`, which the model card reads). The gates are taken, in eval mode, over the first
+    `batches` batches of the evaluation dataloader. Every process takes them (a model sharded over the processes
+    runs only in all of them together); the first one's are logged."""
+
+    def __init__(self, batches=4):
+        self.batches = batches
+        self.latest = None
+
+    def on_evaluate(self, args, state, control, model=None, eval_dataloader=None, **kwargs):
+        if model is None or eval_dataloader is None:
+            return
+        training = model.training
+        model.eval()
+        try:
+            batches = (batch for _, batch in zip(range(self.batches), eval_dataloader, strict=False))
+            self.latest = gate_means(model, batches)
+        finally:
+            model.train(training)
+        if state.is_world_process_zero:
+            state.log_history.append({**self.latest, "epoch": state.epoch, "step": state.global_step})

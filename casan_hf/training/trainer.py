@@ -1,0 +1,193 @@
+"""Training CASAN with `Trainer`: a learning rate of its own for the context parameters, and the context
+gates watched at each evaluation (`gates.GateMonitor`). Every training script uses them through `CasanTrainer`.
+
+The context parameters are new where every other weight is pretrained; Context-Guided BERT (Wu & Ong, AAAI
+2021) trains such parameters at 10x the base learning rate. The gates say whether the context is used at all:
+they start near sigmoid(gate_bias_init) = 0.018 and a context that stays unused keeps them there.
+"""
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from transformers import Seq2SeqTrainer, Trainer, TrainerCallback
+from transformers.trainer import TRAINER_STATE_NAME, TrainerState
+from transformers.trainer_utils import get_last_checkpoint
+
+from ..hub import render_model_card, write_model_card
+from .gates import GateMonitor
+
+
+# Every parameter CASAN adds to BERT's attention lives in a layer's `context_mixer`.
+CONTEXT_PARAMETER = ".context_mixer."
+
+
+@dataclass
+class CasanTrainingArguments:
+    """How the context trains and is watched; the flags every CASAN training script takes."""
+
+    context_learning_rate: float | None = field(
+        default=None,
+        metadata={"help": "Peak learning rate of the context parameters (the rest use --learning_rate), e.g. 10x it."},
+    )
+    monitor_gates: bool = field(
+        default=True,
+        metadata={"help": "Log the mean query and key gate of every layer at each evaluation (CASAN models)."},
+    )
+    gate_batches: int = field(
+        default=4, metadata={"help": "How many evaluation batches the gate means are taken over."}
+    )
+
+    def __post_init__(self):
+        if self.context_learning_rate is not None and not self.context_learning_rate > 0:
+            raise ValueError(f"--context_learning_rate must be a positive number; got {self.context_learning_rate}.")
+        if self.gate_batches <= 0:
+            raise ValueError(f"--gate_batches must be a positive number of batches; got {self.gate_batches}.")
+
+
+def has_context(model):
+    return any(CONTEXT_PARAMETER in name for name, _ in model.named_parameters())
+
+
+def check_training_options(model, casan_training):
+    """Refuses a context learning rate for a model without context (plain BERT, context_type "none")."""
+    if casan_training.context_learning_rate is not None and not has_context(model):
+        raise ValueError("--context_learning_rate needs a CASAN model with context; this model has none.")
+
+
+def gate_monitor_for(model, casan_training):
+    """The run's GateMonitor, or None: the gates are watched by default for every model with context."""
+    return GateMonitor(casan_training.gate_batches) if casan_training.monitor_gates and has_context(model) else None
+
+
+def give_context_its_learning_rate(optimizer, model, learning_rate):
+    """Moves the context parameters of every param group of a freshly built `optimizer` into a group of their
+    own (same weight decay) at `learning_rate`. The scheduler, built after the optimizer, then warms up and
+    decays each group from its own peak."""
+    context = {id(p) for name, p in model.named_parameters() if CONTEXT_PARAMETER in name}
+    if not context:
+        raise ValueError("a context learning rate needs a CASAN model with context; this model has none.")
+    for group in list(optimizer.param_groups):
+        params = [p for p in group["params"] if id(p) in context]
+        if params:
+            group["params"] = [p for p in group["params"] if id(p) not in context]
+            optimizer.add_param_group({**{k: v for k, v in group.items() if k != "params"}, "params": params})
+            optimizer.param_groups[-1]["lr"] = learning_rate
+            optimizer.param_groups[-1]["initial_lr"] = learning_rate
+    return optimizer
+
+
+def is_new_parameter(name):
+    """Whether a parameter is new to a pretrained encoder: the context, or the masked-LM head (`cls.*`)."""
+    return CONTEXT_PARAMETER in name or name.startswith("cls.")
+
+
+def freeze_pretrained(model):
+    """Freezes every parameter but the new ones and returns the frozen. A weight tied to a pretrained one (the
+    MLM decoder, tied to the word embeddings) is listed under the pretrained name, so it stays frozen."""
+    frozen = [parameter for name, parameter in model.named_parameters() if not is_new_parameter(name)]
+    for parameter in frozen:
+        parameter.requires_grad_(False)
+    return frozen
+
+
+class Unfreeze(TrainerCallback):
+    """Lets the `frozen` parameters train from optimizer step `step` on (also when a run resumes past it)."""
+
+    def __init__(self, frozen, step):
+        self.frozen, self.step = frozen, step
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        if state.global_step >= self.step and not self.frozen[0].requires_grad:
+            for parameter in self.frozen:
+                parameter.requires_grad_(True)
+
+
+class CasanTrainer(Trainer):
+    """A `Trainer` for CASAN runs.
+
+    - `context_learning_rate`: the context parameters' own peak learning rate (None: the base one).
+    - `frozen` and `unfreeze_after`: parameters that do not train until optimizer step `unfreeze_after` (never,
+      if None). They sit in the optimizer from the start without gradients, which AdamW leaves untouched,
+      weight decay included, so that they train on the same schedule once they are let go.
+    - a data collator with a `resume_at(batches)` method is told, when a run resumes, how many training batches
+      the checkpoint's steps drew: one that draws each batch's randomness from (seed, batch index) then gives the
+      resumed run the uninterrupted one's batches. (Randomness drawn from one stream cannot be resumed exactly:
+      the dataloader draws a batch ahead of training, and Trainer restores the global RNG only after it has drawn
+      the first batch after the resume.)
+    - `card_kwargs`: the model card is casan_hf's (`hub.render_model_card`), with the dev scores of
+      `card_eval_metrics` and the gates of `gate_monitor`, which is also a callback of the run.
+    """
+
+    def __init__(
+        self,
+        *args,
+        context_learning_rate=None,
+        frozen=(),
+        unfreeze_after=None,
+        card_kwargs=None,
+        gate_monitor=None,
+        **kwargs,
+    ):
+        callbacks = list(kwargs.pop("callbacks", None) or []) + ([gate_monitor] if gate_monitor else [])
+        if unfreeze_after is not None:
+            if not frozen:
+                raise ValueError("unfreeze_after needs frozen parameters to let go.")
+            callbacks.append(Unfreeze(frozen, unfreeze_after))
+        super().__init__(*args, callbacks=callbacks or None, **kwargs)
+        self.context_learning_rate = context_learning_rate
+        self.frozen = list(frozen)
+        self.card_kwargs = card_kwargs
+        self.card_eval_metrics = {}
+        self.gate_monitor = gate_monitor
+
+    def create_optimizer(self, model=None):
+        for parameter in self.frozen:  # in the optimizer, without gradients until they are let go
+            parameter.requires_grad_(True)
+        try:
+            optimizer = super().create_optimizer(model)
+        finally:
+            for parameter in self.frozen:
+                parameter.requires_grad_(False)
+        if self.context_learning_rate is not None:
+            give_context_its_learning_rate(
+                optimizer, self.model if model is None else model, self.context_learning_rate
+            )
+        return optimizer
+
+    def train(self, resume_from_checkpoint=None, *args, **kwargs):
+        if resume_from_checkpoint is True:
+            resume_from_checkpoint = get_last_checkpoint(self.args.output_dir)
+        if resume_from_checkpoint is not None and hasattr(self.data_collator, "resume_at"):
+            state = TrainerState.load_from_json(os.path.join(resume_from_checkpoint, TRAINER_STATE_NAME))
+            self.data_collator.resume_at(state.global_step * self.args.gradient_accumulation_steps)
+        return super().train(resume_from_checkpoint, *args, **kwargs)
+
+    def create_model_card(self, **kwargs):
+        if self.card_kwargs is None:
+            return super().create_model_card(**kwargs)
+        if not self.is_world_process_zero():
+            return
+        model_name = self.args.hub_model_id or Path(self.args.output_dir).name
+        gates = self.gate_monitor.latest if self.gate_monitor else None
+        card = render_model_card(
+            self.model, model_name, eval_metrics=self.card_eval_metrics, gates=gates, **self.card_kwargs
+        )
+        write_model_card(self.args.output_dir, card)
+
+
+class CasanSeq2SeqTrainer(CasanTrainer, Seq2SeqTrainer):
+    """`CasanTrainer` for sequence-to-sequence models: `Seq2SeqTrainer`'s generation in evaluation and prediction
+    (`--predict_with_generate`), with the context's own learning rate and the gate monitor of every CASAN run."""
+
+
+def train_and_save(trainer, checkpoint, train_samples):
+    """Trains (from `checkpoint`, None: from the start), saves the model and logs and saves the training metrics.
+    With `--push_to_hub` the model is saved by the push at the end of the run, once the card holds the scores
+    (`save_model` would push too)."""
+    train_result = trainer.train(resume_from_checkpoint=checkpoint)
+    if not trainer.args.push_to_hub:
+        trainer.save_model()  # weights, config with auto_map, code files, tokenizer, training_args.bin
+    metrics = {**train_result.metrics, "train_samples": train_samples}
+    trainer.log_metrics("train", metrics)
+    trainer.save_metrics("train", metrics)
