@@ -1,7 +1,8 @@
 """Translation runs (`scripts/run_translation.py`): parallel data (`data`), a joint subword tokenizer
-(`tokenizer`), model sizes (`sizes`), scores (`scores`) and the run's model card."""
+(`tokenizer`), model sizes (`sizes`), and scores (`scores`). The run's model card is
+the Hub folder's (`casan_hf.hub.render_translation_card`, also importable from here)."""
 
-from .card import render_translation_card
+from ..hub import render_translation_card
 from .data import SPLITS, ParallelData, load_parallel_data
 from .scores import LENGTH_BUCKETS, bucket_name, scores_by_source_length, token_cross_entropy, translation_scores
 from .sizes import MODEL_SIZES, model_config_kwargs
