@@ -42,19 +42,27 @@ LAYER, HEAD = 2, 3
 WAIT = 120  # seconds: the first run on a loaded 2-core machine
 
 
+# The two checkpoints sit in folders named like Hub ids and are served from their parent folder, so that the page
+# (and its screenshot, docs/images/explorer.png) shows the names a reader expects, not this machine's paths.
+CASAN_NAME, BERT_NAME = "you/casan-minilm", "sentence-transformers/all-MiniLM-L6-v2"
+
+
 @pytest.fixture(scope="module")
-def casan_minilm(tmp_path_factory, minilm_path):
-    """The real MiniLM converted to a CASAN sequence classifier with structured pooling (its head is untrained)."""
-    folder = tmp_path_factory.mktemp("explorer") / "casan-minilm"
+def checkpoints(tmp_path_factory, minilm_path):
+    """The folder holding `BERT_NAME` (the real MiniLM) and `CASAN_NAME`: the MiniLM converted to a CASAN sequence
+    classifier with structured pooling (its head is untrained)."""
+    root = tmp_path_factory.mktemp("explorer")
+    (root / BERT_NAME).parent.mkdir()
+    (root / BERT_NAME).symlink_to(minilm_path, target_is_directory=True)
     torch.manual_seed(0)
     load_script("convert_bert_to_casan").main(
         [
-            *("--model_name_or_path", minilm_path, "--output_dir", str(folder)),
+            *("--model_name_or_path", minilm_path, "--output_dir", str(root / CASAN_NAME)),
             *("--context_type", "deep_global", "--context_layers", *map(str, CONTEXT_LAYERS)),
             *("--head", "sequence-classification", "--num_labels", "2", "--classifier_pooling", "structured"),
         ]
     )
-    return str(folder)
+    return root
 
 
 def free_port():
@@ -64,17 +72,19 @@ def free_port():
 
 
 @pytest.fixture(scope="module")
-def server(casan_minilm, minilm_path, tmp_path_factory):
-    """The explorer's URL, served by scripts/explore.py from .venv-demo on a free loopback port."""
+def server(checkpoints, tmp_path_factory):
+    """The explorer's URL, served by scripts/explore.py from .venv-demo on a free loopback port, in the folder of
+    the checkpoints."""
     if not DEMO_PYTHON.exists():
         pytest.fail(f"{DEMO_PYTHON} not found: `make install-demo` builds the explorer's environment.")
     port = free_port()
     log = tmp_path_factory.mktemp("server") / "explore.log"
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "GRADIO_ANALYTICS_ENABLED": "False", "OMP_NUM_THREADS": "1"}
-    command = [str(DEMO_PYTHON), "scripts/explore.py", "--model", casan_minilm, "--compare", minilm_path]
+    script = REPO_ROOT / "scripts" / "explore.py"
+    command = [str(DEMO_PYTHON), str(script), "--model", CASAN_NAME, "--compare", BERT_NAME]
     with open(log, "w") as output:
         process = subprocess.Popen(
-            [*command, "--port", str(port)], cwd=REPO_ROOT, env=env, stdout=output, stderr=subprocess.STDOUT
+            [*command, "--port", str(port)], cwd=checkpoints, env=env, stdout=output, stderr=subprocess.STDOUT
         )
     url = f"http://127.0.0.1:{port}/"
     try:
@@ -127,8 +137,8 @@ def wait_for_text(browser, selector, text):
     )
 
 
-def test_explorer_in_a_browser(server, browser, casan_minilm, tmp_path):
-    model, tokenizer = load_for_inspection(casan_minilm)
+def test_explorer_in_a_browser(server, browser, checkpoints, tmp_path):
+    model, tokenizer = load_for_inspection(str(checkpoints / CASAN_NAME))
     expected = inspect_attention(model, tokenizer, SENTENCE)
     prediction = predict(model, tokenizer, expected)
 
@@ -137,7 +147,7 @@ def test_explorer_in_a_browser(server, browser, casan_minilm, tmp_path):
     # A folder that does not exist: a message on the page, and the page keeps working.
     run(browser, SENTENCE, model=str(tmp_path / "missing"))
     wait_for_text(browser, "#status", f"Cannot show '{tmp_path / 'missing'}'")
-    run(browser, SENTENCE, model=casan_minilm)
+    run(browser, SENTENCE, model=CASAN_NAME)
     WebDriverWait(browser, WAIT).until(
         expected_conditions.presence_of_element_located((By.CSS_SELECTOR, "#gates td[data-value]"))
     )

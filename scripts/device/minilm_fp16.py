@@ -1,13 +1,14 @@
 #!/usr/bin/env python
-"""Packs all-MiniLM-L6-v2 into half its size for the GPU shards, and unpacks it there.
+"""Packs all-MiniLM-L6-v2 into half its size for the GPU shards, and unpacks it on the GPU node.
 
-The device takes at most 64 MiB of carried files and the checkpoint's float32 weights are 87 MiB, so they travel as
-float16 (43 MiB) and are widened back to a float32 `model.safetensors` before any run reads them. The widened
+The checkpoint's float32 weights are 87 MiB, more than fits beside the GLUE data under the 64 MiB a shard is
+sized for (scripts/device/prepare.sh, LIMIT_MIB), so they travel as float16 (43 MiB) and are widened back to a
+float32 `model.safetensors` before any run reads them. The widened
 weights are the original ones rounded to float16 (the largest change, which `pack` prints, is 0.00098 on a weight of
 2.0), the same for every variant and its twin.
 
     python scripts/device/minilm_fp16.py pack "$MINILM" .device/minilm      # here
-    python3 scripts/device/minilm_fp16.py unpack .device/minilm /tmp/minilm  # on the device
+    python3 scripts/device/minilm_fp16.py unpack .device/minilm /tmp/minilm  # on the node
 """
 
 import argparse

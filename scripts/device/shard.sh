@@ -1,20 +1,21 @@
 #!/usr/bin/env bash
-# One shard of the GPU studies (issue 18) as one command of the device tool, after scripts/device/prepare.sh:
+# One group of the GPU commands of docs/GPU.md as one job, for a GPU node that takes only the files
+# scripts/device/prepare.sh packs (docs/GPU.md, "When what you may copy is limited"):
 #
-#   bash scripts/device/shard.sh SHARD             on the device; carry what `--carry` prints
-#   bash scripts/device/shard.sh SHARD --carry     the folders the shard carries, one a line
-#   bash scripts/device/shard.sh SHARD --dry-run   here, on the CPU, with .venv: the same steps at a toy size
+#   OUT=DIR bash scripts/device/shard.sh SHARD     on the node, with the repository and what `--carry` prints
+#   bash scripts/device/shard.sh SHARD --carry     the folders of .device/ the shard needs, one a line
+#   bash scripts/device/shard.sh SHARD --dry-run   on this machine's CPU, with .venv: the same steps at a toy size
 #
 # SHARD: speed (the kernel parity tests on CUDA, the eager benchmark in bf16 and fp32), compiled (bf16, both
-# compile modes), translation (the study at the small preset, one seed's four variants at a time), glue (the
-# teaching study's cheap recipes on RTE and MRPC). Each sweep skips the runs that have a record in its committed
-# results file, so a shard cut off at the call's 10 minutes goes on in the next call; a run cut off is redone.
-# The results files come back through $OUT: copy them over docs/results/ and commit them.
+# compile modes), translation (the study at the small preset, four runs at a time), glue (the teaching study's
+# cheap recipes on RTE and MRPC). Each sweep skips the runs that have a record in its results file in
+# docs/results/, so a shard stopped at BUDGET_S goes on in the next job; a run cut off is redone. The results
+# files are written to $OUT: copy them over docs/results/.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 SHARD=${1:-}
 MODE=${2:-run}
-# The wall time a shard's work may take: the device ends a call at 10 minutes, and the results must still be copied.
+# The wall time a shard's work may take, so that its results are written before the job's own time limit.
 BUDGET_S=${BUDGET_S:-540}
 
 carry() {
@@ -49,12 +50,13 @@ if [[ $MODE == --dry-run ]]; then
 	MINILM=$RUNS/minilm
 elif [[ $MODE == run ]]; then
 	PY=python3
-	: "${OUT:?shard.sh runs on the device, where the tool sets OUT; here use --dry-run}"
+	: "${OUT:?set OUT to the folder for the results (on the GPU node), or use --dry-run here}"
 	RUNS=/tmp/runs
 	RESULTS=docs/results
 	DEVICE=cuda
 	MINILM=/tmp/minilm
-	# The image's transformers is older than the tested one: the carried wheels go first on the path.
+	# The image has torch; the carried wheels (transformers and the data tools at constraints.txt's versions) go
+	# first on the path, over any older transformers it has.
 	$PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .device/wheels/*.whl
 	export PYTHONPATH=/tmp/site:$PWD
 else
@@ -62,7 +64,7 @@ else
 	exit 2
 fi
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 PYTHONUNBUFFERED=1
-# The whole output comes back too (the tool returns only its last 12,000 characters).
+# The whole output is kept beside the results.
 exec > >(tee "$OUT/$SHARD.log") 2>&1
 $PY - <<'PY'
 import torch, transformers

@@ -1,0 +1,350 @@
+"""The model card of a Hub folder: one renderer for every folder the scripts write (a GLUE or other fine-tuning,
+masked-LM pre-training, a conversion without training, a translation run).
+
+The card's YAML metadata is built with `huggingface_hub.ModelCardData` and `EvalResult`, so the `model-index`
+block (the measured scores) is the structure the Hub reads; its body is `model_card_template.md` filled with
+`string.Template`. What differs between runs is data: the task the scores measure (`tasks.CardTask`) and the
+model's layout (an encoder of one of the families, or the translation model). The strings a user passes in
+(model, source and dataset names, languages, training values) are escaped in one place, `_render`.
+"""
+
+from importlib import resources
+from string import Template
+from typing import NamedTuple
+
+import transformers
+from huggingface_hub import ModelCard, ModelCardData
+
+from .. import __version__
+from ..configuration_casan_marian import CasanMarianConfig
+from ..families import get_family, get_head
+from ..glue.tasks import GLUE_HUB_ID, GLUE_TASKS
+from ..options import OPTIONS, option_names
+from .folder import is_hub_id
+from .tasks import METRICS, encoder_task, translation_task
+
+
+TEMPLATE_NAME = "model_card_template.md"
+
+
+# What a card says of each model's layout: whose self-attention takes the context, what is kept as it was, and
+# what loading its code asks of the reader.
+ENCODER_SELF_ATTENTION = "BERT's self-attention"
+ENCODER_KEPT = (
+    "V, the feed-forward blocks and every BERT weight keep their names, so the BERT checkpoint's weights load\n"
+    "unchanged and only the context parameters are new."
+)
+ENCODER_CODE_NOTE = (
+    "The model code (`configuration_casan.py`, `modeling_casan.py` and their helpers) is saved next to the\n"
+    "weights and named in the config's `auto_map`, so `trust_remote_code=True` loads it without installing\n"
+    "anything beyond `transformers` (4.56 or later) and `torch`. Read those files before trusting them. With\n"
+    "`casan-hf` installed, `import casan_hf` registers the model and `trust_remote_code` is not needed."
+)
+PLAIN_CODE_NOTE = "A plain BERT checkpoint: no remote code is needed."
+TRANSLATION_SELF_ATTENTION = "the encoder's self-attention"
+TRANSLATION_KEPT = (
+    "V, the feed-forward blocks and the whole decoder are Marian's; only the context parameters are new."
+)
+TRANSLATION_CODE_NOTE = (
+    "The model code is saved next to the weights and named in the config's `auto_map`; read it before trusting it."
+)
+TRANSLATION_EXAMPLE = (
+    'batch = tokenizer(["A man is riding a bike."], return_tensors="pt")',
+    "print(tokenizer.batch_decode(model.generate(**batch, num_beams=5), skip_special_tokens=True))",
+)
+# The translation model's sizes, shown beside its context options.
+TRANSLATION_SIZES = (
+    "d_model",
+    "encoder_layers",
+    "decoder_layers",
+    "encoder_attention_heads",
+    "encoder_ffn_dim",
+    "vocab_size",
+)
+CASAN_TAGS = ("casan", "casan-{context_type}", "context-aware-self-attention")
+
+
+class Layout(NamedTuple):
+    """What a card says of its model: the metadata's tags and pipeline tag, and the template's model sections."""
+
+    tags: list
+    pipeline_tag: str | None
+    sections: dict
+
+
+def escape_for_card(value):
+    r"""A user's string (a model or dataset name, a path) as the card's body writes it: letters, digits and the
+    characters of Hub ids and paths as they are, every other character as a Python escape (`\"`, `\\`, `\x0a`,
+    `\x3c`). The result is plain text in Markdown (no line, heading, table cell, code span or HTML can start in
+    it) and, in the card's code, the contents of a Python string literal that reads back as the original string.
+    The YAML metadata needs none of this: `ModelCardData` quotes what it writes."""
+    escaped = []
+    for char in str(value):
+        code = ord(char)
+        if char.isalnum() or char in " ._/:@+=,()-":
+            escaped.append(char)
+        elif char in '\\"':
+            escaped.append("\\" + char)
+        else:
+            escaped.append(
+                f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+            )
+    return "".join(escaped)
+
+
+def pinned_load_lines(model_name, auto_class):
+    """The lines of a card's snippet that load `model_name` at a commit: transformers warns that the code of an
+    unpinned repository can change, and a pinned revision loads the code and weights that were read."""
+    return [
+        "",
+        "# The code and weights of one commit, whatever is pushed later (the commit ids: the repository's history):",
+        f'model = {auto_class}.from_pretrained("{model_name}", trust_remote_code=True, revision="<commit id>")',
+    ]
+
+
+def render_model_card(
+    model,
+    model_name,
+    head="sequence-classification",
+    base_model=None,
+    task_name=None,
+    dataset_id=None,
+    eval_metrics=None,
+    training=None,
+    license="apache-2.0",
+    untrained_heads=(),
+    gates=None,
+):
+    """The README.md text of an encoder's folder.
+
+    `model` is the saved model (a CASAN model, or the source family's own for a `--baseline` run; its config
+    is read by class, since a converted config still says the source's `model_type` until it is saved);
+    `eval_metrics` maps dev splits to their metrics; `training` maps hyper-parameter names to values;
+    `untrained_heads` names the head modules that the source checkpoint had no weights for; `gates` are the
+    mean context gates at the end of training (`casan_hf.training.gate_means`).
+    """
+    head = get_head(head)
+    task = encoder_task(head.pipeline_task or head.name, task_name, dataset_id)
+    return _render(
+        model,
+        model_name,
+        task,
+        head=head,
+        base_model=base_model,
+        eval_metrics=eval_metrics,
+        training=training,
+        license=license,
+        warning=untrained_heads_warning(untrained_heads, head.name, trained=bool(training)),
+        gates=gates,
+    )
+
+
+def render_translation_card(
+    model, model_name, source_lang, target_lang, dataset_id, eval_metrics, training, license, base_model=None
+):
+    """The README.md text of a translation run's folder; its `model-index` holds the BLEU and chrF of every
+    evaluated split (`eval_metrics`: split -> metrics). `base_model`: the checkpoint the run started from (None:
+    trained from scratch)."""
+    return _render(
+        model,
+        model_name,
+        translation_task(source_lang, target_lang, dataset_id),
+        base_model=base_model,
+        eval_metrics=eval_metrics,
+        training=training,
+        license=license,
+    )
+
+
+def _render(model, model_name, task, base_model, eval_metrics, training, license, head=None, warning="", gates=None):
+    """The card of `model` (an encoder with its `head`, or the translation model) for `task`. The metadata names
+    `base_model` only when it is a Hub id: a folder of the training machine is no source, and no card names one."""
+    started = base_model is not None
+    base_model = base_model if is_hub_id(base_model) else None
+    # The strings a user passes in, as the body shows them: escaped here and nowhere else.
+    name = escape_for_card(model_name)
+    source = escape_for_card(base_model) if base_model else None
+    dataset = escape_for_card(task.dataset_name) if task.dataset_name else None
+    languages = [escape_for_card(language) for language in task.languages]
+    training = {
+        key: escape_for_card(value) if isinstance(value, str) else value for key, value in (training or {}).items()
+    }
+
+    if isinstance(model.config, CasanMarianConfig):
+        layout = _translation_layout(model.config, name, source, started, languages)
+    else:
+        layout = _encoder_layout(model.config, head, task, name, source)
+    card_data = ModelCardData(
+        model_name=model_name,
+        base_model=base_model,
+        datasets=[GLUE_HUB_ID] if task.dataset_id == GLUE_HUB_ID else None,
+        language=list(task.languages) or None,
+        eval_results=task.eval_results(eval_metrics or {}) or None,
+        library_name="transformers",
+        license=license,
+        pipeline_tag=layout.pipeline_tag,
+        tags=[*layout.tags, *task.tags],
+    )
+    template = Template(resources.files(__package__).joinpath(TEMPLATE_NAME).read_text(encoding="utf-8"))
+    text = template.substitute(
+        metadata=card_data.to_yaml(),
+        model_name=name,
+        architecture=type(model).__name__,
+        results=_results(task, eval_metrics, dataset),
+        training=_training_table(training, warning, gates),
+        casan_version=__version__,
+        transformers_version=transformers.__version__,
+        **layout.sections,
+    )
+    ModelCard(text)  # raises if the metadata block does not parse
+    return text
+
+
+def _encoder_layout(config, head, task, name, source):
+    """An encoder of one of the families: CASAN, or the family's own model (a `--baseline` run's twin)."""
+    family = get_family(type(config).model_type)
+    casan = type(config).model_type == family.model_type
+    origin = f"`{source}`" if source else f"a {family.name} checkpoint"
+    glue_task = GLUE_TASKS.get(task.dataset_config)
+    fine_tuned = f" fine-tuned on {glue_task.description}" if glue_task else ""
+    if casan:
+        summary = f"A context-aware self-attention ({config.context_type!r} context) version of {origin}{fine_tuned}."
+        options = _option_rows(config, head)
+        tags = [tag.format(context_type=config.context_type) for tag in CASAN_TAGS] + [family.name]
+    else:
+        summary = (
+            f"Plain {family.name} ({origin}){fine_tuned}, trained with the same script and settings as its CASAN "
+            "twins."
+        )
+        options = f"| context | none: plain {family.name}, the baseline of the CASAN runs |"
+        tags = [family.name, "casan-baseline"]
+    sections = dict(
+        summary=summary,
+        model_rows=f"| started from | {origin} |\n{options}",
+        self_attention=ENCODER_SELF_ATTENTION,
+        kept=ENCODER_KEPT,
+        load_instructions=_load_instructions(
+            ENCODER_CODE_NOTE if casan else PLAIN_CODE_NOTE, name, head.auto_class, remote_code=casan
+        ),
+    )
+    return Layout(tags, head.pipeline_task, sections)
+
+
+def _translation_layout(config, name, source, started, languages):
+    """The translation model: Marian's layout with a context-aware encoder."""
+    if source:
+        origin = f"started from `{source}`"
+    else:
+        origin = "started from a local checkpoint" if started else "trained from scratch"
+    source_lang, target_lang = languages
+    summary = (
+        f"A {source_lang}-{target_lang} encoder-decoder (Marian layout: post-norm Transformer, sinusoidal "
+        f"positions, shared embeddings) {origin}, whose encoder self-attention is context-aware (CASAN, Yang et al., "
+        f"AAAI 2019; context_type `{config.context_type}`). The decoder is Marian's."
+    )
+    sections = dict(
+        summary=summary,
+        model_rows=_rows(config, [*option_names("context"), *TRANSLATION_SIZES]),
+        self_attention=TRANSLATION_SELF_ATTENTION,
+        kept=TRANSLATION_KEPT,
+        load_instructions=_load_instructions(
+            TRANSLATION_CODE_NOTE, name, "AutoModelForSeq2SeqLM", remote_code=True, example=TRANSLATION_EXAMPLE
+        ),
+    )
+    tags = [tag.format(context_type=config.context_type) for tag in CASAN_TAGS] + ["marian"]
+    return Layout(tags, "translation", sections)
+
+
+def _rows(config, names):
+    return "\n".join(f"| {name} | `{getattr(config, name)}` |" for name in names)
+
+
+def _option_rows(config, head):
+    """The CASAN options that shape this model: the context, and the pooling of a sentence-vector head."""
+    names = list(option_names("context"))
+    if head.pools_sentence:
+        names.append("classifier_pooling")
+        names += [option.name for option in OPTIONS if config.classifier_pooling in option.poolings]
+    return _rows(config, names)
+
+
+def _results(task, eval_metrics, dataset):
+    if not eval_metrics:
+        return task.not_evaluated
+    rows = ["| split | metric | value |", "| --- | --- | --- |"]
+    rows += [
+        f"| {split} | {METRICS[metric].name} | {value:.{METRICS[metric].decimals}f} |"
+        for split, metrics in eval_metrics.items()
+        for metric, value in metrics.items()
+        if metric in METRICS
+    ]
+    return task.measured_on.format(dataset=dataset) + "\n\n" + "\n".join(rows)
+
+
+def _load_instructions(note, name, auto_class, remote_code, example=()):
+    """`note`, then the snippet that loads the model `name` (pinned to a commit where it runs remote code) and
+    runs `example`."""
+    remote = ", trust_remote_code=True" if remote_code else ""
+    code = [
+        "```python",
+        f"from transformers import AutoTokenizer, {auto_class}",
+        "",
+        # The config's auto_map makes the tokenizer's config lookup ask for remote code too.
+        f'tokenizer = AutoTokenizer.from_pretrained("{name}"{remote})',
+        f'model = {auto_class}.from_pretrained("{name}"{remote})',
+        *example,
+        *(pinned_load_lines(name, auto_class) if remote_code else []),
+        "```",
+    ]
+    return note + "\n\n" + "\n".join(code)
+
+
+def _training_table(training, warning="", gates=None):
+    if not training:
+        text = "Converted from BERT, not fine-tuned: the context parameters are freshly initialised (gate near 0)."
+        return f"{text}\n\n**{warning}**" if warning else text
+    rows = [f"**{warning}**", ""] if warning else []
+    rows += ["| hyper-parameter | value |", "| --- | --- |"]
+    rows += [f"| {name} | `{value}` |" for name, value in training.items()]
+    if gates:
+        rows += ["", "Mean context gates over the real tokens of the evaluation data, at the end of training:", ""]
+        rows.append(gates_table(gates))
+    return "\n".join(rows)
+
+
+def untrained_heads(missing_keys):
+    """The head modules a conversion initialised at random: the weights the source checkpoint lacked, less
+    the context (new by design), as module names (`cls.predictions`, `classifier`)."""
+    names = [key.removesuffix(".weight").removesuffix(".bias") for key in missing_keys]
+    return sorted({".".join(name.split(".")[:2]) for name in names if ".context_mixer." not in name})
+
+
+def untrained_heads_warning(modules, head_name, trained=False):
+    """What a user must know about a head that starts random (`trained`: and has learnt only in this run's
+    steps), or "" when there is none."""
+    if not modules:
+        return ""
+    names = ", ".join(f"`{name}.*`" for name in modules)
+    if trained:
+        return (
+            f"The source checkpoint has no weights for {names}: the {head_name} head started random and has "
+            "learnt only in the training steps below."
+        )
+    consequence = (
+        "fill-mask predicts random words (p ~ 1 / vocabulary size) until the MLM head is trained, by "
+        "continued masked-LM pre-training"
+        if head_name == "masked-lm"
+        else "its outputs are random until it is fine-tuned"
+    )
+    return f"The source checkpoint has no weights for {names}: the {head_name} head starts random, so {consequence}."
+
+
+def gates_table(gates):
+    """A Markdown table of `gate_means` output, one row per layer."""
+    layers = sorted({int(name.split("/")[1].removeprefix("layer_")) for name in gates})
+    rows = ["| layer | mean lambda_Q | mean lambda_K |", "| --- | --- | --- |"]
+    rows += [
+        f"| {layer} | {gates[f'gates/layer_{layer}/query']:.4f} | {gates[f'gates/layer_{layer}/key']:.4f} |"
+        for layer in layers
+    ]
+    return "\n".join(rows)

@@ -1,0 +1,146 @@
+"""The parallel data of a translation run (`scripts/run_translation.py`).
+
+Data comes from three places and is brought to one schema, transformers' translation examples' `translation`
+column of `{source_lang: ..., target_lang: ...}` pairs:
+
+- `data_dir`: plain text, one sentence a line, `<prefix>.<lang>` (Multi30k's `train.en` / `train.de`);
+- `train_file` / `validation_file` / `test_file`: csv (one column per language) or json lines (a `translation`
+  column, or one key per language);
+- a Hub dataset with a `translation` column (needs a connection).
+
+Every problem with the input is a ValueError raised here, before any model is built, naming the file and what
+is wrong with it.
+"""
+
+import os
+from dataclasses import dataclass
+
+from datasets import Dataset, DatasetDict, load_dataset
+
+
+# The splits a run can read: run_translation's name for each, and the split a Hub dataset calls it.
+SPLITS = ("train", "validation", "test")
+
+
+@dataclass
+class ParallelData:
+    datasets: DatasetDict  # the requested splits, each with a `translation` column
+    dataset_id: str  # for the model card: a Hub id, or the local files
+
+
+def load_parallel_data(
+    source_lang,
+    target_lang,
+    splits,
+    data_dir=None,
+    prefixes=None,
+    files=None,
+    dataset_name=None,
+    dataset_config_name=None,
+    cache_dir=None,
+):
+    """The `splits` (a subset of `SPLITS`) from exactly one of `data_dir` (with `prefixes`: split -> file
+    prefix), `files` (split -> csv/json path) or `dataset_name`."""
+    if source_lang == target_lang:
+        raise ValueError(f"--source_lang and --target_lang must differ; both are {source_lang!r}.")
+    sources = [
+        name
+        for name, given in (("--data_dir", data_dir), ("--*_file", files), ("--dataset_name", dataset_name))
+        if given
+    ]
+    if len(sources) != 1:
+        raise ValueError(
+            f"Give exactly one data source: --data_dir (plain text), --train_file/--validation_file/--test_file "
+            f"(csv or json) or --dataset_name (Hub); got {sources or 'none'}."
+        )
+    if data_dir:
+        return _load_text_dir(data_dir, source_lang, target_lang, {split: prefixes[split] for split in splits})
+    if files:
+        missing = [split for split in splits if split not in files]
+        if missing:
+            raise ValueError(f"The run needs the {missing} split(s): give --{missing[0]}_file.")
+        return _load_files({split: files[split] for split in splits}, source_lang, target_lang, cache_dir)
+    loaded = load_dataset(dataset_name, dataset_config_name, cache_dir=cache_dir)
+    hub_names = {"validation": ("validation", "valid", "dev"), "train": ("train",), "test": ("test",)}
+    datasets = DatasetDict()
+    for split in splits:
+        name = next((name for name in hub_names[split] if name in loaded), None)
+        if name is None:
+            raise ValueError(f"{dataset_name!r} has no {split} split; it has {list(loaded)}.")
+        datasets[split] = _check_translation_column(loaded[name], source_lang, target_lang, dataset_name)
+    return ParallelData(datasets, dataset_name)
+
+
+def _load_text_dir(data_dir, source_lang, target_lang, prefixes):
+    if not os.path.isdir(data_dir):
+        raise ValueError(f"--data_dir {data_dir!r} is not a folder.")
+    present = sorted(os.listdir(data_dir))
+    languages = {name.rsplit(".", 1)[1] for name in present if "." in name}
+    unknown = [lang for lang in (source_lang, target_lang) if lang not in languages]
+    if unknown:
+        raise ValueError(
+            f"--data_dir {data_dir!r} does not hold the <prefix>.<lang> layout for {source_lang}-{target_lang}: "
+            f"no file ends in .{unknown[0]} (it holds {present[:8]}{' ...' if len(present) > 8 else ''})."
+        )
+    datasets = DatasetDict()
+    for split, prefix in prefixes.items():
+        paths = [os.path.join(data_dir, f"{prefix}.{lang}") for lang in (source_lang, target_lang)]
+        for path in paths:
+            if not os.path.isfile(path):
+                raise ValueError(f"Missing {split} file {path!r} (--{split}_prefix {prefix!r}).")
+        source, target = (_read_lines(path) for path in paths)
+        if len(source) != len(target):
+            raise ValueError(
+                f"{paths[0]!r} has {len(source)} lines but {paths[1]!r} has {len(target)}: line i of one must "
+                "translate line i of the other."
+            )
+        pairs = [{source_lang: s, target_lang: t} for s, t in zip(source, target, strict=True)]
+        datasets[split] = Dataset.from_dict({"translation": pairs})
+    return ParallelData(datasets, f"{os.path.basename(os.path.normpath(data_dir))} ({source_lang}-{target_lang})")
+
+
+def _read_lines(path):
+    with open(path, encoding="utf-8") as handle:
+        return handle.read().splitlines()
+
+
+def _load_files(files, source_lang, target_lang, cache_dir):
+    extensions = {split: os.path.splitext(path)[1].lstrip(".") for split, path in files.items()}
+    for split, path in files.items():
+        if not os.path.isfile(path):
+            raise ValueError(f"--{split}_file {path!r} does not exist.")
+    kinds = {"csv": "csv", "json": "json", "jsonl": "json"}
+    if len({kinds.get(extension) for extension in extensions.values()}) != 1 or None in {
+        kinds.get(extension) for extension in extensions.values()
+    }:
+        raise ValueError(f"Data files must all be csv or all be json (.json/.jsonl); got {sorted(files.values())}.")
+    kind = kinds[next(iter(extensions.values()))]
+    loaded = load_dataset(kind, data_files=files, cache_dir=cache_dir)
+    datasets = DatasetDict()
+    for split, path in files.items():
+        dataset = loaded[split]
+        if "translation" not in dataset.column_names:
+            missing = [lang for lang in (source_lang, target_lang) if lang not in dataset.column_names]
+            if missing:
+                raise ValueError(
+                    f"{path!r} needs a 'translation' column or one column per language ({source_lang!r}, "
+                    f"{target_lang!r}); it has {dataset.column_names}."
+                )
+            dataset = dataset.map(
+                lambda row: {"translation": {source_lang: row[source_lang], target_lang: row[target_lang]}},
+                remove_columns=dataset.column_names,
+            )
+        datasets[split] = _check_translation_column(dataset, source_lang, target_lang, path)
+    return ParallelData(datasets, ", ".join(os.path.basename(path) for path in files.values()))
+
+
+def _check_translation_column(dataset, source_lang, target_lang, where):
+    if "translation" not in dataset.column_names:
+        raise ValueError(f"{where!r} has no 'translation' column; it has {dataset.column_names}.")
+    first = dataset[0]["translation"] if len(dataset) else {}
+    missing = [lang for lang in (source_lang, target_lang) if lang not in first]
+    if missing:
+        raise ValueError(
+            f"The translations of {where!r} have the languages {sorted(first)}; {missing} is not among them."
+        )
+    return dataset.select_columns(["translation"])
