@@ -9,8 +9,9 @@ is in `compat.py`), and the translation model's `configuration_casan_marian.py` 
 `modeling_casan_marian.py` (for transformers 5; their folders carry those two and the encoder's files except
 `modeling_casan.py` and `pooling.py`). The tools around a model live in subpackages: `casan_hf.glue` (data
 and metrics), `casan_hf.translation` (parallel data, the joint tokenizer, size presets, BLEU and chrF),
-`casan_hf.hub` (the Hub folder and its model card), `casan_hf.cli` (the scripts' options), `casan_hf.training`
-(the context's learning rate, gate monitoring), `casan_hf.inspection` (gates and attention of one text),
+`casan_hf.hub` (the Hub folder and its model card), `casan_hf.cli` (what the scripts share), `casan_hf.training`
+(the context's learning rate, gate monitoring), `casan_hf.studies` (grids of runs, arms, paired comparisons with
+the twin), `casan_hf.inspection` (gates and attention of one text),
 `casan_hf.explorer` (the browser explorer, with Gradio) and `casan_hf.benchmark` (speed and memory against
 BERT).
 

@@ -5,15 +5,11 @@ For a layer input H and its context C (one row per sentence, or one row per toke
 
     Q^ = (1 - lam_Q) * Q + lam_Q * (C U_Q),    lam_Q = sigmoid(Q v_Q^H + (C U_Q) v_Q^C + b_Q)
 
-and the same for K. Mixing happens on the full d-dimensional Q and K, before the head split, and the
-1/sqrt(d_head) scaling is left to the attention function, as in BERT. With `gate_per_head` (the authors' code),
-the gate is taken per head, from each head's d_head-slice of Q and of C U, with v^H and v^C of size d_head
-shared by the heads: one lam per token, target and head.
+and the same for K, on the full d-dimensional Q and K before the head split (`gate_per_head`: a gate per head,
+`CasanContextMixer.forward`); the 1/sqrt(d_head) scaling is left to the attention function, as in BERT.
 
-What each context type is lives in one table, `CONTEXT_KINDS`; everything else (the config's checks and widths,
-the encoder's loop, the mixer, the benchmark's counts, the study sweeps) reads its rows. The encoder builds C
-layer by layer: `context_source` is what a layer input contributes (its masked mean, or itself for a per-token
-context), `layer_context` assembles a layer's C from the sources its kind reads.
+What each context type is lives in one table, `CONTEXT_KINDS`, whose rows everything else reads. The encoder
+builds C layer by layer: `context_source` is what a layer input contributes, `layer_context` assembles a layer's C.
 """
 
 from collections.abc import Callable
@@ -307,11 +303,6 @@ class _GateAndMix(torch.autograd.Function):
         )
 
 
-def gate_heads(config):
-    """How many gates a token has per target: one per head with `gate_per_head`, else one shared by all heads."""
-    return config.num_attention_heads if config.gate_per_head else 1
-
-
 def gates_shape(config, batch, n):
     """The shape of a layer's gates: `(batch, 2, n)`, or `(batch, 2, heads, n)` with `gate_per_head`."""
     heads = (config.num_attention_heads,) if config.gate_per_head else ()
@@ -346,10 +337,9 @@ def _heads_back(states, heads):
 class CasanContextMixer(nn.Module):
     """Projects a layer's context (C U) and gates it into the query and/or key.
 
-    The targets share one projection matrix, so both come out of a single matmul. Sentence-level context
-    (global, deep_global) is a `(batch, d_c)` tensor and costs one small matmul per sentence; deep context
-    is the tuple of earlier layer inputs, projected as a sum of per-layer products so that the
-    `n x (l-1)d` concatenation is never built.
+    The targets share one projection matrix, so both come out of a single matmul. Sentence-level context is a
+    `(batch, d_c)` tensor, one small matmul per sentence; per-token context is the tuple of earlier layer inputs,
+    projected as a sum of per-layer products so that their `n x d_c` concatenation is never built.
     """
 
     def __init__(self, config, context_size):
@@ -360,7 +350,7 @@ class CasanContextMixer(nn.Module):
         self.rank = config.context_rank
         self.dynamic = config.gate == "dynamic"
         self.fixed_gate = config.fixed_gate
-        self.gate_heads = gate_heads(config)
+        self.gate_heads = config.num_attention_heads if config.gate_per_head else 1
         self.gate_per_head = config.gate_per_head
         num_targets = len(self.targets)
 
@@ -397,9 +387,8 @@ class CasanContextMixer(nn.Module):
             (sentence,) = context
             projected = F.linear(sentence, self.context_weight).unsqueeze(1)
         else:
-            # addmm adds each source layer's product into the running sum: no temporary, no extra pass. Compiled,
-            # the plain operators are traced (and their gradients planned by the compiler): dynamo cannot trace
-            # the custom backward's writes into column blocks of the gradient (`out=` a non-contiguous view).
+            # addmm adds each source's product into the running sum. Compiled, the plain operators are traced: dynamo
+            # cannot trace the custom backward's writes into column blocks of the gradient (`out=` a view).
             rows = context[0].shape[:-1]
             sources = [hidden_states.flatten(0, -2) for hidden_states in context]
             custom_backward = torch.is_grad_enabled() and not torch.compiler.is_compiling()
@@ -426,10 +415,10 @@ class CasanContextMixer(nn.Module):
         `(batch, 2, n)`, or `(batch, 2, heads, n)` with `gate_per_head`: channel 0 lambda_Q, channel 1 lambda_K,
         0 for a target that takes no context.
 
-        Every target is mixed by the same few kernels: the targets' states are stacked first, `(T, batch, n, d)`,
-        so that each step of the gate and the mix is one operator for both (and so is its backward), and the
-        mixed query and key come out as contiguous slices of one tensor. With a gate per head, each head's
-        slice is gated as a sentence of its own (`_heads_as_batch`), by the same kernels.
+        The targets' states are stacked first, `(T, batch, n, d)`, so that each step of the gate and the mix (and
+        its backward) is one operator for both and the mixed query and key are contiguous slices of one tensor.
+        With `gate_per_head` (the authors' code), each head's d_head-slice of Q (or K) and of C U is gated as a
+        sentence of its own (`_heads_as_batch`), by the same kernels, with v^H and v^C of d_head shared by the heads.
         """
         states = {"query": query, "key": key}
         if len(self.targets) == 1:

@@ -33,7 +33,7 @@ from transformers import (
     set_seed,
 )
 
-from casan_hf.cli.arguments import check_positive
+from casan_hf.cli.arguments import EncoderModelArguments, check_positive
 from casan_hf.cli.launch import padding_multiple, parse_run_args, prepare_or_exit, setup_logging
 from casan_hf.cli.resume import find_checkpoint
 from casan_hf.cli.run_inputs import check_tokenizer, first_examples, run_model_class, sequence_length
@@ -42,6 +42,7 @@ from casan_hf.glue.metrics import load_glue_metric
 from casan_hf.glue.tasks import GLUE_TASKS
 from casan_hf.training import (
     CasanTrainer,
+    card_hyperparameters,
     check_training_options,
     gate_monitor_for,
     train_and_save,
@@ -52,32 +53,12 @@ logger = logging.getLogger(__name__)
 
 
 @dataclass
-class ModelArguments:
-    """Which checkpoint to start from (how a BERT checkpoint is made context-aware: `CasanArguments`)."""
+class ModelArguments(EncoderModelArguments):
+    """The checkpoint to start from (`EncoderModelArguments`), and a classifier of another label count."""
 
-    model_name_or_path: str = field(
-        metadata={"help": "A BERT checkpoint (converted) or a CASAN checkpoint (continued): folder or Hub id."}
-    )
-    baseline: bool = field(
-        default=False,
-        metadata={
-            "help": "Fine-tune the unmodified source model (BertForSequenceClassification, ...) with the same "
-            "settings."
-        },
-    )
-    tokenizer_name: str | None = field(default=None, metadata={"help": "Tokenizer, if not the checkpoint's own."})
-    cache_dir: str | None = field(default=None, metadata={"help": "Where downloaded models and data are stored."})
     ignore_mismatched_sizes: bool = field(
         default=False, metadata={"help": "Re-initialise a classifier whose label count differs."}
     )
-    base_model: str | None = field(
-        default=None,
-        metadata={
-            "help": "Hub id of the starting checkpoint, for the model card "
-            "(default: --model_name_or_path if it is a Hub id)."
-        },
-    )
-    license: str = field(default="apache-2.0", metadata={"help": "License written on the model card."})
 
 
 @dataclass
@@ -225,17 +206,12 @@ def main():
         "task_name": data_args.task_name,
         "dataset_id": glue_data.dataset_id,
         "license": model_args.license,
-        "training": {
-            "learning_rate": training_args.learning_rate,
-            "context_learning_rate": casan_training.context_learning_rate,
-            "per_device_train_batch_size": training_args.per_device_train_batch_size,
-            "world_size": training_args.world_size,
-            "num_train_epochs": training_args.num_train_epochs,
-            "max_steps": training_args.max_steps,
-            "max_seq_length": data_args.max_seq_length,
-            "max_train_samples": data_args.max_train_samples,
-            "seed": training_args.seed,
-        },
+        "training": card_hyperparameters(
+            training_args,
+            casan_training,
+            max_seq_length=data_args.max_seq_length,
+            max_train_samples=data_args.max_train_samples,
+        ),
     }
     trainer = CasanTrainer(
         model=model,

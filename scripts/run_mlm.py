@@ -39,7 +39,7 @@ from transformers import (
     set_seed,
 )
 
-from casan_hf.cli.arguments import check_positive
+from casan_hf.cli.arguments import EncoderModelArguments, check_positive
 from casan_hf.cli.launch import padding_multiple, parse_run_args, prepare_or_exit, setup_logging
 from casan_hf.cli.resume import find_checkpoint
 from casan_hf.cli.run_inputs import check_tokenizer, first_examples, run_model_class, sequence_length
@@ -48,6 +48,7 @@ from casan_hf.glue.tasks import GLUE_TASKS
 from casan_hf.hub import untrained_heads, untrained_heads_warning
 from casan_hf.training import (
     CasanTrainer,
+    card_hyperparameters,
     check_training_options,
     freeze_pretrained,
     gate_monitor_for,
@@ -61,28 +62,15 @@ TEXT_FILE_TYPES = {".txt": "text", ".csv": "csv", ".json": "json", ".jsonl": "js
 
 
 @dataclass
-class ModelArguments:
-    """Which checkpoint to start from (how a BERT checkpoint is made context-aware: `CasanArguments`)."""
+class ModelArguments(EncoderModelArguments):
+    """The checkpoint to start from (`EncoderModelArguments`), and which of its weights train when."""
 
-    model_name_or_path: str = field(
-        metadata={"help": "A BERT checkpoint (converted) or a CASAN checkpoint (continued): folder or Hub id."}
-    )
-    baseline: bool = field(
-        default=False,
-        metadata={"help": "Train the unmodified source model (e.g. BertForMaskedLM) with the same recipe."},
-    )
     train_only_new_parameters: bool = field(
         default=False, metadata={"help": "Train the context and the MLM head only; every pretrained weight frozen."}
     )
     unfreeze_after_steps: int | None = field(
         default=None, metadata={"help": "With --train_only_new_parameters: let everything train from this step."}
     )
-    tokenizer_name: str | None = field(default=None, metadata={"help": "Tokenizer, if not the checkpoint's own."})
-    cache_dir: str | None = field(default=None, metadata={"help": "Where downloaded models and data are stored."})
-    base_model: str | None = field(
-        default=None, metadata={"help": "Hub id of the starting checkpoint, for the model card."}
-    )
-    license: str = field(default="apache-2.0", metadata={"help": "License written on the model card."})
 
 
 @dataclass
@@ -329,20 +317,15 @@ def main():
             or f"GLUE training sentences: {', '.join(data_args.glue_tasks or [])}",
             "license": model_args.license,
             "untrained_heads": new_heads,
-            "training": {
-                "learning_rate": training_args.learning_rate,
-                "context_learning_rate": casan_training.context_learning_rate,
-                "train_only_new_parameters": model_args.train_only_new_parameters,
-                "unfreeze_after_steps": model_args.unfreeze_after_steps,
-                "per_device_train_batch_size": training_args.per_device_train_batch_size,
-                "world_size": training_args.world_size,
-                "max_steps": training_args.max_steps,
-                "num_train_epochs": training_args.num_train_epochs,
-                "max_seq_length": data_args.max_seq_length,
-                "mlm_probability": data_args.mlm_probability,
-                "whole_word_mask": data_args.whole_word_mask,
-                "seed": training_args.seed,
-            },
+            "training": card_hyperparameters(
+                training_args,
+                casan_training,
+                train_only_new_parameters=model_args.train_only_new_parameters,
+                unfreeze_after_steps=model_args.unfreeze_after_steps,
+                max_seq_length=data_args.max_seq_length,
+                mlm_probability=data_args.mlm_probability,
+                whole_word_mask=data_args.whole_word_mask,
+            ),
         },
     )
 

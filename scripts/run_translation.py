@@ -43,6 +43,7 @@ from casan_hf.hub import is_hub_id, write_model_card
 from casan_hf.options import option_names
 from casan_hf.training import (
     CasanSeq2SeqTrainer,
+    card_hyperparameters,
     check_training_options,
     gate_monitor_for,
     train_and_save,
@@ -365,20 +366,19 @@ def main():
         if not training_args.do_train and not training_args.push_to_hub:
             trainer.save_model()
         started_from = model_args.model_name_or_path  # named on the card when it is a Hub id
-        training = {
-            "model_size": model_args.model_size if model_args.model_name_or_path is None else None,
-            "started_from": started_from if started_from is None or is_hub_id(started_from) else "a local checkpoint",
-            "learning_rate": training_args.learning_rate,
-            "context_learning_rate": casan_training.context_learning_rate,
-            "per_device_train_batch_size": training_args.per_device_train_batch_size,
-            "world_size": training_args.world_size,
-            "num_train_epochs": training_args.num_train_epochs,
-            "max_steps": training_args.max_steps,
-            "warmup_steps": training_args.warmup_steps,
-            "label_smoothing_factor": training_args.label_smoothing_factor,
-            "num_beams": data_args.num_beams,
-            "seed": training_args.seed,
-        }
+        training = card_hyperparameters(
+            training_args,
+            casan_training,
+            first={
+                "model_size": model_args.model_size if model_args.model_name_or_path is None else None,
+                "started_from": started_from
+                if started_from is None or is_hub_id(started_from)
+                else "a local checkpoint",
+            },
+            warmup_steps=training_args.warmup_steps,
+            label_smoothing_factor=training_args.label_smoothing_factor,
+            num_beams=data_args.num_beams,
+        )
         card = render_translation_card(
             model,
             training_args.hub_model_id or os.path.basename(os.path.normpath(training_args.output_dir)),

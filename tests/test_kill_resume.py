@@ -121,8 +121,9 @@ def command(name, output_dir, tiny_bert, glue_dir, text_file, multi30k_dir):
                 "--validation_split_percentage", "25", *CONTEXT_RATE]  # fmt: skip
     else:
         data = ["--data_dir", multi30k_dir, "--source_lang", "en", "--target_lang", "de", "--context_type", "global",
-                "--d_model", "32", "--layers", "2", "--attention_heads", "4", "--ffn_dim", "64", "--vocab_size",
-                "300", "--per_device_train_batch_size", "8", "--per_device_eval_batch_size", "8", "--num_beams", "2",
+                "--d_model", "32", "--encoder_layers", "2", "--decoder_layers", "2", "--attention_heads", "4",
+                "--ffn_dim", "64", "--vocab_size", "300", "--per_device_train_batch_size", "8",
+                "--per_device_eval_batch_size", "8", "--num_beams", "2",
                 "--max_target_length", "16", "--max_eval_samples", "8", "--predict_with_generate",
                 "--learning_rate", "1e-3", "--disable_tqdm", "true"]  # fmt: skip
     return [sys.executable, script(name), *map(str, data), *EVERY_TWO, "--output_dir", str(output_dir)]

@@ -81,3 +81,34 @@ def check_positive(arguments, *names, unit="number"):
         value = getattr(arguments, name)
         if value is not None and value <= 0:
             raise ValueError(f"--{name} must be a positive {unit}; got {value}.")
+
+
+@dataclasses.dataclass
+class EncoderModelArguments:
+    """Which checkpoint an encoder run starts from (how a BERT checkpoint is made context-aware: `CasanArguments`);
+    each script's `ModelArguments` adds its own fields."""
+
+    model_name_or_path: str = dataclasses.field(
+        metadata={"help": "A BERT checkpoint (converted) or a CASAN checkpoint (continued): folder or Hub id."}
+    )
+    baseline: bool = dataclasses.field(
+        default=False,
+        metadata={
+            "help": "Train the unmodified source model (BertForSequenceClassification, BertForMaskedLM, ...) with "
+            "the same settings."
+        },
+    )
+    tokenizer_name: str | None = dataclasses.field(
+        default=None, metadata={"help": "Tokenizer, if not the checkpoint's own."}
+    )
+    cache_dir: str | None = dataclasses.field(
+        default=None, metadata={"help": "Where downloaded models and data are stored."}
+    )
+    base_model: str | None = dataclasses.field(
+        default=None,
+        metadata={
+            "help": "Hub id of the starting checkpoint, for the model card "
+            "(default: --model_name_or_path if it is a Hub id)."
+        },
+    )
+    license: str = dataclasses.field(default="apache-2.0", metadata={"help": "License written on the model card."})

@@ -191,3 +191,19 @@ def train_and_save(trainer, checkpoint, train_samples):
     metrics = {**train_result.metrics, "train_samples": train_samples}
     trainer.log_metrics("train", metrics)
     trainer.save_metrics("train", metrics)
+
+
+def card_hyperparameters(training_args, casan_training, first=None, **specific):
+    """The hyper-parameters a run's model card lists: `first` (what the run started from), the optimisation every
+    script shares, the script's `specific` ones, then the seed."""
+    return {
+        **(first or {}),
+        "learning_rate": training_args.learning_rate,
+        "context_learning_rate": casan_training.context_learning_rate,
+        "per_device_train_batch_size": training_args.per_device_train_batch_size,
+        "world_size": training_args.world_size,
+        "num_train_epochs": training_args.num_train_epochs,
+        "max_steps": training_args.max_steps,
+        **specific,
+        "seed": training_args.seed,
+    }
