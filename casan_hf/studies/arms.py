@@ -9,6 +9,7 @@ order and spelling, is the `variant` of its runs' identity: runs with other opti
 row, or a pairing with the twin.
 """
 
+import argparse
 import json
 from dataclasses import dataclass
 
@@ -73,7 +74,6 @@ def parse_arm(text, variants, option_free=()):
 
 def arm_argument(variants, option_free=()):
     """An argparse `type` that parses an arm, so that a bad one is a usage error naming it."""
-    import argparse
 
     def parse(text):
         try:
