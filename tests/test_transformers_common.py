@@ -1,8 +1,8 @@
 """transformers' own model tests on CASAN: `ModelTesterMixin` (test_modeling_common.py) and `ConfigTester`
 (test_configuration_common.py) of the installed release, run on BERT's six heads as the control and on CASAN's
 six BERT heads for each context type, through a tester written as transformers' `BertModelTester`. CASAN passes
-what BERT passes; each test skipped for CASAN alone says why (`CASAN_SKIPS`). Skipped, saying why, when the
-release's tests are not fetched, except in CI, where `make test` and `make test-latest` fetch them."""
+what BERT passes and skips what BERT skips, for transformers' own reasons (docs/TESTS.md). Skipped, saying why,
+when the release's tests are not fetched, except in CI, where `make test` and `make test-latest` fetch them."""
 
 import os
 import unittest
@@ -86,10 +86,6 @@ class BertCommonTest(ModelTesterMixin, unittest.TestCase):
         self.config_tester.run_common_tests()
 
 
-# CASAN's tests that cannot pass for a reason of the test, not of the model: {test name: why}.
-CASAN_SKIPS = {}
-
-
 class CasanCommonTest(BertCommonTest):
     """CASAN's six BERT heads, in place of BERT's. transformers' tests find a class's head by its name in the auto
     classes' name tables (`MODEL_FOR_MULTIPLE_CHOICE_MAPPING_NAMES`, ...), which name only transformers' own
@@ -107,12 +103,6 @@ class CasanCommonTest(BertCommonTest):
             class_names = getattr(transformers, head.auto_class)._model_mapping._model_mapping
             names.enter_context(mock.patch.dict(class_names, casan_bert=model_class.__name__))
         cls.addClassCleanup(names.close)
-
-    def setUp(self):
-        name = self._testMethodName
-        if name in CASAN_SKIPS:
-            self.skipTest(CASAN_SKIPS[name])
-        super().setUp()
 
 
 class CasanGlobalCommonTest(CasanCommonTest):
