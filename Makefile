@@ -94,7 +94,8 @@ LATEST_TESTS := tests/test_bert_reference.py tests/test_families.py tests/test_m
 	tests/test_hub.py tests/test_peft.py tests/test_export_onnx.py tests/test_convert.py tests/test_translation_model.py \
 	tests/test_legacy_checkpoints.py tests/test_transformers_common.py
 
-# The same tests on the newest releases the registry has: upgraded on every run, torch kept at its pin.
+# LATEST_TESTS on the newest releases the registry has, upgraded on every run (torch kept at its pin); the versions
+# tested are printed first.
 test-latest: $(VENV_LATEST)/bin/.installed $(VENV_4X)/bin/.installed $(VENV_OLAH)/bin/.installed
 	$(VENV_LATEST)/bin/pip install --quiet --no-compile --upgrade torch==2.13.0 $(LATEST_PACKAGES)
 	$(call transformers_tests,$(VENV_LATEST)/bin)
