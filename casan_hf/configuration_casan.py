@@ -226,10 +226,12 @@ def safetensors_shapes(path):
 
 def check_saved_weights(folder, model_class, saved):
     """Refuses, with a ValueError naming the file, a local checkpoint folder whose safetensors weights are cut
-    short or damaged, or (for a CASAN checkpoint) whose config's context options do not fit the shapes of its
-    context weights (an edited config.json, or one that belongs to other weights): transformers would stop with a
-    table, or with `ignore_mismatched_sizes` re-initialise the trained context without a word. `saved` is the
-    folder's config dict; the expected shapes are those of `model_class` built from it on the meta device."""
+    short or damaged, or (for a CASAN checkpoint) whose context weights have other shapes than its config's
+    context options give (an edited config.json, or one that belongs to other weights): transformers would stop
+    with a table, or with `ignore_mismatched_sizes` re-initialise the trained context without a word. A context
+    weight the file lacks, or that the config has no place for, is left to transformers, which loads the rest and
+    reports it as a missing or unexpected key, as for any model. `saved` is the folder's config dict; the expected
+    shapes are those of `model_class` built from it on the meta device."""
     index = os.path.join(folder, SAFETENSORS_INDEX_NAME)
     if os.path.isfile(index):
         with open(index, encoding="utf-8") as handle:
@@ -252,11 +254,10 @@ def check_saved_weights(folder, model_class, saved):
 
     expected = context_shapes((name, tuple(p.shape)) for name, p in model.state_dict().items())
     found = context_shapes(shapes.items())
-    for name in sorted(expected.keys() | found.keys()):
-        if expected.get(name) != found.get(name):
+    for name in sorted(expected.keys() & found.keys()):
+        if expected[name] != found[name]:
             options = ", ".join(f"{option}={getattr(model.config, option)!r}" for option in STRUCTURAL_OPTIONS)
-            have = "absent" if name not in found else "x".join(map(str, found[name]))
-            want = "absent" if name not in expected else "x".join(map(str, expected[name]))
+            have, want = ("x".join(map(str, shape)) for shape in (found[name], expected[name]))
             raise ValueError(
                 f"{os.path.join(folder, 'config.json')} does not fit {os.path.join(folder, files[0])}: {name} is "
                 f"{have} in the weights but {want} for the config's context options ({options}); the config was "

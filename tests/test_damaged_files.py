@@ -6,9 +6,11 @@ import json
 import shutil
 
 import pytest
+import torch
 from conftest import load_script, run_main
 from fresh_process import run_without_casan_hf
 from glue_helpers import TINY_RUN, make_tiny_bert, make_tiny_source
+from safetensors.torch import load_file, save_file
 from tiny_models import tiny_config
 
 from casan_hf import CasanForSequenceClassification, CasanMarianConfig, CasanMarianMTModel
@@ -67,12 +69,13 @@ def test_a_truncated_weights_file_is_refused_naming_it(saved, tmp_path):
     [
         ({"context_type": "global"}, "encoder.layer.1.attention.self.context_mixer.context_weight is 64x64 in the "
          "weights but 64x32"),
-        ({"context_rank": 4}, "context_mixer.context_up is absent in the weights but 2x4x32"),
-        ({"context_layers": [0, 1]}, "layer.2.attention.self.context_mixer.context_weight is 64x96 in the weights but"
-         " absent"),
+        ({"context_type": "deep"}, "encoder.layer.1.attention.self.context_mixer."
+         "context_weight is 64x64 in the weights but 64x32"),
+        ({"context_rank": 4}, "encoder.layer.0.attention.self.context_mixer.context_weight is 64x32 in the weights "
+         "but 8x32"),
     ],
 )  # fmt: skip
-def test_a_config_that_does_not_fit_the_weights_is_refused(saved, tmp_path, changes, offender):
+def test_a_config_whose_context_weights_have_other_shapes_is_refused(saved, tmp_path, changes, offender):
     folder = damaged_copy(saved, tmp_path)
     edit_config(folder, **changes)
     before = snapshot(folder)
@@ -85,6 +88,27 @@ def test_a_config_that_does_not_fit_the_weights_is_refused(saved, tmp_path, chan
     assert snapshot(folder) == before
 
 
+def layer_context(weights, layer):
+    """The names of layer `layer`'s context weights among `weights`."""
+    return {name for name in weights if name.startswith(f"bert.encoder.layer.{layer}.") and "context_mixer" in name}
+
+
+def test_context_weights_absent_on_one_side_load_and_are_reported_as_transformers_does(saved, tmp_path):
+    """As for any model (transformers' own test_model_weights_reload_no_missing_tied_weights): what the file
+    lacks is a missing key, what the model has no place for an unexpected one, and the rest loads."""
+    folder = damaged_copy(saved, tmp_path)
+    weights = load_file(folder / "model.safetensors")
+    layer_1 = layer_context(weights, 1)
+    save_file({name: tensor for name, tensor in weights.items() if name not in layer_1}, folder / "model.safetensors",
+              metadata={"format": "pt"})  # fmt: skip
+    edit_config(folder, context_layers=[1, 2])
+    model, info = CasanForSequenceClassification.from_pretrained(folder, output_loading_info=True)
+    assert set(info["missing_keys"]) == layer_1 and not info["mismatched_keys"]
+    assert set(info["unexpected_keys"]) == layer_context(weights, 0)
+    loaded = model.state_dict()
+    assert all(torch.equal(loaded[name], weights[name]) for name in loaded.keys() & weights.keys() - layer_1)
+
+
 def test_a_translation_model_with_damaged_weights_is_refused(tmp_path):
     sizes = dict(encoder_layers=2, decoder_layers=2, encoder_attention_heads=2, decoder_attention_heads=2)
     sizes.update(encoder_ffn_dim=32, decoder_ffn_dim=32, max_position_embeddings=32)
@@ -92,7 +116,7 @@ def test_a_translation_model_with_damaged_weights_is_refused(tmp_path):
         vocab_size=40, d_model=16, pad_token_id=0, decoder_start_token_id=0, context_type="deep", **sizes
     )
     CasanMarianMTModel(config).save_pretrained(tmp_path / "mt")
-    edit_config(tmp_path / "mt", context_type="global")
+    edit_config(tmp_path / "mt", context_type="deep_global")  # layer 1's context is twice as wide
     with pytest.raises(ValueError, match=r"config.json does not fit .*model.safetensors: .*context_mixer"):
         CasanMarianMTModel.from_pretrained(tmp_path / "mt")
 

@@ -1,8 +1,10 @@
 """Every script checks the optional packages its requested work needs before it starts, and names the extra that
 installs them: a missing package is one line and a pip command, with nothing written, never a
-ModuleNotFoundError after training."""
+ModuleNotFoundError after training. A package that is installed but fails to import (a broken install, a missing
+dependency of its own) is found by importing it, and stops the script the same way."""
 
 import importlib.util
+import sys
 
 import pytest
 import tomllib
@@ -22,6 +24,37 @@ def hide(monkeypatch):
         )
 
     return hide_modules
+
+
+@pytest.fixture
+def break_on_import(tmp_path_factory, monkeypatch):
+    """Puts packages of the given names first on the path whose import raises ImportError, as a broken install
+    does; `importlib.util.find_spec` finds them."""
+
+    folder = tmp_path_factory.mktemp("broken")
+
+    def break_modules(*names):
+        for name in names:
+            package = folder / name
+            package.mkdir()
+            (package / "__init__.py").write_text(f"raise ImportError('No module named {name}_dependency')\n")
+            monkeypatch.delitem(sys.modules, name, raising=False)
+        monkeypatch.syspath_prepend(folder)
+
+    return break_modules
+
+
+def broken_message(what, *modules):
+    """The check's line for `modules` broken by `break_on_import`."""
+    distributions = [PACKAGES[module][0] for module in modules]
+    names = " and ".join(
+        f"{PACKAGES[module][0]} (ImportError: No module named {module}_dependency)" for module in modules
+    )
+    verb = "is" if len(modules) == 1 else "are"
+    return (
+        f"{what} needs {names}, which {verb} installed but cannot be imported: "
+        f"pip install --force-reinstall {' '.join(distributions)}"
+    )
 
 
 # Each script, a package its work needs, and the extra that installs it.
@@ -63,6 +96,43 @@ def test_run_translation_without_sacrebleu_stops_before_training(hide, multi30k_
     assert not output_dir.exists()
 
 
+# Each script and a package it needs that is otherwise imported only once the work is under way.
+SCRIPT_NEEDS_LATE = [("run_glue", "evaluate"), ("run_glue", "sklearn"), ("run_mlm", "datasets")]
+
+
+@pytest.mark.parametrize("script, module", SCRIPT_NEEDS_LATE)
+def test_a_script_with_a_package_that_fails_to_import_stops_at_once(script, module, break_on_import):
+    break_on_import(module)
+    with pytest.raises(SystemExit) as stopped:
+        load_script(script)
+    assert str(stopped.value) == f"{script}.py: error: {broken_message(f'{script}.py', module)}"
+
+
+def test_run_translation_with_a_broken_sacrebleu_stops_before_training(
+    break_on_import, multi30k_dir, tmp_path, monkeypatch
+):
+    """It used to train every step and die in its first evaluation with ImportError: sacrebleu."""
+    module = load_script("run_translation")
+    break_on_import("sacrebleu")
+    output_dir = tmp_path / "out"
+    argv = ["run_translation.py", "--data_dir", multi30k_dir, "--do_train", "--do_eval", "--predict_with_generate",
+            "--max_steps", "1", "--output_dir", output_dir]  # fmt: skip
+    monkeypatch.setattr("sys.argv", list(map(str, argv)))
+    with pytest.raises(SystemExit) as stopped:
+        module.main()
+    assert str(stopped.value) == "run_translation.py: error: " + broken_message(
+        "Scoring BLEU and chrF (--predict_with_generate)", "sacrebleu"
+    )
+    assert not output_dir.exists()
+
+
+def test_every_package_that_fails_to_import_is_named_with_its_error(break_on_import):
+    break_on_import("evaluate", "sacrebleu")
+    assert missing_packages_message("x", ["evaluate", "scipy", "sacrebleu"]) == broken_message(
+        "x", "evaluate", "sacrebleu"
+    )
+
+
 # Each sweep, its required flags, and the extras its runs need.
 SWEEPS = [
     ("glue_sweep", ["--model_name_or_path", "m", "--glue_dir", "g", "--output_dir", "o"], "train"),
@@ -77,6 +147,22 @@ def test_the_sweeps_check_what_their_runs_need(script, argv, extras, hide, tmp_p
     with pytest.raises(SystemExit) as stopped:
         load_script(script).main(argv)
     assert str(stopped.value).endswith(f'pip install "casan-hf[{extras}]"')
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "script, argv, broken, runs",
+    [(*SWEEPS[0][:2], "evaluate", "run_glue.py"), (*SWEEPS[1][:2], "sacrebleu", "run_translation.py")],
+)
+def test_the_sweeps_import_what_their_runs_need_before_they_start(
+    script, argv, broken, runs, break_on_import, tmp_path, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)
+    module = load_script(script)
+    break_on_import(broken)
+    with pytest.raises(SystemExit) as stopped:
+        module.main(argv)
+    assert str(stopped.value) == f"{script}.py: error: {broken_message(f'Each run of {runs}', broken)}"
     assert list(tmp_path.iterdir()) == []
 
 

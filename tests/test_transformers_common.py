@@ -1,0 +1,124 @@
+"""transformers' own model tests on CASAN: `ModelTesterMixin` (test_modeling_common.py) and `ConfigTester`
+(test_configuration_common.py) of the installed release, run on BERT's six heads as the control and on CASAN's
+six BERT heads for each context type, through a tester written as transformers' `BertModelTester`. CASAN passes
+what BERT passes and skips what BERT skips, for transformers' own reasons (docs/TESTS.md). Skipped, saying why,
+when the release's tests are not fetched, except in CI, where `make test` and `make test-latest` fetch them."""
+
+import os
+import unittest
+from contextlib import ExitStack
+from unittest import mock
+
+import pytest
+import transformers
+from transformers_common import load_common_tests, missing_common_tests
+
+from casan_hf import CasanConfig, casan_class
+from casan_hf.families import HEADS, get_family
+
+
+if missing_common_tests() is not None:  # skipped outside CI, where `make test` fetches them
+    if os.environ.get("CI") == "true":
+        pytest.fail(missing_common_tests(), pytrace=False)
+    pytest.skip(missing_common_tests(), allow_module_level=True)
+modeling_common, configuration_common = load_common_tests()
+ModelTesterMixin = modeling_common.ModelTesterMixin
+
+
+class EncoderTester:
+    """A tiny encoder and its inputs, as transformers' `BertModelTester` makes them."""
+
+    batch_size = 13
+    seq_length = 7
+    is_training = True
+    vocab_size = 99
+    hidden_size = 32
+    num_hidden_layers = 2
+    num_attention_heads = 4
+    intermediate_size = 37
+    type_vocab_size = 16
+    num_labels = 3
+    num_choices = 4
+
+    def __init__(self, parent, config_class, **options):
+        self.parent = parent
+        self.config_class = config_class
+        self.options = options
+
+    def get_config(self):
+        return self.config_class(
+            vocab_size=self.vocab_size,
+            hidden_size=self.hidden_size,
+            num_hidden_layers=self.num_hidden_layers,
+            num_attention_heads=self.num_attention_heads,
+            intermediate_size=self.intermediate_size,
+            hidden_act="gelu",
+            hidden_dropout_prob=0.1,
+            attention_probs_dropout_prob=0.1,
+            max_position_embeddings=512,
+            type_vocab_size=self.type_vocab_size,
+            initializer_range=0.02,
+            **self.options,
+        )
+
+    def prepare_config_and_inputs_for_common(self):
+        shape = [self.batch_size, self.seq_length]
+        inputs = {
+            "input_ids": modeling_common.ids_tensor(shape, self.vocab_size),
+            "token_type_ids": modeling_common.ids_tensor(shape, self.type_vocab_size),
+            "attention_mask": modeling_common.random_attention_mask(shape),
+        }
+        return self.get_config(), inputs
+
+
+class BertCommonTest(ModelTesterMixin, unittest.TestCase):
+    """The control: transformers' BERT, with the same tester."""
+
+    config_class = transformers.BertConfig
+    options = {}
+    all_model_classes = tuple(getattr(transformers, get_family("bert").source_class_name(head)) for head in HEADS)
+
+    def setUp(self):
+        self.model_tester = EncoderTester(self, self.config_class, **self.options)
+        self.config_tester = configuration_common.ConfigTester(self, config_class=self.config_class, hidden_size=37)
+
+    def test_config(self):
+        self.config_tester.run_common_tests()
+
+
+class CasanCommonTest(BertCommonTest):
+    """CASAN's six BERT heads, in place of BERT's. transformers' tests find a class's head by its name in the auto
+    classes' name tables (`MODEL_FOR_MULTIPLE_CHOICE_MAPPING_NAMES`, ...), which name only transformers' own
+    classes: CASAN's are added under `casan_bert` while the class's tests run."""
+
+    __test__ = False
+    config_class = CasanConfig
+    all_model_classes = tuple(casan_class("bert", head.name) for head in HEADS)
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        names = ExitStack()
+        for head, model_class in zip(HEADS, cls.all_model_classes, strict=True):
+            class_names = getattr(transformers, head.auto_class)._model_mapping._model_mapping
+            names.enter_context(mock.patch.dict(class_names, casan_bert=model_class.__name__))
+        cls.addClassCleanup(names.close)
+
+
+class CasanGlobalCommonTest(CasanCommonTest):
+    __test__ = True
+    options = {"context_type": "global"}
+
+
+class CasanDeepCommonTest(CasanCommonTest):
+    __test__ = True
+    options = {"context_type": "deep"}
+
+
+class CasanDeepGlobalCommonTest(CasanCommonTest):
+    __test__ = True
+    options = {"context_type": "deep_global"}
+
+
+def test_the_common_tests_are_the_installed_releases():
+    assert modeling_common.__file__.endswith(f"{transformers.__version__}/test_modeling_common.py")
