@@ -125,19 +125,15 @@ def context_source(config, layer_index, hidden_states, weights):
 
 
 def layer_context(config, layer_index, sources):
-    """The context C of layer `layer_index` (0-based), from `sources[i]`, the `context_source` of the input
-    of layer i, for every layer up to this one, as a tuple of tensors (empty where the layer takes none).
-
-    Per token (deep): the inputs its kind reads, each `(batch, n, d)`, never concatenated; per sentence: their
-    means concatenated, `(batch, d_c)` (global: this layer's mean; deep_global: the means of all layers so far).
-    A tuple of tensors, because the layers take it as positional arguments: reentrant activation checkpointing
-    sees only those.
-    """
+    """The context C of layer `layer_index` (0-based) from `sources[i]`, the `context_source` of layer i's input,
+    as a tuple of tensors (empty where the layer takes none; a tuple, because the layers take it as positional
+    arguments, which alone reentrant activation checkpointing sees): per token (deep), the inputs its kind reads,
+    each `(batch, n, d)`, never concatenated; per sentence, their means concatenated, `(batch, d_c)`."""
     if not config.layer_has_context(layer_index):
         return ()
     kind = context_kind(config)
     read = [sources[index] for index in kind.reads(layer_index)]
-    return tuple(read) if kind.per_token else (torch.cat(read, dim=-1),)
+    return tuple(read) if kind.per_token else (read[0] if len(read) == 1 else torch.cat(read, dim=-1),)
 
 
 def check_encoder_inputs(input_ids, inputs_embeds, attention_mask):
@@ -320,8 +316,10 @@ def mix_context(config, context_mixer, query, key, context):
 
 def _heads_as_batch(states, heads):
     """`(T, batch, rows, d) -> (T, batch * heads, rows, d / heads)`: each head's slice as a sentence of its own,
-    so that the gate and the mix, written for one gate per row, give one gate per row and head. Contiguous, as
-    the gate's kernels need; a view of `states` when `heads` is 1."""
+    so that the gate and the mix, written for one gate per row, give one gate per row and head (`states` itself
+    when `heads` is 1)."""
+    if heads == 1:
+        return states
     num_targets, batch, rows, d = states.shape
     per_head = states.view(num_targets, batch, rows, heads, d // heads).transpose(2, 3).contiguous()
     return per_head.view(num_targets, batch * heads, rows, d // heads)
@@ -329,6 +327,8 @@ def _heads_as_batch(states, heads):
 
 def _heads_back(states, heads):
     """The inverse of `_heads_as_batch`: `(T, batch * heads, n, d / heads) -> (T, batch, n, d)`."""
+    if heads == 1:
+        return states
     num_targets, batch_heads, n, head_size = states.shape
     per_head = states.view(num_targets, batch_heads // heads, heads, n, head_size).transpose(2, 3)
     return per_head.reshape(num_targets, batch_heads // heads, n, heads * head_size)
