@@ -1,5 +1,6 @@
 """The figure of a study: each arm's per-seed differences to its twin, their mean and 95% interval."""
 
+import textwrap
 from pathlib import Path
 
 from .paired import mean_std, paired_interval, won
@@ -50,9 +51,11 @@ def paired_figure(comparisons, path):
                 label = f"{mean:+.2f}, won {wins}/{len(differences)}"
                 axis.annotate(label, (1.01, position), xycoords=("axes fraction", "data"), va="center", fontsize=8)
         axis.axvline(0.0, color="0.1", linewidth=1.2, zorder=1.5)
-        axis.set_yticks(range(len(paired_rows)), [name(labels) for labels, _ in paired_rows])
+        # An arm's options go on a line of their own, a long title on as many as it needs: both stay on the page.
+        arm_lines = [name(labels).replace(":", ":\n", 1) for labels, _ in paired_rows]
+        axis.set_yticks(range(len(paired_rows)), arm_lines)
         axis.set_ylim(len(paired_rows) - 0.5, -0.5)
-        axis.set_title(f"{comparison.title}; twin {twins}", fontsize=9, loc="left")
+        axis.set_title(textwrap.fill(f"{comparison.title}; twin {twins}", 70), fontsize=9, loc="left")
         axis.grid(axis="x", color="0.9", zorder=0)
     axes[-1].set_xlabel("difference to the twin of the same seed (dots: seeds; diamond and bar: mean, 95% interval)")
     figure.tight_layout()
