@@ -79,21 +79,26 @@ def test_a_script_without_its_package_stops_at_once_naming_the_extra(script, mod
     )
 
 
-def test_run_translation_without_sacrebleu_stops_before_training(hide, multi30k_dir, tmp_path, monkeypatch):
-    """It used to train to the end and die in its first evaluation with ModuleNotFoundError: 'sacrebleu'."""
-    module = load_script("run_translation")
-    hide("sacrebleu")
+def translation_run_stop(module, multi30k_dir, tmp_path, monkeypatch):
+    """How `run_translation.py` stops when asked to train and score BLEU; it must stop before writing anything."""
     output_dir = tmp_path / "out"
     argv = ["run_translation.py", "--data_dir", multi30k_dir, "--do_train", "--do_eval", "--predict_with_generate",
             "--max_steps", "1", "--output_dir", output_dir]  # fmt: skip
     monkeypatch.setattr("sys.argv", list(map(str, argv)))
     with pytest.raises(SystemExit) as stopped:
         module.main()
-    assert str(stopped.value) == (
+    assert not output_dir.exists()
+    return str(stopped.value)
+
+
+def test_run_translation_without_sacrebleu_stops_before_training(hide, multi30k_dir, tmp_path, monkeypatch):
+    """It used to train to the end and die in its first evaluation with ModuleNotFoundError: 'sacrebleu'."""
+    module = load_script("run_translation")
+    hide("sacrebleu")
+    assert translation_run_stop(module, multi30k_dir, tmp_path, monkeypatch) == (
         "run_translation.py: error: Scoring BLEU and chrF (--predict_with_generate) needs sacrebleu, which is not "
         'installed: pip install "casan-hf[translation]"'
     )
-    assert not output_dir.exists()
 
 
 # Each script and a package it needs that is otherwise imported only once the work is under way.
@@ -114,16 +119,9 @@ def test_run_translation_with_a_broken_sacrebleu_stops_before_training(
     """It used to train every step and die in its first evaluation with ImportError: sacrebleu."""
     module = load_script("run_translation")
     break_on_import("sacrebleu")
-    output_dir = tmp_path / "out"
-    argv = ["run_translation.py", "--data_dir", multi30k_dir, "--do_train", "--do_eval", "--predict_with_generate",
-            "--max_steps", "1", "--output_dir", output_dir]  # fmt: skip
-    monkeypatch.setattr("sys.argv", list(map(str, argv)))
-    with pytest.raises(SystemExit) as stopped:
-        module.main()
-    assert str(stopped.value) == "run_translation.py: error: " + broken_message(
-        "Scoring BLEU and chrF (--predict_with_generate)", "sacrebleu"
+    assert translation_run_stop(module, multi30k_dir, tmp_path, monkeypatch) == "run_translation.py: error: " + (
+        broken_message("Scoring BLEU and chrF (--predict_with_generate)", "sacrebleu")
     )
-    assert not output_dir.exists()
 
 
 def test_every_package_that_fails_to_import_is_named_with_its_error(break_on_import):
