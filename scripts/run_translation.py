@@ -277,8 +277,8 @@ def metrics_function(tokenizer):
         )
         scores = translation_scores(decode(tokenizer, predictions), decode(tokenizer, prediction.label_ids))
         scores = {name: round(value, 4) for name, value in scores.items()}
-        generated = np.where(predictions != -100, predictions, tokenizer.pad_token_id)
-        scores["gen_len"] = float(np.mean(np.count_nonzero(generated != tokenizer.pad_token_id, axis=1)))
+        generated = (predictions != -100) & (predictions != tokenizer.pad_token_id)
+        scores["gen_len"] = float(np.mean(np.count_nonzero(generated, axis=1)))
         return scores
 
     return compute_metrics
