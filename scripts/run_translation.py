@@ -307,6 +307,7 @@ def main():
     record_run_start(
         training_args,
         {name: getattr(model.config, name) for name in (*option_names("context"), *sizes, "vocab_size")},
+        resumed_from=checkpoint,
     )
 
     tokenized = tokenize(data, tokenizer, data_args, training_args)

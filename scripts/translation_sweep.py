@@ -12,7 +12,8 @@ smoothing) and by BLEU and chrF of its translations, decoded with beam search (`
 greedily; test BLEU also per source length.
 
 A run with a record in the results file is not run again: the sweep can be stopped and started again, on this
-machine or on a fresh clone holding the committed results file.
+machine or on a fresh clone holding the committed results file. A run cut off on this machine resumes from the
+checkpoint of its last finished epoch.
 
     python scripts/translation_sweep.py --data_dir ../shared/mt/multi30k --output_dir runs/translation \
         --results docs/results/translation_micro_cpu.json --arms none global deep deep_global \
@@ -26,6 +27,7 @@ import sys
 from pathlib import Path
 
 from casan_hf.cli.extras import TRAINING, require_packages
+from casan_hf.cli.resume import last_complete_checkpoint
 from casan_hf.context import CONTEXT_KINDS
 from casan_hf.studies import (
     CONTEXT_OPTIONS,
@@ -108,13 +110,20 @@ def run_settings(args):
     }
 
 
+def start_or_resume(out):
+    """The flags that resume a run from the last complete checkpoint its folder holds (a run cut off by a kill
+    loses at most an epoch), or start it anew over whatever an earlier attempt left there."""
+    checkpoint = last_complete_checkpoint(out)[0] if out.is_dir() else None
+    return ["--overwrite_output_dir"] if checkpoint is None else ["--resume_from_checkpoint", checkpoint]
+
+
 def commands(args, settings, arm, seed, out):
-    """Training with validation and beam-search test scores, then the greedy test scores of the final model, with
-    the run's `settings`; the extra flags go to both."""
+    """Training with validation and beam-search test scores (a checkpoint each epoch, the last one kept, to resume
+    from), then the greedy test scores of the final model, with the run's `settings`; the extra flags go to both."""
     data = ["--data_dir", args.data_dir]
     data += ["--source_lang", settings["source_lang"], "--target_lang", settings["target_lang"]]
     common = ["--predict_with_generate", "--per_device_eval_batch_size", "128", "--report_to", "none"]
-    common += ["--disable_tqdm", "true", "--overwrite_output_dir"]
+    common += ["--disable_tqdm", "true"]
     train = [sys.executable, str(RUN_TRANSLATION), "--model_size", args.model_size, "--context_type", arm.variant]
     train += arm.flags()
     train += ["--seed", str(seed), *data, "--do_train", "--do_eval", "--do_predict", *common]
@@ -124,10 +133,12 @@ def commands(args, settings, arm, seed, out):
     train += ["--warmup_steps", str(settings["warmup_steps"])]
     train += ["--label_smoothing_factor", str(settings["label_smoothing_factor"])]
     train += ["--dropout", str(settings["dropout"]), "--num_beams", str(settings["num_beams"])]
-    train += ["--save_strategy", "no", "--logging_steps", "100", "--output_dir", str(out)]
+    train += ["--save_strategy", "epoch", "--save_total_limit", "1", *start_or_resume(out)]
+    train += ["--logging_steps", "100", "--output_dir", str(out)]
     train += settings["run_translation_args"]
     greedy = [sys.executable, str(RUN_TRANSLATION), "--model_name_or_path", str(out), *data, "--do_predict"]
-    greedy += [*common, "--num_beams", "1", "--output_dir", str(out / "greedy"), *settings["run_translation_args"]]
+    greedy += [*common, "--num_beams", "1", "--overwrite_output_dir", "--output_dir", str(out / "greedy")]
+    greedy += settings["run_translation_args"]
     return train, greedy
 
 

@@ -101,6 +101,24 @@ def test_the_run_records_what_it_received_as_it_starts(trained):
     assert set(started["versions"]) == {"torch", "transformers"}
 
 
+def test_a_resumed_run_keeps_its_first_start_and_lists_the_resume(run_translation_module, multi30k_dir, tmp_path):
+    output_dir = tmp_path / "resumed"
+    first = ["--data_dir", multi30k_dir, "--context_type", "global", "--do_train", "--max_steps", "2",
+             "--output_dir", output_dir, *TINY_RUN, "--save_strategy", "steps", "--save_steps", "1"]  # fmt: skip
+    run_in_process(run_translation_module, first)
+    checkpoint = output_dir / "checkpoint-1"
+    run_in_process(
+        run_translation_module,
+        ["--data_dir", multi30k_dir, "--context_type", "global", "--do_train", "--max_steps", "2",
+         "--resume_from_checkpoint", checkpoint, "--output_dir", output_dir, *TINY_RUN],
+    )  # fmt: skip
+    started = json.loads((output_dir / "run_start.json").read_text())
+    assert "--resume_from_checkpoint" not in started["argv"]
+    [resume] = started["resumes"]
+    assert resume["checkpoint"] == str(checkpoint) and "--resume_from_checkpoint" in resume["argv"]
+    assert json.loads((output_dir / "trainer_state.json").read_text())["global_step"] == 2
+
+
 def test_the_context_trains_at_its_own_learning_rate(run_translation_module, multi30k_dir, tmp_path, monkeypatch):
     """run_translation is a CasanTrainer run: --context_learning_rate puts the context in param groups of its own."""
     from casan_hf.training import CasanTrainer

@@ -74,3 +74,20 @@ def test_runs_go_seed_by_seed_with_the_studys_settings():
     assert train[train.index("--model_size") + 1] == "micro" and train[train.index("--num_beams") + 1] == "5"
     assert train[train.index("--lr_scheduler_type") + 1] == "inverse_sqrt" and "--do_predict" in train
     assert greedy[greedy.index("--num_beams") + 1] == "1" and "--do_train" not in greedy
+
+
+def test_a_run_cut_off_resumes_from_its_last_complete_checkpoint(tmp_path):
+    sweep = load_script("translation_sweep")
+    args = sweep.parse_args(["--data_dir", "d", "--output_dir", str(tmp_path), "--seeds", "1", "--arms", "none"])
+    [run] = sweep.study_runs(args)
+    train, greedy = run.commands
+    assert "--overwrite_output_dir" in train and "--resume_from_checkpoint" not in train
+    assert train[train.index("--save_strategy") + 1] == "epoch" and "--overwrite_output_dir" in greedy
+    for step, complete in ((100, True), (200, False)):
+        (run.folder / f"checkpoint-{step}").mkdir(parents=True)
+        if complete:
+            (run.folder / f"checkpoint-{step}" / "trainer_state.json").write_text("{}")
+    [run] = sweep.study_runs(args)
+    train = run.commands[0]
+    assert "--overwrite_output_dir" not in train
+    assert train[train.index("--resume_from_checkpoint") + 1] == str(run.folder / "checkpoint-100")

@@ -1,7 +1,6 @@
 """What a run received, written as it starts (`run_start.json`): the record a study keeps of what ran."""
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -33,10 +32,11 @@ def code_commit():
     return f"{commit}+changes" if changes else commit
 
 
-def record_run_start(training_args, settings):
+def record_run_start(training_args, settings, resumed_from=None):
     """Writes `run_start.json` into the output folder as a run starts (first process only): the command line as
     the run received it, the `settings` it resolved it to (e.g. the model's options), the commit of the code and
-    the versions it runs on. A study's record keeps it, so it says what ran rather than what was meant to."""
+    the versions it runs on. A study's record keeps it, so it says what ran rather than what was meant to. A run
+    `resumed_from` a checkpoint keeps the first start and adds this one to its `resumes`."""
     if not training_args.should_save:
         return
     started = {
@@ -46,6 +46,10 @@ def record_run_start(training_args, settings):
         "versions": {"torch": torch.__version__, "transformers": transformers.__version__},
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
-    os.makedirs(training_args.output_dir, exist_ok=True)
-    with open(os.path.join(training_args.output_dir, RUN_START_NAME), "w", encoding="utf-8") as handle:
-        json.dump(started, handle, indent=2, default=str)
+    path = Path(training_args.output_dir) / RUN_START_NAME
+    if resumed_from is not None and path.is_file():
+        first = json.loads(path.read_text(encoding="utf-8"))
+        first.setdefault("resumes", []).append({**started, "checkpoint": str(resumed_from)})
+        started = first
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(started, indent=2, default=str), encoding="utf-8")
