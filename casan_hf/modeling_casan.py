@@ -12,7 +12,6 @@ listed once per family in `FAMILY_MODULES`. BERT's classes come first (`CasanMod
 """
 
 import os
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -26,7 +25,7 @@ from transformers.modeling_outputs import (
     SequenceClassifierOutput,
     TokenClassifierOutput,
 )
-from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS, PreTrainedModel
+from transformers.modeling_utils import PreTrainedModel
 from transformers.models.bert.modeling_bert import (
     BertEmbeddings,
     BertIntermediate,
@@ -62,10 +61,8 @@ from transformers.utils.generic import can_return_tuple
 from .compat import (
     FullyShardedLoading,
     OutputRecorder,
-    attention_function,
     capture_outputs,
     create_bidirectional_mask,
-    eager_attention_forward,
     init,
     merge_with_config_defaults,
 )
@@ -78,7 +75,8 @@ from .configuration_casan import (
     check_saved_weights,
     checkpoint_config,
 )
-from .context import CasanContextMixer, check_encoder_inputs, mix_context, run_layers_with_context
+from .context import check_encoder_inputs, run_layers_with_context
+from .context_mixer import CasanContextMixer, self_attention_with_context
 from .families import FAMILIES, HEADS, get_family, get_head
 from .options import OPTION_CHECKS
 from .pooling import SentencePooling
@@ -187,8 +185,8 @@ class CasanSelfAttention(nn.Module):
         self.config = config
         self.layer_idx = layer_idx
         self.is_causal = False
-        self.attention_head_size = config.hidden_size // config.num_attention_heads
-        self.scaling = self.attention_head_size**-0.5
+        self.head_dim = config.hidden_size // config.num_attention_heads
+        self.scaling = self.head_dim**-0.5
 
         self.query = nn.Linear(config.hidden_size, config.hidden_size)
         self.key = nn.Linear(config.hidden_size, config.hidden_size)
@@ -202,29 +200,10 @@ class CasanSelfAttention(nn.Module):
         """Returns the attention output, the attention weights (eager only) and the gates (`gates_shape`):
         channel 0 the query gate, channel 1 the key gate, 0 where that target gets no context. `context` is
         the layer's `layer_context`."""
-        hidden_shape = (*hidden_states.shape[:-1], -1, self.attention_head_size)
-        query, key = self.query(hidden_states), self.key(hidden_states)
-        query, key, context_gates = mix_context(self.config, self.context_mixer, query, key, context)
-
-        query = query.view(hidden_shape).transpose(1, 2)
-        key = key.view(hidden_shape).transpose(1, 2)
-        value = self.value(hidden_states).view(hidden_shape).transpose(1, 2)
-
-        attention_interface: Callable = attention_function(
-            ALL_ATTENTION_FUNCTIONS, self.config._attn_implementation, eager_attention_forward
+        projections = (self.query, self.key, self.value)
+        return self_attention_with_context(
+            self, projections, hidden_states, attention_mask, context, self.dropout.p, **kwargs
         )
-        attn_output, attn_weights = attention_interface(
-            self,
-            query,
-            key,
-            value,
-            attention_mask,
-            dropout=0.0 if not self.training else self.dropout.p,
-            scaling=self.scaling,
-            **kwargs,
-        )
-        attn_output = attn_output.reshape(*hidden_states.shape[:-1], -1).contiguous()
-        return attn_output, attn_weights, context_gates
 
 
 class CasanAttention(nn.Module):

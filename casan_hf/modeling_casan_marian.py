@@ -9,7 +9,6 @@ imported rather than copied. The context is `context.py`'s, shared with the BERT
 """
 
 import os
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -21,13 +20,11 @@ from transformers.activations import ACT2FN
 from transformers.masking_utils import create_bidirectional_mask
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import BaseModelOutput
-from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.models.marian.modeling_marian import (
     MarianAttention,
     MarianDecoder,
     MarianPreTrainedModel,
     MarianSinusoidalPositionalEmbedding,
-    eager_attention_forward,
 )
 from transformers.processing_utils import Unpack
 from transformers.utils import TransformersKwargs
@@ -37,7 +34,8 @@ from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 from .compat import FullyShardedLoading
 from .configuration_casan import check_saved_weights, checkpoint_config
 from .configuration_casan_marian import CasanMarianConfig
-from .context import CasanContextMixer, check_encoder_inputs, mix_context, run_layers_with_context
+from .context import check_encoder_inputs, run_layers_with_context
+from .context_mixer import CasanContextMixer, self_attention_with_context
 
 
 @dataclass
@@ -72,28 +70,11 @@ class CasanMarianSelfAttention(MarianAttention):
 
     def forward(self, hidden_states, attention_mask=None, context=(), **kwargs: Unpack[TransformersKwargs]):
         """Returns the attention output, the attention weights (eager only) and the gates (`gates_shape`)."""
-        hidden_shape = (*hidden_states.shape[:-1], -1, self.head_dim)
-        query, key = self.q_proj(hidden_states), self.k_proj(hidden_states)
-        query, key, context_gates = mix_context(self.config, self.context_mixer, query, key, context)
-        query = query.view(hidden_shape).transpose(1, 2)
-        key = key.view(hidden_shape).transpose(1, 2)
-        value = self.v_proj(hidden_states).view(hidden_shape).transpose(1, 2)
-
-        attention_interface: Callable = ALL_ATTENTION_FUNCTIONS.get_interface(
-            self.config._attn_implementation, eager_attention_forward
+        projections = (self.q_proj, self.k_proj, self.v_proj)
+        attn_output, attn_weights, context_gates = self_attention_with_context(
+            self, projections, hidden_states, attention_mask, context, self.dropout, **kwargs
         )
-        attn_output, attn_weights = attention_interface(
-            self,
-            query,
-            key,
-            value,
-            attention_mask,
-            dropout=0.0 if not self.training else self.dropout,
-            scaling=self.scaling,
-            **kwargs,
-        )
-        attn_output = self.out_proj(attn_output.reshape(*hidden_states.shape[:-1], -1).contiguous())
-        return attn_output, attn_weights, context_gates
+        return self.out_proj(attn_output), attn_weights, context_gates
 
 
 class CasanMarianEncoderLayer(GradientCheckpointingLayer):

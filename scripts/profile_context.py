@@ -25,7 +25,7 @@ from torch.profiler import ProfilerActivity, profile, record_function
 
 from casan_hf.benchmark.operators import DEFAULT_VARIANTS, count_table, format_count_table, small_bert_config
 from casan_hf.benchmark.runner import Variant, build_model, make_step, random_inputs, reference_bert
-from casan_hf.context import CasanContextMixer
+from casan_hf.context_mixer import CasanContextMixer
 
 
 def label_context_mixers(model):

@@ -6,7 +6,8 @@ from tiny_models import CONTEXT_TYPES, padded_batch, tiny_config
 from torch.nn import functional as F
 
 from casan_hf import FAMILIES, CasanConfig, CasanModel, casan_class
-from casan_hf.context import CasanContextMixer, layer_context
+from casan_hf.context import layer_context
+from casan_hf.context_mixer import CasanContextMixer
 
 
 LENGTHS = [11, 4, 7, 1]

@@ -11,7 +11,7 @@ import torch
 from tiny_models import padded_batch, tiny_config
 
 from casan_hf import CasanModel
-from casan_hf.context import CasanContextMixer, _gate_and_mix, _GateAndMix, _SplitProjection
+from casan_hf.context_mixer import CasanContextMixer, _gate_and_mix, _GateAndMix, _SplitProjection
 
 
 TOLERANCE = dict(rtol=0, atol=1e-10)

@@ -62,6 +62,7 @@ def test_run_trains_scores_and_writes_the_hub_folder(trained):
         "configuration_casan_marian.py",
         "modeling_casan_marian.py",
         "context.py",
+        "context_mixer.py",
         "configuration_casan.py",
     } <= files
     config = json.loads((trained / "config.json").read_text())

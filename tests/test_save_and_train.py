@@ -52,6 +52,7 @@ def test_saved_folder_holds_the_code_and_auto_map(tmp_path):
         "options.py",
         "families.py",
         "context.py",
+        "context_mixer.py",
         "pooling.py",
         "compat.py",
     }

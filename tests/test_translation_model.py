@@ -35,6 +35,7 @@ MARIAN_CODE_FILES = {
     "configuration_casan_marian.py",
     "modeling_casan_marian.py",
     "context.py",
+    "context_mixer.py",
     "configuration_casan.py",
     "options.py",
     "families.py",
