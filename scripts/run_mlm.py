@@ -50,6 +50,7 @@ from casan_hf.training import (
     CasanTrainer,
     card_hyperparameters,
     check_training_options,
+    finish_run,
     freeze_pretrained,
     gate_monitor_for,
     train_and_save,
@@ -340,11 +341,7 @@ def main():
         trainer.log_metrics("eval", metrics)
         trainer.save_metrics("eval", metrics)
 
-    if training_args.do_train:
-        trainer.save_state()  # after evaluation: the log history holds the final perplexity and gates
-        trainer.create_model_card()
-    if training_args.push_to_hub:
-        trainer.push_to_hub(finetuned_from=model_args.model_name_or_path, tasks="fill-mask")
+    finish_run(trainer)
 
 
 if __name__ == "__main__":

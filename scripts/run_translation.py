@@ -39,12 +39,13 @@ from casan_hf.cli.launch import padding_multiple, parse_run_args, prepare_or_exi
 from casan_hf.cli.resume import find_checkpoint
 from casan_hf.cli.run_inputs import check_tokenizer, first_examples
 from casan_hf.cli.run_start import record_run_start
-from casan_hf.hub import is_hub_id, write_model_card
+from casan_hf.hub import is_hub_id
 from casan_hf.options import option_names
 from casan_hf.training import (
     CasanSeq2SeqTrainer,
     card_hyperparameters,
     check_training_options,
+    finish_run,
     gate_monitor_for,
     train_and_save,
 )
@@ -52,7 +53,6 @@ from casan_hf.translation import (
     MODEL_SIZES,
     load_parallel_data,
     model_config_kwargs,
-    render_translation_card,
     scores_by_source_length,
     token_cross_entropy,
     train_tokenizer,
@@ -63,14 +63,6 @@ from casan_hf.translation import (
 logger = logging.getLogger(__name__)
 # The test scores per source length (`scores_by_source_length`), beside predict_results.json.
 BY_LENGTH_NAME = "predict_by_source_length.json"
-
-
-class TranslationTrainer(CasanSeq2SeqTrainer):
-    """`CasanSeq2SeqTrainer` whose `push_to_hub` uploads the card this script writes (`render_translation_card`: the
-    scores, the options, how to load the model): transformers' own card would be written over it."""
-
-    def create_model_card(self, **kwargs):
-        """The card is the script's, written before the push."""
 
 
 @dataclass
@@ -311,7 +303,28 @@ def main():
     )
 
     tokenized = tokenize(data, tokenizer, data_args, training_args)
-    trainer = TranslationTrainer(
+    started_from = model_args.model_name_or_path  # named on the card when it is a Hub id
+    card_kwargs = {
+        "source_lang": data_args.source_lang,
+        "target_lang": data_args.target_lang,
+        "dataset_id": data.dataset_id,
+        "license": model_args.license,
+        "base_model": started_from,
+        "training": card_hyperparameters(
+            training_args,
+            casan_training,
+            first={
+                "model_size": model_args.model_size if started_from is None else None,
+                "started_from": started_from
+                if started_from is None or is_hub_id(started_from)
+                else "a local checkpoint",
+            },
+            warmup_steps=training_args.warmup_steps,
+            label_smoothing_factor=training_args.label_smoothing_factor,
+            num_beams=data_args.num_beams,
+        ),
+    }
+    trainer = CasanSeq2SeqTrainer(
         model=model,
         args=training_args,
         train_dataset=tokenized.get("train"),
@@ -324,11 +337,11 @@ def main():
             pad_to_multiple_of=padding_multiple(scaling_args, training_args),
         ),
         compute_metrics=metrics_function(tokenizer) if training_args.predict_with_generate else None,
+        card_kwargs=card_kwargs,
         context_learning_rate=casan_training.context_learning_rate,
         gate_monitor=gate_monitor_for(model, casan_training),
     )
 
-    scores = {}
     if training_args.do_train:
         train_and_save(trainer, checkpoint, len(tokenized["train"]))
 
@@ -337,7 +350,9 @@ def main():
         metrics = trainer.evaluate(metric_key_prefix="eval")
         metrics["eval_cross_entropy"] = token_cross_entropy(trainer, tokenized["validation"])
         metrics["eval_samples"] = len(tokenized["validation"])
-        scores["validation"] = {name.removeprefix("eval_"): value for name, value in metrics.items()}
+        trainer.card_eval_metrics["validation"] = {
+            name.removeprefix("eval_"): value for name, value in metrics.items()
+        }
         trainer.log_metrics("eval", metrics)
         trainer.save_metrics("eval", metrics)
 
@@ -346,7 +361,7 @@ def main():
         results = trainer.predict(tokenized["test"], metric_key_prefix="predict")
         metrics = {**results.metrics, "predict_cross_entropy": token_cross_entropy(trainer, tokenized["test"])}
         metrics["predict_samples"] = len(tokenized["test"])
-        scores["test"] = {name.removeprefix("predict_"): value for name, value in metrics.items()}
+        trainer.card_eval_metrics["test"] = {name.removeprefix("predict_"): value for name, value in metrics.items()}
         trainer.log_metrics("predict", metrics)
         trainer.save_metrics("predict", metrics)
         if trainer.is_world_process_zero():
@@ -361,39 +376,9 @@ def main():
             with open(os.path.join(training_args.output_dir, BY_LENGTH_NAME), "w", encoding="utf-8") as f:
                 json.dump(by_length, f, indent=2)
 
-    if training_args.do_train:
-        trainer.save_state()  # after evaluation: the log history holds the final scores and the encoder's gates
-    if trainer.is_world_process_zero():
-        if not training_args.do_train and not training_args.push_to_hub:
-            trainer.save_model()
-        started_from = model_args.model_name_or_path  # named on the card when it is a Hub id
-        training = card_hyperparameters(
-            training_args,
-            casan_training,
-            first={
-                "model_size": model_args.model_size if model_args.model_name_or_path is None else None,
-                "started_from": started_from
-                if started_from is None or is_hub_id(started_from)
-                else "a local checkpoint",
-            },
-            warmup_steps=training_args.warmup_steps,
-            label_smoothing_factor=training_args.label_smoothing_factor,
-            num_beams=data_args.num_beams,
-        )
-        card = render_translation_card(
-            model,
-            training_args.hub_model_id or os.path.basename(os.path.normpath(training_args.output_dir)),
-            data_args.source_lang,
-            data_args.target_lang,
-            data.dataset_id,
-            scores,
-            training,
-            model_args.license,
-            base_model=model_args.model_name_or_path,
-        )
-        write_model_card(training_args.output_dir, card)
-    if training_args.push_to_hub:
-        trainer.push_to_hub(tasks="translation")
+    if trainer.is_world_process_zero() and not training_args.do_train and not training_args.push_to_hub:
+        trainer.save_model()  # an evaluated checkpoint: its folder holds the model its card describes
+    finish_run(trainer)
 
 
 if __name__ == "__main__":

@@ -140,11 +140,20 @@ def render_model_card(
 
 
 def render_translation_card(
-    model, model_name, source_lang, target_lang, dataset_id, eval_metrics, training, license, base_model=None
+    model,
+    model_name,
+    source_lang,
+    target_lang,
+    dataset_id,
+    eval_metrics,
+    training,
+    license,
+    base_model=None,
+    gates=None,
 ):
     """The README.md text of a translation run's folder; its `model-index` holds the BLEU and chrF of every
     evaluated split (`eval_metrics`: split -> metrics). `base_model`: the checkpoint the run started from (None:
-    trained from scratch)."""
+    trained from scratch); `gates`: the encoder's mean context gates at the end of training."""
     return _render(
         model,
         model_name,
@@ -153,6 +162,7 @@ def render_translation_card(
         eval_metrics=eval_metrics,
         training=training,
         license=license,
+        gates=gates,
     )
 
 

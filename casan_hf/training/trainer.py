@@ -13,8 +13,9 @@ from pathlib import Path
 from transformers import Seq2SeqTrainer, Trainer, TrainerCallback
 from transformers.trainer import TRAINER_STATE_NAME, TrainerState
 from transformers.trainer_utils import get_last_checkpoint
+from transformers.utils import CONFIG_NAME
 
-from ..hub import render_model_card, write_model_card
+from ..hub import render_model_card, render_translation_card, write_model_card
 from .gates import GateMonitor
 
 
@@ -115,9 +116,12 @@ class CasanTrainer(Trainer):
       resumed run the uninterrupted one's batches. (Randomness drawn from one stream cannot be resumed exactly:
       the dataloader draws a batch ahead of training, and Trainer restores the global RNG only after it has drawn
       the first batch after the resume.)
-    - `card_kwargs`: the model card is casan_hf's (`hub.render_model_card`), with the dev scores of
-      `card_eval_metrics` and the gates of `gate_monitor`, which is also a callback of the run.
+    - `card_kwargs`: the model card is casan_hf's (`render_card`: `hub.render_model_card`, or
+      `hub.render_translation_card` for `CasanSeq2SeqTrainer`), with the scores of `card_eval_metrics` and the gates
+      of `gate_monitor`, which is also a callback of the run.
     """
+
+    render_card = staticmethod(render_model_card)
 
     def __init__(
         self,
@@ -170,7 +174,7 @@ class CasanTrainer(Trainer):
             return
         model_name = self.args.hub_model_id or Path(self.args.output_dir).name
         gates = self.gate_monitor.latest if self.gate_monitor else None
-        card = render_model_card(
+        card = self.render_card(
             self.model, model_name, eval_metrics=self.card_eval_metrics, gates=gates, **self.card_kwargs
         )
         write_model_card(self.args.output_dir, card)
@@ -179,6 +183,8 @@ class CasanTrainer(Trainer):
 class CasanSeq2SeqTrainer(CasanTrainer, Seq2SeqTrainer):
     """`CasanTrainer` for sequence-to-sequence models: `Seq2SeqTrainer`'s generation in evaluation and prediction
     (`--predict_with_generate`), with the context's own learning rate and the gate monitor of every CASAN run."""
+
+    render_card = staticmethod(render_translation_card)
 
 
 def train_and_save(trainer, checkpoint, train_samples):
@@ -191,6 +197,18 @@ def train_and_save(trainer, checkpoint, train_samples):
     metrics = {**train_result.metrics, "train_samples": train_samples}
     trainer.log_metrics("train", metrics)
     trainer.save_metrics("train", metrics)
+
+
+def finish_run(trainer):
+    """How every script's run ends, after its evaluation: the trainer state saved (its log history then holds the
+    final scores and gates); with `--push_to_hub` the folder uploaded (the push saves the model and writes its card
+    first), otherwise the card written beside the model the folder holds (none after an evaluation alone)."""
+    if trainer.args.do_train:
+        trainer.save_state()
+    if trainer.args.push_to_hub:
+        trainer.push_to_hub()
+    elif os.path.isfile(os.path.join(trainer.args.output_dir, CONFIG_NAME)):
+        trainer.create_model_card()
 
 
 def card_hyperparameters(training_args, casan_training, first=None, **specific):
