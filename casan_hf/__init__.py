@@ -2,10 +2,10 @@
 Marian-layout translation model.
 
 The package's top folder holds the model files only: `options.py` (the option table), `families.py` (the
-head and family tables), `configuration_casan.py`, `modeling_casan.py`, `context.py`, `pooling.py` and
-`compat.py`, which `save_pretrained` copies next to the weights for `trust_remote_code=True` (they import only
-torch, transformers and each other, and run on transformers 4.56 or later: what differs between 4.x and 5.x
-is in `compat.py`), and the translation model's `configuration_casan_marian.py` and
+head and family tables), `configuration_casan.py`, `modeling_casan.py`, `context.py`, `context_mixer.py`,
+`pooling.py` and `compat.py`, which `save_pretrained` copies next to the weights for `trust_remote_code=True`
+(they import only torch, transformers and each other, and run on transformers 4.56 or later: what differs
+between 4.x and 5.x is in `compat.py`), and the translation model's `configuration_casan_marian.py` and
 `modeling_casan_marian.py` (for transformers 5; their folders carry those two and the encoder's files except
 `modeling_casan.py` and `pooling.py`). The tools around a model live in subpackages: `casan_hf.glue` (data
 and metrics), `casan_hf.translation` (parallel data, the joint tokenizer, size presets, BLEU and chrF),
@@ -56,19 +56,19 @@ HEAD_CLASSES = {head.name: MODEL_CLASSES[("bert", head.name)] for head in HEADS}
 
 
 def _register_auto_classes():
-    for family in FAMILIES:
-        config_class = FAMILY_CONFIGS[family.name]
+    """Each config class with `AutoConfig` and each model class with its auto class, here and in saved `auto_map`s:
+    every family x head of the tables, then the translation model (an encoder-decoder, outside `HEADS`)."""
+    registrations = [
+        (FAMILY_CONFIGS[family.name], head.auto_class, MODEL_CLASSES[(family.name, head.name)])
+        for family in FAMILIES
+        for head in HEADS
+    ]
+    registrations += [(CasanMarianConfig, "AutoModel", CasanMarianModel)]
+    registrations += [(CasanMarianConfig, "AutoModelForSeq2SeqLM", CasanMarianMTModel)]
+    for config_class, auto_class, model_class in registrations:
         transformers.AutoConfig.register(config_class.model_type, config_class, exist_ok=True)
         config_class.register_for_auto_class("AutoConfig")
-        for head in HEADS:
-            model_class = MODEL_CLASSES[(family.name, head.name)]
-            getattr(transformers, head.auto_class).register(config_class, model_class, exist_ok=True)
-            model_class.register_for_auto_class(head.auto_class)
-    # The translation model: an encoder-decoder, outside HEADS (which are encoders with a head).
-    transformers.AutoConfig.register(CasanMarianConfig.model_type, CasanMarianConfig, exist_ok=True)
-    CasanMarianConfig.register_for_auto_class("AutoConfig")
-    for auto_class, model_class in (("AutoModel", CasanMarianModel), ("AutoModelForSeq2SeqLM", CasanMarianMTModel)):
-        getattr(transformers, auto_class).register(CasanMarianConfig, model_class, exist_ok=True)
+        getattr(transformers, auto_class).register(config_class, model_class, exist_ok=True)
         model_class.register_for_auto_class(auto_class)
 
 
