@@ -25,70 +25,36 @@ machine or on a fresh clone holding the committed results file.
 """
 
 import argparse
-import json
-import statistics
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 from casan_hf.cli.extras import GLUE, require_packages
-from casan_hf.context import CONTEXT_KINDS
-from casan_hf.glue.tasks import GLUE_TASKS
 from casan_hf.options import CLASSIFIER_POOLINGS
-from casan_hf.studies import (
-    CONTEXT_OPTIONS,
-    Arm,
-    Comparison,
-    Run,
-    add_sweep_arguments,
-    arm_argument,
-    arm_order,
-    check_cells,
-    final_gates,
-    mean_gates,
-    paired_table,
-    run_study,
+from casan_hf.studies import Arm, Run, add_sweep_arguments, arm_argument, run_study
+from casan_hf.studies.catalog import run_sweep_command_line
+from casan_hf.studies.glue import (
+    RECIPES,
+    TASKS,
+    TWINS,
+    collect,
+    comparisons,
+    mlm_dir,
+    run_recipe,
+    tables,
+    twin_variant,
+    variants,
 )
 
 
 SCRIPTS = Path(__file__).resolve().parent
+REPOSITORY = SCRIPTS.parent  # where a --study's results and figure live
 RUN_GLUE, RUN_MLM = SCRIPTS / "run_glue.py", SCRIPTS / "run_mlm.py"
-TWINS = ("baseline", "none")  # the variants without context
-# The variants an arm starts from (in the tables' order): the source model itself, or a context type.
-VARIANTS = (*TWINS, *(context_type for context_type in CONTEXT_KINDS if context_type not in TWINS))
 DEFAULT_ARMS = [Arm(variant) for variant in ("baseline", "global", "deep", "deep_global")]
 
 
 def variant_flags(arm):
     """What an arm adds to the run_glue.py and run_mlm.py commands."""
     return ["--baseline"] if arm.variant == "baseline" else ["--context_type", arm.variant, *arm.flags()]
-
-
-def twin_variant(classifier_pooling):
-    """`baseline` is the source model itself, which pools the first token; any other pooling needs `none`."""
-    return "baseline" if classifier_pooling == "cls" else "none"
-
-
-@dataclass(frozen=True)
-class Recipe:
-    mlm: bool  # continued masked-LM pre-training on the task's training sentences before fine-tuning
-    context_lr: bool  # the context parameters at --context_lr_multiplier times the learning rate
-
-
-RECIPES = {
-    "finetune": Recipe(mlm=False, context_lr=False),
-    "context_lr": Recipe(mlm=False, context_lr=True),
-    "mlm": Recipe(mlm=True, context_lr=False),
-    "mlm_context_lr": Recipe(mlm=True, context_lr=True),
-}
-# The metrics shown in the table, per task (the GLUE ones; the others are in the results file).
-TABLE_METRICS = {
-    "mrpc": ("accuracy", "f1"),
-    "qqp": ("accuracy", "f1"),
-    "cola": ("matthews_correlation",),
-    "stsb": ("pearson", "spearmanr"),
-}
-TASKS = tuple(GLUE_TASKS)
 
 
 def task_values(items, convert):
@@ -102,9 +68,9 @@ def task_values(items, convert):
     return values
 
 
-def parse_args(argv=None):
+def make_parser():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    add_sweep_arguments(parser)
+    add_sweep_arguments(parser, "glue")
     parser.add_argument("--model_name_or_path", required=True)
     parser.add_argument("--glue_dir", required=True)
     parser.add_argument("--tasks", nargs="+", choices=TASKS, default=["rte", "mrpc", "sst2"])
@@ -112,10 +78,10 @@ def parse_args(argv=None):
         "--arms",
         "--variants",
         nargs="+",
-        type=arm_argument(VARIANTS, option_free=TWINS),
+        type=arm_argument(variants(), option_free=TWINS),
         default=DEFAULT_ARMS,
         metavar="VARIANT[:OPTION=VALUE,...]",
-        help=f"The arms: a variant ({', '.join(VARIANTS)}) with the context options it sets, e.g. "
+        help=f"The arms: a variant ({', '.join(variants())}) with the context options it sets, e.g. "
         "deep:context_rank=64 or deep_global:gate_bias_init=0,gate_per_head=true.",
     )
     parser.add_argument("--recipes", nargs="+", choices=list(RECIPES), default=["finetune"])
@@ -144,6 +110,12 @@ def parse_args(argv=None):
     parser.add_argument(
         "--base_model", default="sentence-transformers/all-MiniLM-L6-v2", help="Hub id for the model cards."
     )
+    return parser
+
+
+def parse_args(argv=None):
+    """One grid's flags, checked (a `--study` is expanded by `main` first)."""
+    parser = make_parser()
     args, args.run_glue_args = parser.parse_known_args(argv)
     try:
         args.max_train_samples = task_values(args.max_train_samples, int)
@@ -162,18 +134,6 @@ def parse_args(argv=None):
             f"the twin is {args.twin!r}."
         )
     return args
-
-
-def run_recipe(args, recipe, variant):
-    """The recipe a run is made under: the twin has no context to speed up, so under a context_lr recipe its run
-    is the one without."""
-    if variant == args.twin and RECIPES[recipe].context_lr:
-        return next(name for name, other in RECIPES.items() if other == Recipe(RECIPES[recipe].mlm, False))
-    return recipe
-
-
-def mlm_dir(fine_tuning_dir):
-    return fine_tuning_dir.with_name(f"{fine_tuning_dir.name}-mlm")
 
 
 def run_settings(args, task, recipe, variant):
@@ -234,7 +194,7 @@ def study_runs(args):
         for recipe in args.recipes:
             for seed in seeds:
                 for arm in args.arms:
-                    made_under = run_recipe(args, recipe, arm.variant)
+                    made_under = run_recipe(args.twin, recipe, arm.variant)
                     out = Path(args.output_dir) / task / made_under / arm.name / f"seed{seed}"
                     identity = {"task": task, "recipe": made_under, "variant": arm.name, "seed": seed}
                     settings = run_settings(args, task, made_under, arm.variant)
@@ -243,73 +203,8 @@ def study_runs(args):
     return list(runs.values())
 
 
-def collect(run):
-    """A finished run's record: every metric of all_results.json, the final gates per layer and, after MLM
-    pre-training, its perplexity."""
-    record = {**json.loads((run.folder / "all_results.json").read_text())}
-    record["gates"] = final_gates(run.folder / "trainer_state.json")
-    config = json.loads((run.folder / "config.json").read_text())
-    record["context_options"] = {name: config[name] for name in CONTEXT_OPTIONS if name in config} or None
-    if RECIPES[run.identity["recipe"]].mlm:
-        record["mlm_perplexity"] = json.loads((mlm_dir(run.folder) / "eval_results.json").read_text())["perplexity"]
-    return record
-
-
-def comparisons(args, records):
-    """Per task and metric, the `Comparison` of each recipe and variant with the twin of the same seed and recipe;
-    of every run in `records`, this sweep's or an earlier one's."""
-
-    check_cells(records, ("task", "recipe", "variant"))
-
-    def selected(task, recipe, variant):
-        recipe = run_recipe(args, recipe, variant.partition(":")[0])
-        return [r for r in records if (r["task"], r["recipe"], r["variant"]) == (task, recipe, variant)]
-
-    variants = sorted({record["variant"] for record in records}, key=arm_order(VARIANTS))
-    found = []
-    for task in [task for task in TASKS if any(record["task"] == task for record in records)]:
-        recipes = [name for name in RECIPES if any((r["task"], r["recipe"]) == (task, name) for r in records)]
-        for metric in TABLE_METRICS.get(task, ("accuracy",)):
-            rows = [
-                (
-                    [recipe, variant],
-                    selected(task, recipe, variant),
-                    None if variant == args.twin else selected(task, recipe, args.twin),
-                )
-                for recipe in recipes
-                for variant in variants
-                if selected(task, recipe, variant)
-            ]
-            found.append(
-                Comparison(
-                    f"{task}: {metric} (%)", ("recipe", "variant"), rows, lambda r, m=metric: 100 * r[f"eval_{m}"]
-                )
-            )
-    return found
-
-
-def tables(args, records):
-    """The paired table of each comparison, with the final gates, the MLM perplexity and the training time."""
-
-    def summary_of(name, digits, statistic=statistics.mean):
-        def cell(runs):
-            values = [run[name] for run in runs if name in run]
-            return f"{statistic(values):.{digits}f}" if values else "-"
-
-        return cell
-
-    extra = [
-        ("final gates q / k", lambda runs: mean_gates(run["gates"] for run in runs)),
-        ("MLM perplexity", summary_of("mlm_perplexity", 2)),
-        # The median: one run that shared the machine with more jobs than the others does not move it.
-        ("train time (s, median)", summary_of("train_runtime", 0, statistics.median)),
-    ]
-    text = f"Twin: `{args.twin}` (classifier_pooling `{args.classifier_pooling}`).\n"
-    return text + "".join(paired_table(comparison, extra) for comparison in comparisons(args, records))
-
-
-def main(argv=None):
-    args = parse_args(argv)
+def run_grid(args):
+    """Runs one grid: what it lacks, then its tables and figure."""
     require_packages("glue_sweep.py", *GLUE, what="Each run of run_glue.py")
     if args.figure:
         require_packages("glue_sweep.py", "matplotlib", what="--figure")
@@ -317,9 +212,13 @@ def main(argv=None):
         args,
         study_runs(args),
         collect,
-        lambda records: tables(args, records),
-        lambda records: comparisons(args, records),
+        lambda records: tables(args.classifier_pooling, records),
+        lambda records: comparisons(args.classifier_pooling, records),
     )
+
+
+def main(argv=None):
+    run_sweep_command_line(argv, "glue", make_parser, parse_args, run_grid, REPOSITORY)
 
 
 if __name__ == "__main__":

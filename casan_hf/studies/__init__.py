@@ -1,8 +1,10 @@
-"""Studies: grids of runs with a results file (`grid`), arms (`arms`), the paired comparison with the twin
-(`paired`), its figure (`figure`) and the gates the runs end with (`gates`). The sweep scripts declare a study's
-grid and read these."""
+"""Studies: the committed ones, one row each (`catalog`), grids of runs with a results file (`grid`), arms
+(`arms`), the paired comparison with the twin (`paired`), its figure (`figure`), the gates the runs end with
+(`gates`), and each sweep's records and tables (`glue`, `translation`). The sweep scripts make the runs' commands
+and read these."""
 
 from .arms import CONTEXT_OPTIONS, Arm, arm_argument, arm_order, check_cells, parse_arm
+from .catalog import STUDIES, Study, study_command_lines, study_names
 from .figure import paired_figure
 from .gates import final_gates, mean_gates
 from .grid import Run, SettingsMismatch, add_sweep_arguments, load_results, run_study, run_sweep, write_atomically
@@ -10,6 +12,10 @@ from .paired import Comparison, beyond_the_spread, mean_std, paired, paired_inte
 
 
 __all__ = [
+    "STUDIES",
+    "Study",
+    "study_command_lines",
+    "study_names",
     "Arm",
     "CONTEXT_OPTIONS",
     "Comparison",

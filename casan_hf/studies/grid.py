@@ -20,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .catalog import study_names
 from .figure import paired_figure
 
 
@@ -192,8 +193,15 @@ def run_sweep(runs, results_path, collect, render_tables, parallel=1, threads_pe
     return failed
 
 
-def add_sweep_arguments(parser):
-    """The flags every study's sweep takes: where runs and results go, how many run at once, a dry run, a figure."""
+def add_sweep_arguments(parser, sweep):
+    """The flags every study's sweep takes: a committed study (`catalog.STUDIES`) of the `sweep`, where runs and
+    results go, how many run at once, a dry run, a figure."""
+    parser.add_argument(
+        "--study",
+        choices=study_names(sweep),
+        help="A committed study (casan_hf/studies/catalog.py): its grids, results file and figure; the other flags "
+        "say where the data and runs are.",
+    )
     parser.add_argument("--output_dir", required=True, help="Where the runs write (their folders, not committed).")
     parser.add_argument("--results", help="The results file (default <output_dir>/results.json); tables beside.")
     parser.add_argument("--parallel", type=int, default=1, help="Runs at a time.")

@@ -1,0 +1,146 @@
+"""The committed studies, one row each: the sweep that runs a study, its grids (arms, seeds, sizes and settings, as
+that sweep's flags), and the results file and figure its records make. `--study NAME` on a sweep runs exactly that
+study (or, with `--dry_run`, redraws its tables and figure from its results file); the flags left to the user are
+the machine's: data, checkpoint, output folder, parallelism. A new study is a row here."""
+
+import argparse
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Study:
+    """`sweep` (`scripts/<sweep>_sweep.py`) runs each of `grids` (a tuple of its flags) into one results file,
+    `results`, relative to the repository; `figure` is drawn from all its records."""
+
+    name: str
+    sweep: str
+    results: str
+    grids: tuple
+    figure: str | None = None
+
+
+def flags(text):
+    return tuple(text.split())
+
+
+STUDIES = {
+    study.name: study
+    for study in (
+        Study(
+            "glue-minilm-cpu-mean",
+            "glue",
+            "docs/results/glue_minilm_cpu_mean.json",
+            grids=(
+                flags(
+                    "--tasks rte mrpc sst2 --seeds 42 43 44 45 46 --arms none global deep_global "
+                    "--classifier_pooling mean --max_train_samples sst2=20000"
+                ),
+                flags(
+                    "--tasks rte mrpc --recipes mlm --mlm_steps 300 --seeds 42 43 44 45 46 --arms none deep_global "
+                    "--classifier_pooling mean"
+                ),
+            ),
+            figure="docs/images/glue_study_cpu.png",
+        ),
+        Study(
+            "translation-micro",
+            "translation",
+            "docs/results/translation_micro_cpu.json",
+            grids=(
+                flags("--model_size micro --num_train_epochs 5 --seeds 1 2 3 --arms none global deep deep_global"),
+                flags("--model_size micro --num_train_epochs 5 --seeds 4 5 --arms none deep_global"),
+                flags(
+                    "--model_size micro --num_train_epochs 5 --seeds 1 2 3 4 5 "
+                    "--arms none deep_global:gate_bias_init=0"
+                ),
+                flags("--model_size micro --num_train_epochs 10 --seeds 1 2 --arms none deep_global"),
+            ),
+            figure="docs/images/translation_study_cpu.png",
+        ),
+        Study(
+            "translation-micro-deep",
+            "translation",
+            "docs/results/translation_micro_deep_cpu.json",
+            grids=(
+                flags(
+                    "--model_size micro-deep --num_train_epochs 5 --seeds 1 2 3 4 5 --arms none deep_global "
+                    "deep_global:gate_bias_init=0,gate_per_head global:gate_bias_init=0,gate_per_head"
+                ),
+            ),
+            figure="docs/images/translation_study_micro_deep_cpu.png",
+        ),
+        # Sized for a GPU (docs/GPU.md); not run yet.
+        Study(
+            "translation-small-gpu",
+            "translation",
+            "docs/results/translation_small_gpu.json",
+            grids=(
+                flags(
+                    "--model_size small --num_train_epochs 30 --seeds 1 2 3 --arms none deep_global "
+                    "deep_global:gate_bias_init=0,gate_per_head global:gate_bias_init=0,gate_per_head "
+                    "--batch_size 128 --learning_rate 5e-4 --warmup_steps 2000 --dropout 0.3 --weight_decay 0.0001 "
+                    "--bf16"
+                ),
+            ),
+            figure="docs/images/translation_study_small_gpu.png",
+        ),
+        Study(
+            "glue-minilm-gpu-teaching",
+            "glue",
+            "docs/results/glue_minilm_gpu_teaching.json",
+            grids=(
+                flags(
+                    "--tasks rte mrpc --seeds 42 43 44 45 46 --arms none global deep_global:context_rank=64 deep "
+                    "--recipes finetune context_lr --classifier_pooling mean "
+                    "--base_model sentence-transformers/all-MiniLM-L6-v2"
+                ),
+            ),
+            figure="docs/images/glue_study_gpu_teaching.png",
+        ),
+    )
+}
+
+
+def study_names(sweep):
+    return [name for name, study in STUDIES.items() if study.sweep == sweep]
+
+
+def study_command_lines(parser, argv, sweep, repository):
+    """The sweep command lines `argv` stands for: itself, or with `--study NAME`, one per grid of that study: the
+    grid's flags, the study's results file and figure under `repository` (unless `argv` names others), and the
+    rest of `argv` (the machine's paths, parallelism). A flag the study fixes is refused in `argv`: the study would
+    silently be another one."""
+    chooser = argparse.ArgumentParser(add_help=False)
+    chooser.add_argument("--study")
+    chosen, rest = chooser.parse_known_args(argv)
+    if chosen.study is None:
+        return [rest]
+    if chosen.study not in study_names(sweep):
+        parser.error(f"--study {chosen.study!r} is not a study of this sweep; its studies: {study_names(sweep)}.")
+    study = STUDIES[chosen.study]
+    in_grids = {token for grid in study.grids for token in grid if token.startswith("--")}
+    fixed = {
+        option
+        for action in parser._actions
+        if in_grids & set(action.option_strings)
+        for option in action.option_strings
+    }
+    given = {token.partition("=")[0] for token in rest if token.startswith("--")}
+    if given & fixed:
+        parser.error(
+            f"--study {study.name} fixes {', '.join(sorted(given & fixed))}; leave them out, or give the sweep its "
+            "grid without --study."
+        )
+    where = [] if "--results" in given else ["--results", str(Path(repository) / study.results)]
+    if study.figure and "--figure" not in given:
+        where += ["--figure", str(Path(repository) / study.figure)]
+    return [[*grid, *where, *rest] for grid in study.grids]
+
+
+def run_sweep_command_line(argv, sweep, make_parser, parse_args, run_grid, repository):
+    """A sweep script's `main`: each grid that `argv` (None: the process's) stands for, parsed and run."""
+    argv = sys.argv[1:] if argv is None else argv
+    for grid in study_command_lines(make_parser(), argv, sweep, repository):
+        run_grid(parse_args(grid))

@@ -1,0 +1,128 @@
+"""The GLUE study's recipes, records and tables: how a variant is trained (`RECIPES`), what a finished run of
+`scripts/run_glue.py` (after `scripts/run_mlm.py` for the recipes that pre-train) leaves in its folder as a record
+(`collect`), and the records of a results file as the paired tables of each recipe and variant against the twin of
+the same seed (`tables`) and the drawn comparisons (`comparisons`). `scripts/glue_sweep.py` runs the grid."""
+
+import json
+import statistics
+from dataclasses import dataclass
+
+from ..context import CONTEXT_KINDS
+from ..glue.tasks import GLUE_TASKS
+from .arms import CONTEXT_OPTIONS, arm_order, check_cells
+from .gates import final_gates, mean_gates
+from .paired import Comparison, paired_table
+
+
+TWINS = ("baseline", "none")  # the variants without context
+
+
+def variants():
+    """The variants an arm starts from, in the tables' order: the source model itself, `none`, then each context
+    kind of `CONTEXT_KINDS` as it is now."""
+    return (*TWINS, *(context_type for context_type in CONTEXT_KINDS if context_type not in TWINS))
+
+
+def twin_variant(classifier_pooling):
+    """`baseline` is the source model itself, which pools the first token; any other pooling needs `none`."""
+    return "baseline" if classifier_pooling == "cls" else "none"
+
+
+@dataclass(frozen=True)
+class Recipe:
+    mlm: bool  # continued masked-LM pre-training on the task's training sentences before fine-tuning
+    context_lr: bool  # the context parameters at --context_lr_multiplier times the learning rate
+
+
+RECIPES = {
+    "finetune": Recipe(mlm=False, context_lr=False),
+    "context_lr": Recipe(mlm=False, context_lr=True),
+    "mlm": Recipe(mlm=True, context_lr=False),
+    "mlm_context_lr": Recipe(mlm=True, context_lr=True),
+}
+# The metrics shown in the table, per task (the GLUE ones; the others are in the results file).
+TABLE_METRICS = {
+    "mrpc": ("accuracy", "f1"),
+    "qqp": ("accuracy", "f1"),
+    "cola": ("matthews_correlation",),
+    "stsb": ("pearson", "spearmanr"),
+}
+TASKS = tuple(GLUE_TASKS)
+
+
+def run_recipe(twin, recipe, variant):
+    """The recipe a run is made under: the `twin` has no context to speed up, so under a context_lr recipe its run
+    is the one without."""
+    if variant == twin and RECIPES[recipe].context_lr:
+        return next(name for name, other in RECIPES.items() if other == Recipe(RECIPES[recipe].mlm, False))
+    return recipe
+
+
+def mlm_dir(fine_tuning_dir):
+    return fine_tuning_dir.with_name(f"{fine_tuning_dir.name}-mlm")
+
+
+def collect(run):
+    """A finished run's record: every metric of all_results.json, the final gates per layer and, after MLM
+    pre-training, its perplexity."""
+    record = {**json.loads((run.folder / "all_results.json").read_text())}
+    record["gates"] = final_gates(run.folder / "trainer_state.json")
+    config = json.loads((run.folder / "config.json").read_text())
+    record["context_options"] = {name: config[name] for name in CONTEXT_OPTIONS if name in config} or None
+    if RECIPES[run.identity["recipe"]].mlm:
+        record["mlm_perplexity"] = json.loads((mlm_dir(run.folder) / "eval_results.json").read_text())["perplexity"]
+    return record
+
+
+def comparisons(classifier_pooling, records):
+    """Per task and metric, the `Comparison` of each recipe and variant with the twin (`twin_variant` of the
+    `classifier_pooling`) of the same seed and recipe; of every run in `records`, of one sweep or several."""
+    twin = twin_variant(classifier_pooling)
+
+    check_cells(records, ("task", "recipe", "variant"))
+
+    def selected(task, recipe, variant):
+        recipe = run_recipe(twin, recipe, variant.partition(":")[0])
+        return [r for r in records if (r["task"], r["recipe"], r["variant"]) == (task, recipe, variant)]
+
+    present = sorted({record["variant"] for record in records}, key=arm_order(variants()))
+    found = []
+    for task in [task for task in TASKS if any(record["task"] == task for record in records)]:
+        recipes = [name for name in RECIPES if any((r["task"], r["recipe"]) == (task, name) for r in records)]
+        for metric in TABLE_METRICS.get(task, ("accuracy",)):
+            rows = [
+                (
+                    [recipe, variant],
+                    selected(task, recipe, variant),
+                    None if variant == twin else selected(task, recipe, twin),
+                )
+                for recipe in recipes
+                for variant in present
+                if selected(task, recipe, variant)
+            ]
+            found.append(
+                Comparison(
+                    f"{task}: {metric} (%)", ("recipe", "variant"), rows, lambda r, m=metric: 100 * r[f"eval_{m}"]
+                )
+            )
+    return found
+
+
+def tables(classifier_pooling, records):
+    """The paired table of each comparison, with the final gates, the MLM perplexity and the training time."""
+
+    def summary_of(name, digits, statistic=statistics.mean):
+        def cell(runs):
+            values = [run[name] for run in runs if name in run]
+            return f"{statistic(values):.{digits}f}" if values else "-"
+
+        return cell
+
+    extra = [
+        ("final gates q / k", lambda runs: mean_gates(run["gates"] for run in runs)),
+        ("MLM perplexity", summary_of("mlm_perplexity", 2)),
+        # The median: one run that shared the machine with more jobs than the others does not move it.
+        ("train time (s, median)", summary_of("train_runtime", 0, statistics.median)),
+    ]
+    text = f"Twin: `{twin_variant(classifier_pooling)}` (classifier_pooling `{classifier_pooling}`).\n"
+    return text + "".join(paired_table(comparison, extra) for comparison in comparisons(classifier_pooling, records))

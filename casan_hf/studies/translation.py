@@ -1,0 +1,182 @@
+"""The translation study's records and tables: what a finished run of `scripts/run_translation.py` leaves in its
+folder becomes a record (`collect`), and the records of a results file become the paired tables of each arm
+against `none` of the same seed, per score and source length (`tables`), and the drawn comparisons
+(`comparisons`). `scripts/translation_sweep.py` runs the grid."""
+
+import json
+import statistics
+from pathlib import Path
+
+from ..context import CONTEXT_KINDS
+from ..translation import LENGTH_BUCKETS, bucket_name
+from .arms import CONTEXT_OPTIONS, arm_order, check_cells
+from .gates import final_gates, mean_gates
+from .paired import Comparison, paired_table
+
+
+TWIN = "none"
+
+
+def variants():
+    """The arms' context types in the tables' order: `none`, then each kind of `CONTEXT_KINDS` as it is now."""
+    return (TWIN, *(context_type for context_type in CONTEXT_KINDS if context_type != TWIN))
+
+
+CROSS_ENTROPY = "cross-entropy per target token (nats, no label smoothing; lower is better)"
+# (title, record field, lower is better): the paired tables, one per score; the first four are drawn.
+SCORES = (
+    (f"test {CROSS_ENTROPY}", "test_cross_entropy", True),
+    (f"validation {CROSS_ENTROPY}", "validation_cross_entropy", True),
+    ("test BLEU (beam)", "test_bleu", False),
+    ("test chrF (beam)", "test_chrf", False),
+    ("test BLEU (greedy)", "greedy_test_bleu", False),
+    ("test chrF (greedy)", "greedy_test_chrf", False),
+    ("validation BLEU (beam)", "validation_bleu", False),
+)
+DRAWN = 4
+
+
+def read(path):
+    return json.loads(Path(path).read_text())
+
+
+def collect(run):
+    """A finished run's record: validation and test cross-entropy and scores (beam and greedy), test scores per
+    source length, training time and steps, the encoder's final gates per layer (and head), the context options
+    its model had, and what it received as it started (`run_start.json`: command line, commit, versions)."""
+    train = read(run.folder / "train_results.json")
+    steps = read(run.folder / "trainer_state.json")["global_step"]
+    validation, test = read(run.folder / "eval_results.json"), read(run.folder / "predict_results.json")
+    greedy = read(run.folder / "greedy" / "predict_results.json")
+    started = read(run.folder / "run_start.json")
+    return {
+        "validation_cross_entropy": validation["eval_cross_entropy"],
+        "validation_bleu": validation["eval_bleu"],
+        "validation_chrf": validation["eval_chrf"],
+        "test_cross_entropy": test["predict_cross_entropy"],
+        "test_bleu": test["predict_bleu"],
+        "test_chrf": test["predict_chrf"],
+        "test_by_length": read(run.folder / "predict_by_source_length.json"),
+        "greedy_test_bleu": greedy["predict_bleu"],
+        "greedy_test_chrf": greedy["predict_chrf"],
+        "train_loss": train["train_loss"],
+        "train_runtime": train["train_runtime"],
+        "steps": steps,
+        "seconds_per_step": train["train_runtime"] / steps,
+        "gates": final_gates(run.folder / "trainer_state.json"),
+        "context_options": {name: started["settings"][name] for name in CONTEXT_OPTIONS},
+        "received": started,
+    }
+
+
+def gates_per_layer(records, variants):
+    """The final mean query / key gate of each encoder layer, per arm, over its seeds; with a gate per head, each
+    head's too."""
+    lines = ["\n### Final encoder gates per layer (query / key, mean over seeds)\n"]
+    for variant in variants:
+        gates = [record["gates"] for record in records if record["variant"] == variant and record["gates"]]
+        if not gates:
+            continue
+        layers = range(len(gates[0]["query"]))
+        cells = [
+            f"{statistics.mean(g['query'][layer] for g in gates):.3f} / "
+            f"{statistics.mean(g['key'][layer] for g in gates):.3f}"
+            for layer in layers
+        ]
+        lines.append(f"- `{variant}`: " + ", ".join(f"layer {i}: {cell}" for i, cell in enumerate(cells)))
+        if "query_per_head" in gates[0]:
+            for target in ("query", "key"):
+                per_head = [
+                    " ".join(
+                        f"{statistics.mean(g[f'{target}_per_head'][layer][head] for g in gates):.3f}"
+                        for head in range(len(gates[0][f"{target}_per_head"][layer]))
+                    )
+                    for layer in layers
+                ]
+                lines.append(
+                    f"  - {target} gate per head: "
+                    + "; ".join(f"layer {i}: {cell}" for i, cell in enumerate(per_head))
+                )
+    return "\n".join(lines) + "\n"
+
+
+def budgets(records):
+    """Each (size, epochs) of the records with its records: every table compares runs of one budget."""
+    found = sorted({(record["model_size"], record["epochs"]) for record in records})
+    return [
+        (size, epochs, [record for record in records if (record["model_size"], record["epochs"]) == (size, epochs)])
+        for size, epochs in found
+    ]
+
+
+def present_variants(records):
+    """The arms of `records`, by name, in the table's order."""
+    return sorted({record["variant"] for record in records}, key=arm_order(variants()))
+
+
+def length_score(first, last):
+    """A record's test BLEU on the sentences whose source has first..last words, None where not recorded."""
+    return lambda record: record.get("test_by_length", {}).get(bucket_name(first, last), {}).get("bleu")
+
+
+def budget_comparisons(size, epochs, of_budget):
+    """Per score (and test BLEU per source length), the `Comparison` of each arm of one budget with `none` of the
+    same seed; a score no record of the budget has is left out."""
+    check_cells(of_budget, ("model_size", "epochs", "variant"))
+
+    def selected(variant):
+        return [record for record in of_budget if record["variant"] == variant]
+
+    rows = [
+        ([size, f"{epochs:g}", variant], selected(variant), None if variant == TWIN else selected(TWIN))
+        for variant in present_variants(of_budget)
+    ]
+    labels = ("size", "epochs", "variant")
+    scores = [
+        Comparison(
+            f"{size}, {epochs:g} epochs: {title}", labels, rows, lambda r, f=field: r.get(f), lower, 3 if lower else 2
+        )
+        for title, field, lower in SCORES
+    ]
+    counts = next((record["test_by_length"] for record in of_budget if "test_by_length" in record), {})
+    scores += [
+        Comparison(
+            f"{size}, {epochs:g} epochs: test BLEU (beam), sources of {bucket_name(first, last)} words "
+            f"({counts[bucket_name(first, last)]['sentences']} sentences)",
+            labels,
+            rows,
+            length_score(first, last),
+        )
+        for first, last in LENGTH_BUCKETS
+        if bucket_name(first, last) in counts
+    ]
+    return [comparison for comparison in scores if any(comparison.scores(runs) for _, runs, _ in rows)]
+
+
+def comparisons(records):
+    """The drawn comparisons: cross-entropy and beam-search scores of each budget."""
+    return [
+        comparison
+        for budget in budgets(records)
+        for comparison in budget_comparisons(*budget)
+        if comparison.title.split(": ", 1)[1] in {title for title, *_ in SCORES[:DRAWN]}
+    ]
+
+
+def tables(records):
+    def time_per_step(runs):
+        """The median: one run that shared the machine with more jobs than the others does not move it."""
+        return f"{statistics.median(run['seconds_per_step'] for run in runs):.3f}" if runs else "-"
+
+    extra = [
+        ("s / step (median)", time_per_step),
+        ("final gates q / k", lambda runs: mean_gates(run["gates"] for run in runs)),
+    ]
+    text = (
+        f"Twin: `{TWIN}`. Scores in %, sacreBLEU (13a) and chrF on detokenized output; cross-entropy in nats per "
+        "target token. Beyond the spread: the 95% interval of the paired difference excludes 0.\n"
+    )
+    for size, epochs, of_budget in budgets(records):
+        text += "".join(paired_table(comparison, extra) for comparison in budget_comparisons(size, epochs, of_budget))
+        text += gates_per_layer(of_budget, present_variants(records))
+    return text

@@ -1,0 +1,78 @@
+"""The committed studies (`casan_hf.studies.catalog.STUDIES`): each redraws its committed tables and figure byte for
+byte from its committed results file with `--study NAME --dry_run`, and a study's grid cannot be changed by a flag
+beside `--study`."""
+
+import importlib.util
+import shutil
+import subprocess
+import sys
+
+import pytest
+from conftest import REPO_ROOT, load_script
+
+from casan_hf.studies import STUDIES, study_command_lines
+
+
+# The machine's flags each sweep needs; a dry run reads neither path.
+MACHINE_FLAGS = {
+    "glue": ["--model_name_or_path", "minilm", "--glue_dir", "glue"],
+    "translation": ["--data_dir", "multi30k"],
+}
+
+
+@pytest.mark.parametrize("name", [name for name, study in STUDIES.items() if (REPO_ROOT / study.results).exists()])
+def test_a_committed_study_redraws_its_tables_and_figure_byte_for_byte(name, tmp_path):
+    study = STUDIES[name]
+    committed = REPO_ROOT / study.results
+    results = tmp_path / committed.name
+    shutil.copy(committed, results)
+    command = [sys.executable, str(REPO_ROOT / "scripts" / f"{study.sweep}_sweep.py"), "--study", name,
+               *MACHINE_FLAGS[study.sweep], "--output_dir", str(tmp_path / "runs"), "--results", str(results),
+               "--dry_run"]  # fmt: skip
+    has_matplotlib = importlib.util.find_spec("matplotlib") is not None
+    if has_matplotlib:
+        command += ["--figure", str(tmp_path / "figure.png")]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert results.with_suffix(".md").read_bytes() == committed.with_suffix(".md").read_bytes()
+    if has_matplotlib:
+        assert (tmp_path / "figure.png").read_bytes() == (REPO_ROOT / study.figure).read_bytes()
+
+
+def test_every_study_parses_as_its_sweep_takes_it():
+    for study in STUDIES.values():
+        sweep = load_script(f"{study.sweep}_sweep")
+        machine = [*MACHINE_FLAGS[study.sweep], "--output_dir", "o"]
+        for grid in study_command_lines(sweep.make_parser(), ["--study", study.name, *machine], study.sweep, "/r"):
+            assert sweep.study_runs(sweep.parse_args(grid))
+
+
+def test_a_study_is_its_grids_with_the_machines_flags():
+    sweep = load_script("translation_sweep")
+    lines = study_command_lines(
+        sweep.make_parser(),
+        ["--study", "translation-micro", "--data_dir", "d", "--output_dir", "o", "--parallel", "2"],
+        "translation",
+        "/r",
+    )
+    assert len(lines) == len(STUDIES["translation-micro"].grids)
+    args = sweep.parse_args(lines[0])
+    assert (args.model_size, args.seeds, args.parallel, args.data_dir) == ("micro", [1, 2, 3], 2, "d")
+    assert args.results == "/r/docs/results/translation_micro_cpu.json"
+    assert args.figure == "/r/docs/images/translation_study_cpu.png"
+    assert study_command_lines(sweep.make_parser(), ["--data_dir", "d"], "translation", "/r") == [["--data_dir", "d"]]
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--study", "translation-micro", "--variants", "none"], "--study translation-micro fixes --variants;"),
+        (["--study", "translation-micro", "--seeds=4"], "--study translation-micro fixes --seeds"),
+        (["--study", "glue-minilm-cpu-mean"], "'glue-minilm-cpu-mean' is not a study of this sweep"),
+    ],
+)
+def test_a_flag_that_would_change_the_study_is_refused(argv, message, capsys):
+    sweep = load_script("translation_sweep")
+    with pytest.raises(SystemExit):
+        sweep.main([*argv, "--data_dir", "d", "--output_dir", "o", "--dry_run"])
+    assert message in capsys.readouterr().err
