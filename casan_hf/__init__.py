@@ -34,6 +34,7 @@ from .configuration_casan import (
 from .configuration_casan_marian import CasanMarianConfig
 from .families import FAMILIES, HEADS, get_family, get_head
 from .modeling_casan import (
+    HEAD_CLASSES,
     MODEL_CLASSES,
     CasanForMaskedLM,
     CasanForMultipleChoice,
@@ -50,9 +51,6 @@ from .options import CONTEXT_TARGETS, CONTEXT_TYPES, GATE_KINDS
 
 
 __version__ = "0.1.0"
-
-# Head name -> BERT's CASAN class; `MODEL_CLASSES` and `casan_class` hold every family's.
-HEAD_CLASSES = {head.name: MODEL_CLASSES[("bert", head.name)] for head in HEADS}
 
 
 def _register_auto_classes():

@@ -902,6 +902,10 @@ MODEL_CLASSES = {
 }
 
 
+# Head name -> BERT's CASAN class; `MODEL_CLASSES` and `casan_class` hold every family's.
+HEAD_CLASSES = {head.name: MODEL_CLASSES[("bert", head.name)] for head in HEADS}
+
+
 def casan_class(family, head_name):
     """The CASAN class of `head_name` for a `Family`, or for a checkpoint's `model_type` ("roberta" or
     "casan_roberta")."""
@@ -938,6 +942,7 @@ def casan_twin(model, **options):
 __all__ = [
     "casan_class",
     "casan_twin",
+    "HEAD_CLASSES",
     "MODEL_CLASSES",
     "CasanForMaskedLM",
     "CasanForMultipleChoice",
