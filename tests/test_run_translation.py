@@ -187,6 +187,11 @@ print(type(model).__module__.split(".")[0], len(model.generate(**batch, num_beam
 """
 
 
+def test_the_card_lists_the_encoders_final_gates(trained):
+    card = (trained / "README.md").read_text()
+    assert "| layer | mean lambda_Q | mean lambda_K |" in card and "\n| 1 | " in card
+
+
 def test_output_folder_translates_without_casan_hf(trained, tmp_path):
     (tmp_path / "run").symlink_to(trained)
     assert run_without_casan_hf(LOAD_AND_TRANSLATE, tmp_path).split() == ["transformers_modules", "2"]
