@@ -60,5 +60,5 @@ def paired_figure(comparisons, path):
     axes[-1].set_xlabel("difference to the twin of the same seed (dots: seeds; diamond and bar: mean, 95% interval)")
     figure.tight_layout()
     Path(path).parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=110)
+    figure.savefig(path, dpi=110, bbox_inches="tight")  # every label whole, however long the arm names
     return figure
