@@ -123,6 +123,13 @@ def test_a_failed_run_is_named_and_has_no_record(tmp_path, capsys):
     assert f"FAILED (exit 3; log {tmp_path / 'seed3.log'})" in capsys.readouterr().out
 
 
+def test_the_figure_is_drawn_again_as_each_record_lands(tmp_path):
+    runs = [Run({"seed": seed}, tmp_path / f"seed{seed}", ([sys.executable, "-c", "pass"],)) for seed in (1, 2)]
+    drawn = []
+    run_sweep(runs, tmp_path / "results.json", lambda run: {}, lambda records: "", draw_figure=drawn.append)
+    assert [[record["seed"] for record in records] for records in drawn] == [[1], [1, 2]]
+
+
 def test_a_record_made_with_other_settings_stops_the_sweep_before_it_runs(tmp_path, capsys):
     results = tmp_path / "results.json"
 

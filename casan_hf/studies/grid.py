@@ -133,13 +133,16 @@ def add_record(results_path, record, render_tables):
         write_atomically(results_path.with_suffix(".md"), render_tables(records))
 
 
-def run_sweep(runs, results_path, collect, render_tables, parallel=1, threads_per_run=None, dry_run=False):
+def run_sweep(
+    runs, results_path, collect, render_tables, parallel=1, threads_per_run=None, dry_run=False, draw_figure=None
+):
     """Runs the `runs` that have no record in `results_path`, `parallel` at a time, each with
     `threads_per_run` threads (default: the machine's cores shared out). As each finishes, `collect(run)` makes
-    its record, which is added to the results file, and `render_tables(records)` is written beside it (`.md`),
-    so that both are current whenever the sweep stops; the tables are also written at the start (with
-    `dry_run`, the only thing done beside printing the commands). Prints a progress line per finished run. Returns the
-    logs of the runs that failed; raises `SettingsMismatch` before running anything where `check_settings` does."""
+    its record, which is added to the results file, `render_tables(records)` is written beside it (`.md`) and
+    `draw_figure(records)`, if given, draws the figure, so that all three are current whenever the sweep stops; the
+    tables are also written at the start (with `dry_run`, the only thing done beside printing the commands). Prints
+    a progress line per finished run. Returns the logs of the runs that failed; raises `SettingsMismatch` before
+    running anything where `check_settings` does."""
     results_path = Path(results_path)
     records = load_results(results_path)
     check_settings(runs, records, results_path)
@@ -179,6 +182,8 @@ def run_sweep(runs, results_path, collect, render_tables, parallel=1, threads_pe
                 failed.append(run.log)
             else:
                 add_record(results_path, record, render_tables)
+                if draw_figure is not None:
+                    draw_figure(load_results(results_path))
             elapsed, left = time.time() - start, time_left(run_seconds, len(todo) - len(done), parallel)
             name = " ".join(str(value) for value in run.identity.values())
             status = "finished" if record else f"FAILED (exit {returncode}; log {run.log})"
@@ -216,8 +221,17 @@ def add_sweep_arguments(parser, sweep):
 
 def run_study(args, runs, collect, render_tables, comparisons):
     """A sweep's main step, with the flags of `add_sweep_arguments`: runs what is missing, prints the tables, draws
-    `paired_figure(comparisons(records))` into `--figure`, and exits with the logs of the runs that failed."""
+    `paired_figure(comparisons(records))` into `--figure` (also as each record lands), and exits with the logs of the
+    runs that failed."""
     results = Path(args.results or Path(args.output_dir) / "results.json")
+
+    def draw_figure(records):
+        """The figure as the records stand; none yet where no arm has a seed of its twin's."""
+        try:
+            paired_figure(comparisons(records), args.figure)
+        except ValueError as error:
+            print(f"--figure {args.figure}: not drawn yet: {error}", flush=True)
+
     try:
         failed = run_sweep(
             runs,
@@ -227,6 +241,7 @@ def run_study(args, runs, collect, render_tables, comparisons):
             parallel=args.parallel,
             threads_per_run=args.threads_per_run,
             dry_run=args.dry_run,
+            draw_figure=draw_figure if args.figure else None,
         )
     except SettingsMismatch as error:
         sys.exit(f"error: {error}")
