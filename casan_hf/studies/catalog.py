@@ -1,7 +1,8 @@
 """The committed studies, one row each: the sweep that runs a study, its grids (arms, seeds, sizes and settings, as
 that sweep's flags), and the results file and figure its records make. `--study NAME` on a sweep runs exactly that
-study (or, with `--dry_run`, redraws its tables and figure from its results file); the flags left to the user are
-the machine's: data, checkpoint, output folder, parallelism. A new study is a row here."""
+study into its results file (or, with `--dry_run`, rewrites its tables from it; with `--figure`, e.g. the study's
+`figure`, draws the figure too); the flags left to the user are the machine's: data, checkpoint, output folder,
+parallelism. A new study is a row here."""
 
 import argparse
 import sys
@@ -12,7 +13,7 @@ from pathlib import Path
 @dataclass(frozen=True)
 class Study:
     """`sweep` (`scripts/<sweep>_sweep.py`) runs each of `grids` (a tuple of its flags) into one results file,
-    `results`, relative to the repository; `figure` is drawn from all its records."""
+    `results`, relative to the repository; `figure` is where its figure, drawn from all its records, is kept."""
 
     name: str
     sweep: str
@@ -109,9 +110,9 @@ def study_names(sweep):
 
 def study_command_lines(parser, argv, sweep, repository):
     """The sweep command lines `argv` stands for: itself, or with `--study NAME`, one per grid of that study: the
-    grid's flags, the study's results file and figure under `repository` (unless `argv` names others), and the
-    rest of `argv` (the machine's paths, parallelism). A flag the study fixes is refused in `argv`: the study would
-    silently be another one."""
+    grid's flags, the study's results file under `repository` (unless `argv` names another), and the rest of `argv`
+    (the machine's paths, parallelism, `--figure`: drawing needs matplotlib, which a GPU node may lack). A flag the
+    study fixes is refused in `argv`: the study would silently be another one."""
     chooser = argparse.ArgumentParser(add_help=False)
     chooser.add_argument("--study")
     chosen, rest = chooser.parse_known_args(argv)
@@ -134,8 +135,6 @@ def study_command_lines(parser, argv, sweep, repository):
             "grid without --study."
         )
     where = [] if "--results" in given else ["--results", str(Path(repository) / study.results)]
-    if study.figure and "--figure" not in given:
-        where += ["--figure", str(Path(repository) / study.figure)]
     return [[*grid, *where, *rest] for grid in study.grids]
 
 

@@ -204,8 +204,8 @@ def add_sweep_arguments(parser, sweep):
     parser.add_argument(
         "--study",
         choices=study_names(sweep),
-        help="A committed study (casan_hf/studies/catalog.py): its grids, results file and figure; the other flags "
-        "say where the data and runs are.",
+        help="A committed study (casan_hf/studies/catalog.py): its grids and results file; the other flags say "
+        "where the data and runs are.",
     )
     parser.add_argument("--output_dir", required=True, help="Where the runs write (their folders, not committed).")
     parser.add_argument("--results", help="The results file (default <output_dir>/results.json); tables beside.")

@@ -9,7 +9,8 @@
 # SHARD: speed (the kernel parity tests on CUDA, the eager benchmark in bf16 and fp32), compiled (bf16, both
 # compile modes), translation (the study at the small preset, four runs at a time), glue (the teaching study's
 # cheap recipes on RTE and MRPC). Each sweep skips the runs that have a record in its results file in
-# docs/results/, so a shard stopped at BUDGET_S goes on in the next job; a run cut off is redone. The results
+# docs/results/, so a shard stopped at BUDGET_S goes on in the next job; a translation run cut off resumes from
+# its last epoch's checkpoint, a GLUE run is redone. The results
 # files are written to $OUT: copy them over docs/results/.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -106,25 +107,23 @@ compiled)
 	done
 	;;
 translation)
-	budget=(--model_size small --seeds 1 2 3 --num_train_epochs "${EPOCHS:-30}" --parallel "${PARALLEL:-4}")
-	[[ $MODE == --dry-run ]] && budget=(--model_size micro --seeds 1 --num_train_epochs 1 --parallel 2 --max_steps 2
-		--max_train_samples 64 --max_eval_samples 16 --max_predict_samples 16)
-	within_budget $PY scripts/translation_sweep.py --data_dir .device/multi30k --output_dir "$RUNS/translation" \
-		--results "$RESULTS/translation_small_gpu.json" \
-		--arms none deep_global deep_global:gate_bias_init=0,gate_per_head global:gate_bias_init=0,gate_per_head \
-		--batch_size 128 --learning_rate 5e-4 --warmup_steps 2000 --dropout 0.3 --weight_decay 0.0001 \
-		"${budget[@]}" $([[ $MODE == run ]] && echo --bf16)
+	# The study's grid is its row of casan_hf/studies/catalog.py; --dry-run runs a toy grid of the same sweep.
+	grid=(--study translation-small-gpu --parallel "${PARALLEL:-4}")
+	[[ $MODE == --dry-run ]] && grid=(--model_size micro --seeds 1 --num_train_epochs 1 --parallel 2 --max_steps 2
+		--max_train_samples 64 --max_eval_samples 16 --max_predict_samples 16
+		--arms none deep_global deep_global:gate_bias_init=0,gate_per_head global:gate_bias_init=0,gate_per_head)
+	within_budget $PY scripts/translation_sweep.py "${grid[@]}" --data_dir .device/multi30k \
+		--output_dir "$RUNS/translation" --results "$RESULTS/translation_small_gpu.json"
 	cp "$RESULTS"/translation_small_gpu.{json,md} "$OUT/" 2>/dev/null || true
 	;;
 glue)
 	$PY scripts/device/minilm_fp16.py unpack .device/minilm "$MINILM"
-	budget=(--tasks rte mrpc --seeds 42 43 44 45 46 --parallel "${PARALLEL:-12}")
-	[[ $MODE == --dry-run ]] && budget=(--tasks rte --seeds 42 --parallel 2 --max_train_samples rte=32
-		--num_train_epochs 0.1)
-	within_budget $PY scripts/glue_sweep.py --model_name_or_path "$MINILM" --glue_dir .device/glue \
-		--output_dir "$RUNS/glue" --results "$RESULTS/glue_minilm_gpu_teaching.json" \
-		--arms none global deep_global:context_rank=64 deep --recipes finetune context_lr --classifier_pooling mean \
-		--base_model sentence-transformers/all-MiniLM-L6-v2 "${budget[@]}"
+	grid=(--study glue-minilm-gpu-teaching --parallel "${PARALLEL:-12}")
+	[[ $MODE == --dry-run ]] && grid=(--tasks rte --seeds 42 --parallel 2 --max_train_samples rte=32
+		--num_train_epochs 0.1 --arms none global deep_global:context_rank=64 deep --recipes finetune context_lr
+		--classifier_pooling mean --base_model sentence-transformers/all-MiniLM-L6-v2)
+	within_budget $PY scripts/glue_sweep.py "${grid[@]}" --model_name_or_path "$MINILM" --glue_dir .device/glue \
+		--output_dir "$RUNS/glue" --results "$RESULTS/glue_minilm_gpu_teaching.json"
 	cp "$RESULTS"/glue_minilm_gpu_teaching.{json,md} "$OUT/" 2>/dev/null || true
 	;;
 esac
