@@ -30,7 +30,7 @@ from pathlib import Path
 
 from casan_hf.cli.extras import GLUE, require_packages
 from casan_hf.options import CLASSIFIER_POOLINGS
-from casan_hf.studies import Arm, Run, add_sweep_arguments, arm_argument, run_study
+from casan_hf.studies import Arm, Run, add_sweep_arguments, arm_argument, run_study, study_variants
 from casan_hf.studies.catalog import run_sweep_command_line
 from casan_hf.studies.glue import (
     RECIPES,
@@ -42,12 +42,11 @@ from casan_hf.studies.glue import (
     run_recipe,
     tables,
     twin_variant,
-    variants,
 )
 
 
 SCRIPTS = Path(__file__).resolve().parent
-REPOSITORY = SCRIPTS.parent  # where a --study's results and figure live
+REPOSITORY = SCRIPTS.parent  # where a --study's results file lives
 RUN_GLUE, RUN_MLM = SCRIPTS / "run_glue.py", SCRIPTS / "run_mlm.py"
 DEFAULT_ARMS = [Arm(variant) for variant in ("baseline", "global", "deep", "deep_global")]
 
@@ -78,10 +77,10 @@ def make_parser():
         "--arms",
         "--variants",
         nargs="+",
-        type=arm_argument(variants(), option_free=TWINS),
+        type=arm_argument(study_variants(TWINS), option_free=TWINS),
         default=DEFAULT_ARMS,
         metavar="VARIANT[:OPTION=VALUE,...]",
-        help=f"The arms: a variant ({', '.join(variants())}) with the context options it sets, e.g. "
+        help=f"The arms: a variant ({', '.join(study_variants(TWINS))}) with the context options it sets, e.g. "
         "deep:context_rank=64 or deep_global:gate_bias_init=0,gate_per_head=true.",
     )
     parser.add_argument("--recipes", nargs="+", choices=list(RECIPES), default=["finetune"])

@@ -26,14 +26,14 @@ from pathlib import Path
 
 from casan_hf.cli.extras import TRAINING, require_packages
 from casan_hf.cli.resume import last_complete_checkpoint
-from casan_hf.studies import Arm, Run, add_sweep_arguments, arm_argument, run_study
+from casan_hf.studies import Arm, Run, add_sweep_arguments, arm_argument, run_study, study_variants
 from casan_hf.studies.catalog import run_sweep_command_line
-from casan_hf.studies.translation import TWIN, collect, comparisons, tables, variants
+from casan_hf.studies.translation import TWIN, collect, comparisons, tables
 from casan_hf.translation import MODEL_SIZES
 
 
 RUN_TRANSLATION = Path(__file__).resolve().parent / "run_translation.py"
-REPOSITORY = RUN_TRANSLATION.parents[1]  # where a --study's results and figure live
+REPOSITORY = RUN_TRANSLATION.parents[1]  # where a --study's results file lives
 
 
 def make_parser():
@@ -46,10 +46,10 @@ def make_parser():
         "--arms",
         "--variants",
         nargs="+",
-        type=arm_argument(variants(), option_free=(TWIN,)),
-        default=[Arm(variant) for variant in variants()],
+        type=arm_argument(study_variants((TWIN,)), option_free=(TWIN,)),
+        default=[Arm(variant) for variant in study_variants((TWIN,))],
         metavar="VARIANT[:OPTION=VALUE,...]",
-        help=f"The arms: a context type ({', '.join(variants())}) with the context options it sets, e.g. "
+        help=f"The arms: a context type ({', '.join(study_variants((TWIN,)))}) with the context options it sets, e.g. "
         "deep_global:gate_bias_init=0,gate_per_head=true.",
     )
     parser.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3])

@@ -3,7 +3,7 @@
 (`gates`), and each sweep's records and tables (`glue`, `translation`). The sweep scripts make the runs' commands
 and read these."""
 
-from .arms import CONTEXT_OPTIONS, Arm, arm_argument, arm_order, check_cells, parse_arm
+from .arms import CONTEXT_OPTIONS, Arm, arm_argument, arm_order, check_cells, parse_arm, study_variants
 from .catalog import STUDIES, Study, study_command_lines, study_names
 from .figure import paired_figure
 from .gates import final_gates, mean_gates
@@ -37,6 +37,7 @@ __all__ = [
     "parse_arm",
     "run_study",
     "run_sweep",
+    "study_variants",
     "won",
     "write_atomically",
 ]

@@ -13,10 +13,17 @@ import argparse
 import json
 from dataclasses import dataclass
 
+from ..context import CONTEXT_KINDS
 from ..options import OPTION_CHECKS, option_names
 
 
 CONTEXT_OPTIONS = option_names("context")
+
+
+def study_variants(twins):
+    """The variants a sweep's arms start from, in its tables' order: its `twins` (the variants without context),
+    then each kind of `CONTEXT_KINDS` as it is now (a kind added at run time included)."""
+    return (*twins, *(context_type for context_type in CONTEXT_KINDS if context_type not in twins))
 
 
 @dataclass(frozen=True)

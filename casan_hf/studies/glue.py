@@ -7,20 +7,13 @@ import json
 import statistics
 from dataclasses import dataclass
 
-from ..context import CONTEXT_KINDS
 from ..glue.tasks import GLUE_TASKS
-from .arms import CONTEXT_OPTIONS, arm_order, check_cells
+from .arms import CONTEXT_OPTIONS, arm_order, check_cells, study_variants
 from .gates import final_gates, mean_gates
 from .paired import Comparison, paired_table
 
 
 TWINS = ("baseline", "none")  # the variants without context
-
-
-def variants():
-    """The variants an arm starts from, in the tables' order: the source model itself, `none`, then each context
-    kind of `CONTEXT_KINDS` as it is now."""
-    return (*TWINS, *(context_type for context_type in CONTEXT_KINDS if context_type not in TWINS))
 
 
 def twin_variant(classifier_pooling):
@@ -85,7 +78,7 @@ def comparisons(classifier_pooling, records):
         recipe = run_recipe(twin, recipe, variant.partition(":")[0])
         return [r for r in records if (r["task"], r["recipe"], r["variant"]) == (task, recipe, variant)]
 
-    present = sorted({record["variant"] for record in records}, key=arm_order(variants()))
+    present = sorted({record["variant"] for record in records}, key=arm_order(study_variants(TWINS)))
     found = []
     for task in [task for task in TASKS if any(record["task"] == task for record in records)]:
         recipes = [name for name in RECIPES if any((r["task"], r["recipe"]) == (task, name) for r in records)]

@@ -123,7 +123,8 @@ def time_left(run_seconds, runs_left, parallel):
 
 def add_record(results_path, record, render_tables):
     """Adds `record` to the results file and rewrites its tables, under a lock and from the file as it is now, so
-    that sweeps sharing one results file (other seeds, another study's shard) keep each other's records."""
+    that sweeps sharing one results file (other seeds, another study's shard) keep each other's records. Returns
+    the records the file now holds."""
     results_path = Path(results_path)
     results_path.parent.mkdir(parents=True, exist_ok=True)
     with open(results_path.with_name(f".{results_path.name}.lock"), "w") as lock_file:
@@ -131,6 +132,7 @@ def add_record(results_path, record, render_tables):
         records = [*load_results(results_path), record]
         write_atomically(results_path, json.dumps(records, indent=2) + "\n")
         write_atomically(results_path.with_suffix(".md"), render_tables(records))
+    return records
 
 
 def run_sweep(
@@ -181,9 +183,9 @@ def run_sweep(
             if record is None:
                 failed.append(run.log)
             else:
-                add_record(results_path, record, render_tables)
+                records = add_record(results_path, record, render_tables)
                 if draw_figure is not None:
-                    draw_figure(load_results(results_path))
+                    draw_figure(records)
             elapsed, left = time.time() - start, time_left(run_seconds, len(todo) - len(done), parallel)
             name = " ".join(str(value) for value in run.identity.values())
             status = "finished" if record else f"FAILED (exit {returncode}; log {run.log})"

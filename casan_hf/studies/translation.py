@@ -7,19 +7,13 @@ import json
 import statistics
 from pathlib import Path
 
-from ..context import CONTEXT_KINDS
 from ..translation import LENGTH_BUCKETS, bucket_name
-from .arms import CONTEXT_OPTIONS, arm_order, check_cells
+from .arms import CONTEXT_OPTIONS, arm_order, check_cells, study_variants
 from .gates import final_gates, mean_gates
 from .paired import Comparison, paired_table
 
 
 TWIN = "none"
-
-
-def variants():
-    """The arms' context types in the tables' order: `none`, then each kind of `CONTEXT_KINDS` as it is now."""
-    return (TWIN, *(context_type for context_type in CONTEXT_KINDS if context_type != TWIN))
 
 
 CROSS_ENTROPY = "cross-entropy per target token (nats, no label smoothing; lower is better)"
@@ -111,7 +105,7 @@ def budgets(records):
 
 def present_variants(records):
     """The arms of `records`, by name, in the table's order."""
-    return sorted({record["variant"] for record in records}, key=arm_order(variants()))
+    return sorted({record["variant"] for record in records}, key=arm_order(study_variants((TWIN,))))
 
 
 def length_score(first, last):
