@@ -68,6 +68,7 @@ def task_values(items, convert):
 
 
 def make_parser():
+    variants = study_variants(TWINS)
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_sweep_arguments(parser, "glue")
     parser.add_argument("--model_name_or_path", required=True)
@@ -77,10 +78,10 @@ def make_parser():
         "--arms",
         "--variants",
         nargs="+",
-        type=arm_argument(study_variants(TWINS), option_free=TWINS),
+        type=arm_argument(variants, option_free=TWINS),
         default=DEFAULT_ARMS,
         metavar="VARIANT[:OPTION=VALUE,...]",
-        help=f"The arms: a variant ({', '.join(study_variants(TWINS))}) with the context options it sets, e.g. "
+        help=f"The arms: a variant ({', '.join(variants)}) with the context options it sets, e.g. "
         "deep:context_rank=64 or deep_global:gate_bias_init=0,gate_per_head=true.",
     )
     parser.add_argument("--recipes", nargs="+", choices=list(RECIPES), default=["finetune"])

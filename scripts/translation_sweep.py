@@ -37,6 +37,7 @@ REPOSITORY = RUN_TRANSLATION.parents[1]  # where a --study's results file lives
 
 
 def make_parser():
+    variants = study_variants((TWIN,))
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_sweep_arguments(parser, "translation")
     parser.add_argument("--data_dir", required=True, help="Plain-text <prefix>.<lang> files (Multi30k's layout).")
@@ -46,10 +47,10 @@ def make_parser():
         "--arms",
         "--variants",
         nargs="+",
-        type=arm_argument(study_variants((TWIN,)), option_free=(TWIN,)),
-        default=[Arm(variant) for variant in study_variants((TWIN,))],
+        type=arm_argument(variants, option_free=(TWIN,)),
+        default=[Arm(variant) for variant in variants],
         metavar="VARIANT[:OPTION=VALUE,...]",
-        help=f"The arms: a context type ({', '.join(study_variants((TWIN,)))}) with the context options it sets, e.g. "
+        help=f"The arms: a context type ({', '.join(variants)}) with the context options it sets, e.g. "
         "deep_global:gate_bias_init=0,gate_per_head=true.",
     )
     parser.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3])
