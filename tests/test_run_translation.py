@@ -6,6 +6,7 @@ import json
 import sys
 
 import pytest
+import torch
 from conftest import load_script
 from fresh_process import run_without_casan_hf
 from hub_server import RecordingHubApi
@@ -99,7 +100,8 @@ def test_the_run_records_what_it_received_as_it_starts(trained):
     assert started["settings"]["context_type"] == "deep_global" and started["settings"]["encoder_layers"] == 2
     assert started["settings"]["gate_per_head"] is False and started["settings"]["gate_bias_init"] == -4.0
     assert started["commit"] is None or len(started["commit"].removesuffix("+changes")) == 40
-    assert set(started["versions"]) == {"torch", "transformers"}
+    assert set(started["versions"]) == {"torch", "transformers"} and started["threads"] == torch.get_num_threads()
+    assert started["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
 
 
 def test_a_resumed_run_keeps_its_first_start_and_lists_the_resume(run_translation_module, multi30k_dir, tmp_path):

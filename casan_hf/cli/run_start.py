@@ -34,9 +34,11 @@ def code_commit():
 
 def record_run_start(training_args, settings, resumed_from=None):
     """Writes `run_start.json` into the output folder as a run starts (first process only): the command line as
-    the run received it, the `settings` it resolved it to (e.g. the model's options), the commit of the code and
-    the versions it runs on. A study's record keeps it, so it says what ran rather than what was meant to. A run
-    `resumed_from` a checkpoint keeps the first start and adds this one to its `resumes`."""
+    the run received it, the `settings` it resolved it to (e.g. the model's options), the commit of the code, the
+    versions it runs on, torch's CPU threads and the CPU kernels it picked (another thread count or instruction
+    set sums in another order, and a run's weights drift apart from step one). A study's record keeps it, so it
+    says what ran rather than what was meant to. A run `resumed_from` a checkpoint keeps the first start and adds
+    this one to its `resumes`."""
     if not training_args.should_save:
         return
     started = {
@@ -44,6 +46,8 @@ def record_run_start(training_args, settings, resumed_from=None):
         "settings": settings,
         "commit": code_commit(),
         "versions": {"torch": torch.__version__, "transformers": transformers.__version__},
+        "threads": torch.get_num_threads(),
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
     path = Path(training_args.output_dir) / RUN_START_NAME
