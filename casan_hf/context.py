@@ -6,7 +6,8 @@ query and key take C through its gates (`context_mixer.py`):
     Q^ = (1 - lam_Q) * Q + lam_Q * (C U_Q),    lam_Q = sigmoid(Q v_Q^H + (C U_Q) v_Q^C + b_Q)
 
 What each context type is lives in one table, `CONTEXT_KINDS`, whose rows everything else reads. The encoder
-builds C layer by layer: `context_source` is what a layer input contributes, `layer_context` assembles a layer's C.
+builds C layer by layer by its `ContextPlan`, computed once from the config: `context_source` is what a layer input
+contributes, `layer_context` assembles a layer's C.
 """
 
 from collections.abc import Callable
@@ -96,36 +97,45 @@ def masked_mean(hidden_states, token_mask=None, weights=None):
     return torch.bmm(weights, hidden_states).squeeze(1)
 
 
-def feeds_context(config, layer_index):
-    """Whether the input of layer `layer_index` is read by the context of this or a later layer with context."""
-    kind = context_kind(config)
-    return any(
-        config.layer_has_context(later) and layer_index in kind.reads(later)
-        for later in range(layer_index, config.num_hidden_layers)
-    )
+@dataclass(frozen=True)
+class ContextPlan:
+    """Which layer inputs each layer's context reads, fixed by the config when the encoder is built, so that a forward
+    asks the config nothing: `reads[l]` the layers whose inputs make C of layer l (empty where it takes none),
+    `feeds[i]` whether some layer reads the input of layer i, `per_token` the kind's."""
 
+    per_token: bool
+    reads: tuple[tuple[int, ...], ...]
+    feeds: tuple[bool, ...]
 
-def context_source(config, layer_index, hidden_states, weights):
-    """What the input of layer `layer_index` contributes to the context: the input itself for a per-token kind
-    (deep), its masked mean for a sentence-level one (`weights` from `mean_weights`), nothing where no layer
-    reads it."""
-    if not feeds_context(config, layer_index):
-        return None
-    if context_kind(config).per_token:
-        return hidden_states
-    return masked_mean(hidden_states, weights=weights)
+    @classmethod
+    def from_config(cls, config):
+        kind = context_kind(config)
+        layers = range(config.num_hidden_layers)
+        reads = tuple(tuple(kind.reads(layer)) if config.layer_has_context(layer) else () for layer in layers)
+        return cls(kind.per_token, reads, tuple(any(layer in read for read in reads) for layer in layers))
 
+    @property
+    def sentence_means(self):
+        """Whether some layer reads a masked mean, so that the forward builds `mean_weights`."""
+        return not self.per_token and any(self.feeds)
 
-def layer_context(config, layer_index, sources):
-    """The context C of layer `layer_index` (0-based) from `sources[i]`, the `context_source` of layer i's input,
-    as a tuple of tensors (empty where the layer takes none; a tuple, because the layers take it as positional
-    arguments, which alone reentrant activation checkpointing sees): per token (deep), the inputs its kind reads,
-    each `(batch, n, d)`, never concatenated; per sentence, their means concatenated, `(batch, d_c)`."""
-    if not config.layer_has_context(layer_index):
-        return ()
-    kind = context_kind(config)
-    read = [sources[index] for index in kind.reads(layer_index)]
-    return tuple(read) if kind.per_token else (read[0] if len(read) == 1 else torch.cat(read, dim=-1),)
+    def context_source(self, layer_index, hidden_states, weights):
+        """What the input of layer `layer_index` contributes to the context: the input itself for a per-token kind
+        (deep), its masked mean for a sentence-level one (`weights` from `mean_weights`), nothing where no layer
+        reads it."""
+        if not self.feeds[layer_index]:
+            return None
+        return hidden_states if self.per_token else masked_mean(hidden_states, weights=weights)
+
+    def layer_context(self, layer_index, sources):
+        """The context C of layer `layer_index` (0-based) from `sources[i]`, the `context_source` of layer i's input,
+        as a tuple of tensors (empty where the layer takes none; a tuple, because the layers take it as positional
+        arguments, which alone reentrant activation checkpointing sees): per token (deep), the inputs its kind
+        reads, each `(batch, n, d)`, never concatenated; per sentence, their means concatenated, `(batch, d_c)`."""
+        read = self.reads[layer_index]
+        if not read or self.per_token:
+            return tuple(sources[index] for index in read)
+        return (sources[read[0]] if len(read) == 1 else torch.cat([sources[index] for index in read], dim=-1),)
 
 
 def check_encoder_inputs(input_ids, inputs_embeds, attention_mask):
@@ -139,15 +149,15 @@ def check_encoder_inputs(input_ids, inputs_embeds, attention_mask):
         )
 
 
-def run_layers_with_context(config, layers, hidden_states, attention_mask, token_mask, **kwargs):
-    """Runs `layers` in turn, each with its `layer_context` as positional arguments (so that checkpointing sees
-    them): the loop of every context-aware encoder (BERT's, Marian's). `attention_mask` is what the layers take,
-    `token_mask` the `(batch, n)` 0/1 mask of the real tokens that the masked means average over."""
-    sentence_means = not context_kind(config).per_token and any(map(config.layer_has_context, range(len(layers))))
-    weights = mean_weights(token_mask, hidden_states.dtype) if sentence_means else None
+def run_layers_with_context(plan, layers, hidden_states, attention_mask, token_mask, **kwargs):
+    """Runs `layers` in turn, each with its context (`plan`, the encoder's `ContextPlan`) as positional arguments
+    (so that checkpointing sees them): the loop of every context-aware encoder (BERT's, Marian's). `attention_mask`
+    is what the layers take, `token_mask` the `(batch, n)` 0/1 mask of the real tokens that the masked means
+    average over."""
+    weights = mean_weights(token_mask, hidden_states.dtype) if plan.sentence_means else None
     sources = []
-    for layer_idx, layer_module in enumerate(layers):
-        sources.append(context_source(config, layer_idx, hidden_states, weights))
-        context = layer_context(config, layer_idx, sources)
+    for layer_index, layer_module in enumerate(layers):
+        sources.append(plan.context_source(layer_index, hidden_states, weights))
+        context = plan.layer_context(layer_index, sources)
         hidden_states = layer_module(hidden_states, attention_mask, *context, **kwargs)
     return hidden_states

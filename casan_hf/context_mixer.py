@@ -4,8 +4,9 @@ and the self-attention that uses them (BERT's and Marian's encoders share `self_
     Q^ = (1 - lam_Q) * Q + lam_Q * (C U_Q),    lam_Q = sigmoid(Q v_Q^H + (C U_Q) v_Q^C + b_Q)
 
 and the same for K, on the full d-dimensional Q and K before the head split (`gate_per_head`: a gate per head,
-`CasanContextMixer.forward`); the 1/sqrt(d_head) scaling is left to the attention function, as in BERT. Two fused
-autograd functions (`_SplitProjection`, `_GateAndMix`) compute it with a hand-written backward.
+`CasanContextMixer.forward`); the 1/sqrt(d_head) scaling is left to the attention function, as in BERT. The gate
+and the mix are plain operators, so autograd differentiates them; deep context's C U has a hand-written backward
+(`_SplitProjection`).
 """
 
 import torch
@@ -72,90 +73,6 @@ class _SplitProjection(torch.autograd.Function):
         return grad_weight, *grad_sources
 
 
-def _gate_and_mix(plain, projected, gate_hidden, gate_context, gate_bias):
-    """The dynamic gate and the mix of every target at once: `plain` `(T, batch, n, d)`, `projected` (C U)
-    `(T, batch, rows, d)` with rows 1 (sentence context, broadcast) or n. Returns the mixed states and the gates
-    `(T, batch, n, 1)`.
-
-    lambda = sigmoid(X v^H + (C U) v^C + b): the context side once per sentence (or token) by one batched
-    matrix-vector product with the bias, the hidden side by a second one, which adds the first when both
-    have a row per token.
-    """
-    num_targets, batch, n, d = plain.shape
-    rows = projected.shape[2]
-    context_logits = torch.baddbmm(
-        gate_bias[:, None, None], projected.reshape(num_targets, batch * rows, d), gate_context[..., None]
-    )
-    hidden = plain.view(num_targets, batch * n, d)
-    if rows == n:
-        logits = torch.baddbmm(context_logits, hidden, gate_hidden[..., None])
-    else:
-        logits = torch.bmm(hidden, gate_hidden[..., None]).view(num_targets, batch, n)
-        logits = logits + context_logits.view(num_targets, batch, 1)
-    gate = torch.sigmoid(logits.view(num_targets, batch, n, 1))
-    return torch.lerp(plain, projected, gate), gate
-
-
-class _GateAndMix(torch.autograd.Function):
-    """`_gate_and_mix` with a backward of its own, for training: the gradients of lerp, sigmoid and both
-    logit products in 11-12 operators for all targets, where autograd runs about 18 (lerp's backward alone
-    is 7, each broadcast input's gradient reduced on its own). Under autocast it computes in the autocast
-    dtype, as the operators would. Its backward is not differentiable again (no double backward)."""
-
-    @staticmethod
-    def forward(ctx, plain, projected, gate_hidden, gate_context, gate_bias):
-        device_type = plain.device.type
-        dtype = _autocast_dtype(device_type)
-        if dtype is not None:
-            plain, projected = plain.to(dtype), projected.to(dtype)
-            gate_hidden, gate_context, gate_bias = gate_hidden.to(dtype), gate_context.to(dtype), gate_bias.to(dtype)
-        with torch.autocast(device_type, enabled=False):
-            mixed, gate = _gate_and_mix(plain, projected, gate_hidden, gate_context, gate_bias)
-        ctx.save_for_backward(plain, projected, gate, gate_hidden, gate_context)
-        ctx.set_materialize_grads(False)
-        return mixed, gate
-
-    @staticmethod
-    @once_differentiable
-    def backward(ctx, grad_mixed, grad_gate):
-        plain, projected, gate, gate_hidden, gate_context = ctx.saved_tensors
-        num_targets, batch, n, d = plain.shape
-        rows = projected.shape[2]
-        if grad_mixed is None:
-            grad_mixed = torch.zeros_like(plain)
-        grad_mixed = grad_mixed.to(plain.dtype).contiguous()
-        # d lambda = <dY, C U - X>, then through the sigmoid
-        grad_logits = (grad_mixed * (projected - plain)).sum(-1, keepdim=True)
-        if grad_gate is not None:
-            grad_logits = grad_logits + grad_gate.to(grad_logits.dtype)
-        grad_logits = torch.ops.aten.sigmoid_backward(grad_logits, gate).view(num_targets, batch * n, 1)
-        # dX = (1 - lambda) dY + dz v^H
-        grad_plain = torch.addcmul(grad_mixed, grad_mixed, gate, value=-1).view(num_targets, batch * n, d)
-        grad_plain.baddbmm_(grad_logits, gate_hidden[:, None, :])
-        # d(C U) = sum over the broadcast rows of lambda dY, plus dz_context v^C
-        if rows == n:
-            grad_projected = (grad_mixed * gate).view(num_targets, batch * n, d)
-            grad_context_logits = grad_logits
-        else:
-            grad_projected = torch.bmm(
-                gate.view(num_targets * batch, 1, n), grad_mixed.view(num_targets * batch, n, d)
-            )
-            grad_projected = grad_projected.view(num_targets, batch, d)
-            grad_context_logits = grad_logits.view(num_targets, batch, n).sum(-1, keepdim=True)
-        grad_projected.baddbmm_(grad_context_logits, gate_context[:, None, :])
-        grad_gate_hidden = torch.bmm(grad_logits.transpose(1, 2), plain.view(num_targets, batch * n, d))
-        flat_projected = projected.reshape(num_targets, batch * rows, d)
-        grad_gate_context = torch.bmm(grad_context_logits.transpose(1, 2), flat_projected)
-        grad_gate_bias = grad_context_logits.sum((1, 2))
-        return (
-            grad_plain.view_as(plain),
-            grad_projected.view(projected.shape),
-            grad_gate_hidden.squeeze(1),
-            grad_gate_context.squeeze(1),
-            grad_gate_bias,
-        )
-
-
 def gates_shape(config, batch, n):
     """The shape of a layer's gates: `(batch, 2, n)`, or `(batch, 2, heads, n)` with `gate_per_head`."""
     heads = (config.num_attention_heads,) if config.gate_per_head else ()
@@ -164,19 +81,21 @@ def gates_shape(config, batch, n):
 
 def self_attention_with_context(attention, projections, hidden_states, attention_mask, context, dropout, **kwargs):
     """A context-aware layer's self-attention (BERT's and Marian's): its query and key `projections` take the
-    `context` through the `attention` module's `context_mixer`, then `config._attn_implementation` attends (with
-    `dropout` in training). Returns the heads' outputs joined `(batch, n, d)`, the weights (eager only) and the
-    gates (`gates_shape`; zero where a layer takes none: no mixer, or deep's first layer with its empty context)."""
+    `context` (the layer's `ContextPlan.layer_context`, empty where it takes none) through the `attention` module's
+    `context_mixer`, then `config._attn_implementation` attends (with `dropout` in training). Returns the heads'
+    outputs joined `(batch, n, d)`, the weights (eager only) and the gates (`gates_shape`; zero where a layer takes
+    none), these only when `output_context_gates` asks for them (else None: nothing is computed for them)."""
     query_projection, key_projection, value_projection = projections
     query, key = query_projection(hidden_states), key_projection(hidden_states)
-    if attention.context_mixer is not None and context:
-        query, key, gates = attention.context_mixer(query, key, context)
+    return_gates = kwargs.get("output_context_gates", False)
+    if context:
+        query, key, gates = attention.context_mixer(query, key, context, return_gates)
     else:
-        gates = query.new_zeros(gates_shape(attention.config, query.shape[0], query.shape[1]))
+        gates = query.new_zeros(gates_shape(attention.config, *query.shape[:2])) if return_gates else None
     hidden_shape = (*hidden_states.shape[:-1], -1, attention.head_dim)
-    query, key, value = (
-        states.view(hidden_shape).transpose(1, 2) for states in (query, key, value_projection(hidden_states))
-    )
+    query = query.view(hidden_shape).transpose(1, 2)
+    key = key.view(hidden_shape).transpose(1, 2)
+    value = value_projection(hidden_states).view(hidden_shape).transpose(1, 2)
     interface = attention_function(
         ALL_ATTENTION_FUNCTIONS, attention.config._attn_implementation, eager_attention_forward
     )
@@ -187,44 +106,28 @@ def self_attention_with_context(attention, projections, hidden_states, attention
     return output.reshape(*hidden_states.shape[:-1], -1).contiguous(), weights, gates
 
 
-def _heads_as_batch(states, heads):
-    """`(T, batch, rows, d) -> (T, batch * heads, rows, d / heads)`: each head's slice as a sentence of its own,
-    so that the gate and the mix, written for one gate per row, give one gate per row and head (`states` itself
-    when `heads` is 1)."""
-    if heads == 1:
-        return states
-    num_targets, batch, rows, d = states.shape
-    per_head = states.view(num_targets, batch, rows, heads, d // heads).transpose(2, 3).contiguous()
-    return per_head.view(num_targets, batch * heads, rows, d // heads)
-
-
-def _heads_back(states, heads):
-    """The inverse of `_heads_as_batch`: `(T, batch * heads, n, d / heads) -> (T, batch, n, d)`."""
-    if heads == 1:
-        return states
-    num_targets, batch_heads, n, head_size = states.shape
-    per_head = states.view(num_targets, batch_heads // heads, heads, n, head_size).transpose(2, 3)
-    return per_head.reshape(num_targets, batch_heads // heads, n, heads * head_size)
-
-
 class CasanContextMixer(nn.Module):
     """Projects a layer's context (C U) and gates it into the query and/or key.
 
     The targets share one projection matrix, so both come out of a single matmul. Sentence-level context is a
     `(batch, d_c)` tensor, one small matmul per sentence; per-token context is the tuple of earlier layer inputs,
-    projected as a sum of per-layer products so that their `n x d_c` concatenation is never built.
+    projected as a sum of per-layer products so that their `n x d_c` concatenation is never built. Everything the
+    config decides is fixed in `__init__`: a forward reads no config.
     """
 
     def __init__(self, config, context_size):
         super().__init__()
         self.hidden_size = config.hidden_size
         self.per_token = context_kind(config).per_token
-        self.targets = config.context_targets
+        self.targets = tuple(target for target in CONTEXT_TARGETS if target in config.context_targets)
         self.rank = config.context_rank
         self.dynamic = config.gate == "dynamic"
         self.fixed_gate = config.fixed_gate
         self.gate_heads = config.num_attention_heads if config.gate_per_head else 1
         self.gate_per_head = config.gate_per_head
+        # The gate channels a lone target leaves empty, as F.pad's (before, after) on the channel dimension.
+        channel = CONTEXT_TARGETS.index(self.targets[0])
+        self.missing_channels = (channel, len(CONTEXT_TARGETS) - len(self.targets) - channel)
         num_targets = len(self.targets)
 
         # Full rank: U_Q and U_K stacked, (T * d) x d_c. Low rank (U = A B): A_Q and A_K stacked,
@@ -254,16 +157,17 @@ class CasanContextMixer(nn.Module):
             init.constant_(self.gate_bias, gate_bias_init)
 
     def project(self, context):
-        """C U for every target from `layer_context`'s tuple, targets first: `(T, batch, 1, d)` for sentence
-        context, `(T, batch, n, d)` for deep (a view of the product's `(batch, rows, T * d)` layout)."""
+        """C U for every target from the layer's context tuple, targets first: `(T, batch, 1, d)` for sentence
+        context, `(T, batch, n, d)` for deep (full rank: a view of the product's `(batch, rows, T * d)` layout)."""
         if not self.per_token:
             (sentence,) = context
-            projected = F.linear(sentence, self.context_weight).unsqueeze(1)
+            batch, rows = sentence.shape[0], 1
+            projected = F.linear(sentence, self.context_weight)
         else:
             # addmm adds each source's product into the running sum. Compiled, the plain operators are traced: dynamo
             # cannot trace the custom backward's writes into column blocks of the gradient (`out=` a view).
-            rows = context[0].shape[:-1]
-            sources = [hidden_states.flatten(0, -2) for hidden_states in context]
+            batch, rows = context[0].shape[:2]
+            sources = [hidden_states.view(batch * rows, -1) for hidden_states in context]
             custom_backward = torch.is_grad_enabled() and not torch.compiler.is_compiling()
             if custom_backward and any(t.requires_grad for t in (self.context_weight, *sources)):
                 projected = _SplitProjection.apply(self.context_weight, *sources)
@@ -272,52 +176,73 @@ class CasanContextMixer(nn.Module):
                 projected = F.linear(sources[0], weights[0])
                 for hidden_states, weight in zip(sources[1:], weights[1:], strict=True):
                     projected = torch.addmm(projected, hidden_states, weight.t())
-            projected = projected.unflatten(0, rows)
-        batch, rows = projected.shape[:2]
         num_targets = len(self.targets)
         if self.rank is None:
-            return projected.unflatten(-1, (num_targets, -1)).permute(2, 0, 1, 3)
+            return projected.view(batch, rows, num_targets, self.hidden_size).permute(2, 0, 1, 3)
         # (T, batch * rows, r) @ (T, r, d): one batched product for every target.
-        low = projected.reshape(batch * rows, num_targets, self.rank).transpose(0, 1)
-        return torch.bmm(low, self.context_up).unflatten(1, (batch, rows))
+        low = projected.view(batch * rows, num_targets, self.rank).transpose(0, 1)
+        return torch.bmm(low, self.context_up).view(num_targets, batch, rows, self.hidden_size)
 
-    def forward(self, query, key, context):
+    def gate(self, plain, projected):
+        """lambda = sigmoid(X v^H + (C U) v^C + b) for every target, token and head: `(T, batch, n * heads, 1)`,
+        the heads last.
+
+        Each head's d_head-slice of X (and C U) is a row of its own (one row per token with a shared gate), so that
+        one batched matrix-vector product per side gives every target's logits: the context side once per sentence
+        (or token), with the bias; a per-token context adds it into the hidden side's product."""
+        num_targets, batch, n, d = plain.shape
+        head_size = d // self.gate_heads
+        hidden = plain.view(num_targets, -1, head_size)
+        context_rows = projected.reshape(num_targets, -1, head_size)
+        logits = torch.baddbmm(self.gate_bias.view(num_targets, 1, 1), context_rows, self.gate_context.unsqueeze(-1))
+        if self.per_token:
+            return torch.sigmoid(torch.baddbmm(logits, hidden, self.gate_hidden.unsqueeze(-1)))
+        hidden_logits = torch.bmm(hidden, self.gate_hidden.unsqueeze(-1)).view(num_targets, batch, -1, self.gate_heads)
+        return torch.sigmoid(hidden_logits + logits.view(num_targets, batch, 1, self.gate_heads))
+
+    def forward(self, query, key, context, return_gates=True):
         """Mixes the context into the targets among `query` and `key` (each `(batch, n, d)`).
 
-        Returns the mixed query and key (a target without context comes back as it was) and the gates
-        `(batch, 2, n)`, or `(batch, 2, heads, n)` with `gate_per_head`: channel 0 lambda_Q, channel 1 lambda_K,
-        0 for a target that takes no context.
+        Returns the mixed query and key (a target without context comes back as it was) and the gates `(batch, 2,
+        n)`, or `(batch, 2, heads, n)` with `gate_per_head`: channel 0 lambda_Q, channel 1 lambda_K, 0 for a target
+        that takes no context (None with `return_gates=False`: the attention asks for them only when they are
+        returned).
 
         The targets' states are stacked first, `(T, batch, n, d)`, so that each step of the gate and the mix (and
-        its backward) is one operator for both and the mixed query and key are contiguous slices of one tensor.
-        With `gate_per_head` (the authors' code), each head's d_head-slice of Q (or K) and of C U is gated as a
-        sentence of its own (`_heads_as_batch`), by the same kernels, with v^H and v^C of d_head shared by the heads.
+        its backward) is one operator for both and the mixed query and key are slices of one tensor. With
+        `gate_per_head` (the authors' code), each head's d_head-slice of Q (or K) and of C U has a gate of its own,
+        from the v^H and v^C of d_head that every head shares.
         """
-        states = {"query": query, "key": key}
-        if len(self.targets) == 1:
-            plain = states[self.targets[0]].unsqueeze(0)
+        if len(self.targets) == 2:
+            plain = torch.stack((query, key))
         else:
-            plain = torch.stack([states[target] for target in self.targets])
-        num_targets, batch, n, _ = plain.shape
+            plain = (query if self.targets[0] == "query" else key).unsqueeze(0)
+        num_targets, batch, n, d = plain.shape
         projected = self.project(context)  # (T, batch, 1 or n, d)
         if self.dynamic:
+            gate = self.gate(plain, projected)
             heads = self.gate_heads
-            parameters = (self.gate_hidden, self.gate_context, self.gate_bias)
-            plain_rows, projected_rows = _heads_as_batch(plain, heads), _heads_as_batch(projected, heads)
-            if torch.is_grad_enabled() and any(t.requires_grad for t in (plain, projected, *parameters)):
-                mixed, gate = _GateAndMix.apply(plain_rows, projected_rows, *parameters)
+            if heads == 1:
+                mixed = torch.lerp(plain, projected, gate.view(num_targets, batch, n, 1))
             else:
-                mixed, gate = _gate_and_mix(plain_rows, projected_rows, *parameters)
-            mixed, gate = _heads_back(mixed, heads), gate.view(num_targets, batch, heads, n)
+                per_head = (num_targets, batch, -1, heads, d // heads)
+                mixed = torch.lerp(plain.view(per_head), projected.view(per_head), gate.view(*per_head[:-1], 1))
+                mixed = mixed.view(plain.shape)
         else:
-            gate = plain.new_full((num_targets, batch, 1, n), self.fixed_gate)
             mixed = torch.lerp(plain, projected, self.fixed_gate)
-        for target, state in zip(self.targets, mixed.unbind(0), strict=True):
-            states[target] = state
-        gates = gate.transpose(0, 1)  # (batch, T, heads, n)
+        if len(self.targets) == 2:
+            query, key = mixed
+        elif self.targets[0] == "query":
+            query = mixed[0]
+        else:
+            key = mixed[0]
+        if not return_gates:
+            return query, key, None
+        if not self.dynamic:
+            gate = plain.new_full((num_targets, batch, n), self.fixed_gate)
+        gates = gate.view(num_targets, batch, n, -1).permute(1, 0, 3, 2)  # (batch, T, heads, n)
         if not self.gate_per_head:
             gates = gates.squeeze(2)
         if len(self.targets) < len(CONTEXT_TARGETS):
-            channel = CONTEXT_TARGETS.index(self.targets[0])
-            gates = F.pad(gates, (0, 0) * (gates.dim() - 2) + (channel, len(CONTEXT_TARGETS) - 1 - channel))
-        return states["query"], states["key"], gates
+            gates = F.pad(gates, (0, 0) * (gates.dim() - 2) + self.missing_channels)
+        return query, key, gates

@@ -75,7 +75,7 @@ from .configuration_casan import (
     check_saved_weights,
     checkpoint_config,
 )
-from .context import check_encoder_inputs, run_layers_with_context
+from .context import ContextPlan, check_encoder_inputs, run_layers_with_context
 from .context_mixer import CasanContextMixer, self_attention_with_context
 from .families import FAMILIES, HEADS, get_family, get_head
 from .options import OPTION_CHECKS
@@ -244,10 +244,12 @@ class CasanEncoder(nn.Module):
     def __init__(self, config):
         super().__init__()
         self.config = config
+        self.context_plan = ContextPlan.from_config(config)
         self.layer = nn.ModuleList([CasanLayer(config, layer_idx=i) for i in range(config.num_hidden_layers)])
 
     def forward(self, hidden_states, attention_mask=None, token_mask=None, **kwargs: Unpack[TransformersKwargs]):
-        return run_layers_with_context(self.config, self.layer, hidden_states, attention_mask, token_mask, **kwargs)
+        plan = self.context_plan
+        return run_layers_with_context(plan, self.layer, hidden_states, attention_mask, token_mask, **kwargs)
 
 
 class CasanPreTrainedModel(FullyShardedLoading, PreTrainedModel):

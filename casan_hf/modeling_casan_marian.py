@@ -34,7 +34,7 @@ from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 from .compat import FullyShardedLoading
 from .configuration_casan import check_saved_weights, checkpoint_config
 from .configuration_casan_marian import CasanMarianConfig
-from .context import check_encoder_inputs, run_layers_with_context
+from .context import ContextPlan, check_encoder_inputs, run_layers_with_context
 from .context_mixer import CasanContextMixer, self_attention_with_context
 
 
@@ -167,6 +167,7 @@ class CasanMarianEncoder(CasanMarianPreTrainedModel):
         self.embed_positions = MarianSinusoidalPositionalEmbedding(
             config.max_position_embeddings, config.d_model, config.pad_token_id
         )
+        self.context_plan = ContextPlan.from_config(config)
         self.layers = nn.ModuleList([CasanMarianEncoderLayer(config, i) for i in range(config.encoder_layers)])
         self.post_init()
 
@@ -184,7 +185,7 @@ class CasanMarianEncoder(CasanMarianPreTrainedModel):
             config=self.config, inputs_embeds=inputs_embeds, attention_mask=attention_mask
         )
         hidden_states = run_layers_with_context(
-            self.config, self.layers, hidden_states, extended_mask, attention_mask, **kwargs
+            self.context_plan, self.layers, hidden_states, extended_mask, attention_mask, **kwargs
         )
         return CasanMarianEncoderOutput(last_hidden_state=hidden_states)
 

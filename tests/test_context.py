@@ -6,7 +6,7 @@ from tiny_models import CONTEXT_TYPES, padded_batch, tiny_config
 from torch.nn import functional as F
 
 from casan_hf import FAMILIES, CasanConfig, CasanModel, casan_class
-from casan_hf.context import layer_context
+from casan_hf.context import ContextPlan
 from casan_hf.context_mixer import CasanContextMixer
 
 
@@ -196,9 +196,10 @@ def test_layers_without_context_still_feed_later_layers(context_type):
     sources = [torch.full((1, 4, 32), float(index)) for index in range(3)]
     if context_type == "deep_global":
         sources = [source[:, 0] for source in sources]
-    context = layer_context(config, 2, sources)
+    plan = ContextPlan.from_config(config)
+    context = plan.layer_context(2, sources)
     if context_type == "deep":
         assert len(context) == 2 and [float(part[0, 0, 0]) for part in context] == [0.0, 1.0]
     else:
         assert torch.equal(context[0], torch.cat(sources, dim=-1))
-    assert layer_context(config, 1, sources) == ()
+    assert plan.layer_context(1, sources) == ()
