@@ -42,23 +42,25 @@ def test_counts_kernels_not_views_nor_composites():
     }
 
 
-def test_casan_none_adds_only_the_zero_gates():
-    """context_type="none" is BERT plus one zero-filled gate tensor per layer."""
+def test_casan_none_runs_exactly_berts_operators():
+    """context_type="none" runs BERT's operators and no others: a context-free layer's zero gates are made only
+    when `output_context_gates` asks for them."""
     bert_options = BertConfig().to_dict()
     config = BertConfig(**{key: value for key, value in tiny_config().to_dict().items() if key in bert_options})
     inputs = {"input_ids": torch.randint(1, 99, (2, 5)), "attention_mask": torch.ones(2, 5, dtype=torch.long)}
     rows = count_table(config, [("none", {"context_type": "none"})], inputs)
     (_, *bert), (_, *none) = rows
-    assert none[2:] == [1.0, 0.0] and none[1] == bert[1]
+    assert none[2:] == [0.0, 0.0] and none[1] == bert[1]
 
 
 def test_context_operators_per_layer_stay_under_their_ceilings():
     """What the context adds per layer (BERT-base's depth, a small width), forward and backward of a training
-    step: at most the counts of the fused mixer (docs/BENCHMARKS.md), so that a change that adds kernels to
-    every layer shows here. Before the fusion: global 11.3 and 51, deep_global 12.3 and 56.5."""
+    step: at most today's counts (docs/BENCHMARKS.md), so that a change that adds kernels to every layer shows here.
+    The gate and mix are differentiated by autograd (5 operators a layer more in the backward than the hand-written
+    backward it replaced, for less host time: docs/BENCHMARKS.md, "The host-bound proxy")."""
     config = small_bert_config(hidden_size=32)
     inputs = {"input_ids": torch.randint(1, 99, (2, 8)), "attention_mask": torch.ones(2, 8, dtype=torch.long)}
-    ceilings = {"global": (8.5, 17.0), "deep_global": (9.5, 22.5), "deep": (10.5, 27.5)}
+    ceilings = {"global": (8.5, 22.0), "deep_global": (9.5, 27.5), "deep": (10.5, 31.5)}
     variants = [(name, {"context_type": name}) for name in ceilings]
     for label, _, _, forward, backward in count_table(config, variants, inputs)[1:]:
         assert forward <= ceilings[label][0] and backward <= ceilings[label][1], (label, forward, backward)
