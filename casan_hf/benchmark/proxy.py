@@ -108,7 +108,7 @@ def run_records(models, variants, inputs, shape, rounds, run, progress=None):
                     "host_us": 1e6 * median_s,
                     "ratio_vs_bert": bert_s / median_s,
                     "extra_us_per_layer": 1e6 * (median_s - bert_s) / shape.layers,
-                    "step_us": [1e6 * step for step in steps],
+                    "step_us": [round(1e6 * step, 1) for step in steps],
                 }
             )
     return records
