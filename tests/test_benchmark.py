@@ -179,3 +179,26 @@ def test_proxy_refuses_bad_flags(argv, message, monkeypatch, capsys):
     with pytest.raises(SystemExit):
         load_script("benchmark").parse_args()
     assert message in capsys.readouterr().err
+
+
+def test_gpu_busy_time_counts_overlapping_kernels_once():
+    from casan_hf.benchmark.step_trace import union_length
+
+    assert union_length([(0, 10), (5, 12), (20, 25), (21, 22)]) == 17
+    assert union_length([]) == 0
+
+
+def test_training_step_profile_dry_runs_on_the_cpu(tmp_path, capsys):
+    """scripts/profile_training_step.py at a toy size on the CPU: the host side only, GPU busy time n/a, a
+    chrome trace per model."""
+    from conftest import load_script, run_main
+
+    args = ["--device", "cpu", "--size", "small", "--seq-len", "8", "--batch-size", "1", "--dtype", "float32",
+            "--warmup", "2", "--steps", "2", "--rows", "3", "--trace-dir", tmp_path]  # fmt: skip
+    run_main(load_script("profile_training_step"), args)
+    output = capsys.readouterr().out
+    assert "## bert: unprofiled step" in output and "## casan global: unprofiled step" in output
+    steps = [line for line in output.splitlines() if line.startswith(("| 1 | ", "| 2 | "))]
+    assert len(steps) == 4 and all(line.endswith("| n/a | n/a | n/a | n/a |") for line in steps)
+    assert "| host operator (self CPU time) |" in output and "aten::" in output
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["bert.json.gz", "global.json.gz"]
