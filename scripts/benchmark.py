@@ -4,6 +4,7 @@
     python scripts/benchmark.py --quick                               # a small subset, about a minute
     python scripts/benchmark.py --device cuda --dtype bfloat16        # on a GPU
     python scripts/benchmark.py --compile reduce-overhead --device cuda   # each model also compiled (CUDA graphs)
+    OMP_NUM_THREADS=1 python scripts/benchmark.py --proxy             # the host-bound proxy of a GPU step
 
 For each size and sequence length the models are built once with the same weights; for each mode they
 run round-robin after warm-up. `ratio` is CASAN's median tokens/s over BERT's (`cpu ratio`: the same
@@ -14,6 +15,11 @@ casan_hf/benchmark/flops.py): the best ratio an implementation can reach.
 `--compile MODE` adds each model's compiled twin (`torch.compile(mode=MODE)`, the same weights) to the
 round-robin; compiled models take their ratio over compiled BERT, and `x eager` is each one's speed over its
 own eager run. Compilation (and CUDA-graph recording) happens in the warm-up rounds, outside the timing.
+
+`--proxy` measures instead the host work per layer that a host-bound GPU step pays (casan_hf/benchmark/proxy.py):
+BERT-base's depth at width 64, batch 1 x sequence 8, one thread, thread CPU time, in eager inference, eager
+training and compiled inference, `--proxy-runs` times; it takes the `--proxy-*` flags, `--compile-backend` and
+`--json`, and none of the others.
 """
 
 import argparse
@@ -25,6 +31,7 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
+from casan_hf.benchmark import proxy
 from casan_hf.benchmark.runner import (
     benchmark_group,
     build_model,
@@ -35,6 +42,7 @@ from casan_hf.benchmark.runner import (
     records_for_group,
     reference_bert,
 )
+from casan_hf.cli.arguments import PositiveInt
 from casan_hf.context import CONTEXT_KINDS
 
 
@@ -66,7 +74,11 @@ def parse_args():
         choices=["default", "reduce-overhead", "max-autotune"],
         help="also time every model compiled in this torch.compile mode",
     )
-    parser.add_argument("--compile-backend", default="inductor", help="torch.compile backend of --compile")
+    parser.add_argument(
+        "--compile-backend",
+        default="inductor",
+        help="torch.compile backend of --compile and of --proxy's compiled mode",
+    )
     parser.add_argument(
         "--warmup", type=int, help=f"untimed rounds before the memory round (1; {COMPILED_WARMUP} with --compile)"
     )
@@ -74,7 +86,19 @@ def parse_args():
     parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
     parser.add_argument("--json", type=Path, help="write one record per measurement here")
     parser.add_argument("--quick", action="store_true", help="minilm, sequence 128, batch 1, 2 rounds")
+    shape = proxy.ProxyShape()
+    group = parser.add_argument_group("the host-bound proxy (--proxy)")
+    group.add_argument("--proxy", action="store_true", help="measure the host-bound proxy of a GPU step instead")
+    group.add_argument("--proxy-layers", type=PositiveInt, default=shape.layers, help="BERT layers")
+    group.add_argument(
+        "--proxy-hidden", type=PositiveInt, default=shape.hidden, help="hidden size (a head per 64, FFN 4x)"
+    )
+    group.add_argument("--proxy-batch", type=PositiveInt, default=shape.batch, help="batch size")
+    group.add_argument("--proxy-seq", type=PositiveInt, default=shape.seq, help="sequence length (at most 512)")
+    group.add_argument("--proxy-rounds", type=PositiveInt, default=300, help="timed rounds per mode and run")
+    group.add_argument("--proxy-runs", type=PositiveInt, default=3, help="whole measurements; medians over them")
     args = parser.parse_args()
+    check_proxy_args(parser, args)
     if args.quick:
         args.sizes, args.seq_lens, args.batch_size, args.repeats = ["minilm"], [128], 1, 2
     if args.warmup is None:
@@ -85,6 +109,40 @@ def parse_args():
             "(reduce-overhead) are recorded on the calls after it; timing them would time the compiler."
         )
     return args
+
+
+def check_proxy_args(parser, args):
+    """The proxy has a setup of its own: the other measurement flags beside `--proxy`, or `--proxy-*` flags
+    without it, are refused rather than ignored."""
+    shared = {"help", "proxy", "json", "compile_backend"}
+    changed = [
+        action.option_strings[0]
+        for action in parser._actions
+        if action.dest not in shared and getattr(args, action.dest) != action.default
+    ]
+    proxy_flags = [flag for flag in changed if flag.startswith("--proxy-")]
+    other_flags = [flag for flag in changed if not flag.startswith("--proxy-")]
+    if not args.proxy:
+        if proxy_flags:
+            parser.error(f"{' '.join(proxy_flags)}: only with --proxy")
+        return
+    if other_flags:
+        parser.error(f"--proxy has a setup of its own and does not take {' '.join(other_flags)} (see --proxy-*)")
+    if args.proxy_seq > 512:
+        parser.error(f"--proxy-seq {args.proxy_seq}: at most 512 (BERT's positions)")
+    heads = max(1, args.proxy_hidden // 64)
+    if args.proxy_hidden % heads:
+        parser.error(f"--proxy-hidden {args.proxy_hidden}: not a multiple of its {heads} heads (one per 64)")
+
+
+def run_proxy(args):
+    """The proxy's table (medians over the runs, then each run's ratios) and, with `--json`, its raw records."""
+    shape = proxy.ProxyShape(args.proxy_layers, args.proxy_hidden, args.proxy_batch, args.proxy_seq)
+    progress = tqdm(total=proxy.progress_steps(args.proxy_rounds, args.proxy_runs), unit="step", desc="proxy")
+    records = proxy.measure(shape, args.proxy_rounds, args.proxy_runs, args.compile_backend, progress)
+    progress.close()
+    print(proxy.format_summary(records))
+    return records
 
 
 def format_table(records):
@@ -108,10 +166,21 @@ def format_table(records):
     return "\n".join(lines)
 
 
+def write_json(path, records):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(records, indent=1))
+    logger.info(f"wrote {len(records)} records to {path}")
+
+
 def main():
     args = parse_args()
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    if args.proxy:
+        records = run_proxy(args)
+        if args.json:
+            write_json(args.json, records)
+        return
     if args.threads:
         torch.set_num_threads(args.threads)
     device = (
@@ -154,9 +223,7 @@ def main():
         del models
     progress.close()
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(records, indent=1))
-        logger.info(f"wrote {len(records)} records to {args.json}")
+        write_json(args.json, records)
 
 
 if __name__ == "__main__":

@@ -134,3 +134,71 @@ def test_every_compiled_model_keeps_its_own_graphs():
         assert len(twins) == 16 and torch._dynamo.config.recompile_limit >= 4 * 8
     finally:
         torch._dynamo.config.recompile_limit = limit
+
+
+def test_proxy_times_every_model_and_mode_beside_the_controls(tmp_path):
+    """`--proxy` at a toy size (2 layers, 3 rounds, one run; compiled with the eager backend: the tracing, not
+    inductor): one record per model and mode, the controls among them, and the table of medians printed."""
+    path = tmp_path / "proxy.json"
+    command = [sys.executable, str(ROOT / "scripts" / "benchmark.py"), "--proxy", "--proxy-layers", "2",
+               "--proxy-rounds", "3", "--proxy-runs", "1", "--compile-backend", "eager",
+               "--json", str(path)]  # fmt: skip
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    completed = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    records = json.loads(path.read_text())
+    models = ["bert", "bert (control copy)", "casan none (control)", "casan global", "casan deep", "casan deep_global"]
+    modes = ["eager inference", "eager training", "compiled inference"]
+    assert [(record["mode"], record["model"]) for record in records] == [(m, model) for m in modes for model in models]
+    for record in records:
+        assert record["layers"] == 2 and record["threads"] == 1 and len(record["step_us"]) == 3
+        assert record["host_us"] > 0 and record["ratio_vs_bert"] > 0
+        if record["model"] == "bert":
+            assert record["ratio_vs_bert"] == 1.0 and record["extra_us_per_layer"] == 0.0
+        if record["model"].startswith("bert"):
+            assert record["forward_ops_per_layer"] == record["backward_ops_per_layer"] == 0.0
+    assert records[3]["forward_ops_per_layer"] > 0  # global adds operators to every layer
+    rows = [line for line in completed.stdout.splitlines() if line.startswith("| ")]
+    assert len(rows) == 2 * (2 + len(models))  # the medians, then each run's ratios: a header, a rule, a row per model
+    assert "| casan none (control) |" in completed.stdout and "| bert (control copy) |" in completed.stdout
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--proxy", "--proxy-runs", "0"], "--proxy-runs: must be a positive integer, got 0"),
+        (["--proxy", "--proxy-hidden", "193"], "--proxy-hidden 193: not a multiple of its 3 heads"),
+        (["--proxy", "--sizes", "minilm"], "does not take --sizes"),
+        (["--proxy-rounds", "10"], "--proxy-rounds: only with --proxy"),
+    ],
+)
+def test_proxy_refuses_bad_flags(argv, message, monkeypatch, capsys):
+    from conftest import load_script
+
+    monkeypatch.setattr(sys, "argv", ["benchmark.py", *argv])
+    with pytest.raises(SystemExit):
+        load_script("benchmark").parse_args()
+    assert message in capsys.readouterr().err
+
+
+def test_gpu_busy_time_counts_overlapping_kernels_once():
+    from casan_hf.benchmark.step_trace import union_length
+
+    assert union_length([(0, 10), (5, 12), (20, 25), (21, 22)]) == 17
+    assert union_length([]) == 0
+
+
+def test_training_step_profile_dry_runs_on_the_cpu(tmp_path, capsys):
+    """scripts/profile_training_step.py at a toy size on the CPU: the host side only, GPU busy time n/a, a
+    chrome trace per model."""
+    from conftest import load_script, run_main
+
+    args = ["--device", "cpu", "--size", "small", "--seq-len", "8", "--batch-size", "1", "--dtype", "float32",
+            "--warmup", "2", "--steps", "2", "--rows", "3", "--trace-dir", tmp_path]  # fmt: skip
+    run_main(load_script("profile_training_step"), args)
+    output = capsys.readouterr().out
+    assert "## bert: unprofiled step" in output and "## casan global: unprofiled step" in output
+    steps = [line for line in output.splitlines() if line.startswith(("| 1 | ", "| 2 | "))]
+    assert len(steps) == 4 and all(line.endswith("| n/a | n/a | n/a | n/a |") for line in steps)
+    assert "| host operator (self CPU time) |" in output and "aten::" in output
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["bert.json.gz", "global.json.gz"]

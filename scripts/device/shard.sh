@@ -6,12 +6,13 @@
 #   bash scripts/device/shard.sh SHARD --carry     the folders of .device/ the shard needs, one a line
 #   bash scripts/device/shard.sh SHARD --dry-run   on this machine's CPU, with .venv: the same steps at a toy size
 #
-# SHARD: speed (the kernel parity tests on CUDA, the eager benchmark in bf16 and fp32), compiled (bf16, both
-# compile modes), translation (the study at the small preset, four runs at a time), glue (the teaching study's
-# cheap recipes on RTE and MRPC). Each sweep skips the runs that have a record in its results file in
-# docs/results/, so a shard stopped at BUDGET_S goes on in the next job; a translation run cut off resumes from
-# its last epoch's checkpoint, a GLUE run is redone. The results
-# files are written to $OUT: copy them over docs/results/.
+# SHARD: speed (the kernel parity tests on CUDA; the benchmark in bf16 at 128 x 32, eager and compiled with
+# reduce-overhead; the profile of a training step of BERT and CASAN global; then, as the budget allows, compiled
+# with inductor's default mode, bf16 at 512 x 8 and the fp32 pair), translation (the study at the small preset,
+# four runs at a time), glue (the teaching study's cheap recipes on RTE and MRPC). Each sweep skips the runs that
+# have a record in its results file in docs/results/, so a shard stopped at BUDGET_S goes on in the next job; a
+# translation run cut off resumes from its last epoch's checkpoint, a GLUE run is redone. The results files are
+# written to $OUT: copy them over docs/results/.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 SHARD=${1:-}
@@ -21,11 +22,11 @@ BUDGET_S=${BUDGET_S:-540}
 
 carry() {
 	case $SHARD in
-	speed | compiled) echo .device/wheels ;;
+	speed) echo .device/wheels ;;
 	translation) printf '%s\n' .device/wheels .device/multi30k ;;
 	glue) printf '%s\n' .device/wheels .device/minilm .device/glue ;;
 	*)
-		echo "shard.sh: error: unknown shard '$SHARD'; choose speed, compiled, translation or glue" >&2
+		echo "shard.sh: error: unknown shard '$SHARD'; choose speed, translation or glue" >&2
 		exit 2
 		;;
 	esac
@@ -83,11 +84,26 @@ within_budget() {
 
 benchmark() {
 	if [[ $MODE == --dry-run ]]; then
-		set -- "$@" --sizes minilm --seq-lens 16 --batch-size 2 --warmup 1 --repeats 1 --threads 1
+		set -- "$@" --sizes minilm --seq-lens 16 --batch-size 2 --warmup 3 --repeats 1 --threads 1
 	else
 		set -- "$@" --sizes bert-base --warmup 3 --repeats 10
 	fi
 	within_budget $PY scripts/benchmark.py --device "$DEVICE" --rank 64 "$@"
+}
+
+# Compiled: the dry run traces with dynamo's eager backend (inductor would compile for minutes on a CPU).
+compiled() {
+	local backend=()
+	[[ $MODE == --dry-run ]] && backend=(--compile-backend eager)
+	benchmark --dtype bfloat16 --seq-lens 128 --batch-size 32 --compile "$1" "${backend[@]}" --json "$OUT/compiled_$1.json"
+}
+
+# A training step of BERT and CASAN global under torch.profiler: GPU busy time against wall time, into the log (no
+# chrome traces: with them the shard would write more than the 8 files a lent device machine hands back).
+profile_step() {
+	local size=()
+	[[ $MODE == --dry-run ]] && size=(--size small --seq-len 8 --batch-size 2 --steps 1)
+	within_budget $PY scripts/profile_training_step.py --device "$DEVICE" "${size[@]}"
 }
 
 case $SHARD in
@@ -95,16 +111,13 @@ speed)
 	# The context kernels against the paper's formulas (float64) and under bf16 autocast, then sdpa's flash kernel.
 	within_budget $PY -m pytest -q -p no:cacheprovider tests/test_context_kernels.py tests/test_cuda_attention.py \
 		--device "$DEVICE"
-	for dtype in bfloat16 float32; do
-		benchmark --dtype "$dtype" --seq-lens 128 --batch-size 32 --json "$OUT/speed_${dtype}_128x32.json"
-		benchmark --dtype "$dtype" --seq-lens 512 --batch-size 8 --json "$OUT/speed_${dtype}_512x8.json"
-	done
-	;;
-compiled)
-	for mode in default reduce-overhead; do
-		[[ $MODE == --dry-run && $mode == reduce-overhead ]] && continue # CUDA graphs: a GPU's only
-		benchmark --dtype bfloat16 --seq-lens 128 --batch-size 32 --compile "$mode" --json "$OUT/compiled_${mode}.json"
-	done
+	benchmark --dtype bfloat16 --seq-lens 128 --batch-size 32 --json "$OUT/speed_bfloat16_128x32.json"
+	compiled reduce-overhead
+	profile_step
+	compiled default
+	benchmark --dtype bfloat16 --seq-lens 512 --batch-size 8 --json "$OUT/speed_bfloat16_512x8.json"
+	benchmark --dtype float32 --seq-lens 128 --batch-size 32 --json "$OUT/speed_float32_128x32.json"
+	benchmark --dtype float32 --seq-lens 512 --batch-size 8 --json "$OUT/speed_float32_512x8.json"
 	;;
 translation)
 	# The study's grid is its row of casan_hf/studies/catalog.py; --dry-run runs a toy grid of the same sweep.
