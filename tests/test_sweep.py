@@ -19,6 +19,7 @@ from casan_hf.studies import (
     Run,
     SettingsMismatch,
     load_results,
+    mean_gates,
     paired,
     paired_figure,
     paired_interval,
@@ -169,6 +170,20 @@ def test_paired_statistics_against_the_twin():
     rows = [(["twin"], [{"seed": 1, "s": 1.0}], None), (["casan"], [{"seed": 1, "s": 2.0}], [])]
     table = paired_table(Comparison("t: score", ("variant",), rows, lambda r: r["s"]))
     assert "| twin | 1.00 (n=1) | (twin) |" in table and "| casan | 2.00 (n=1) | - |" in table
+
+
+def test_gate_means_count_every_layer_with_context_by_its_config():
+    options = {"context_type": "deep_global", "context_targets": ["query", "key"], "context_layers": None}
+    closed = {"variant": "deep_global", "context_options": options, "gates": {"query": [0.3, 0.6], "key": [0.3, 0.0]}}
+    assert mean_gates([closed]) == "0.450 / 0.150"  # the closed key gate of layer 1 counts
+    # deep's first layer has no earlier layer to read: no context there, though its gates are logged as 0; a record
+    # made before context_options were kept is read by its arm's name.
+    deep = {"variant": "deep", "gates": {"query": [0.0, 0.4], "key": [0.0, 0.2]}}
+    assert mean_gates([deep]) == "0.400 / 0.200"
+    assert mean_gates([closed, deep, {"variant": "none", "gates": None}]) == "0.433 / 0.167"
+    query_only = {**closed, "context_options": {**options, "context_targets": ["query"], "context_layers": [1]}}
+    assert mean_gates([query_only]) == "0.600 / -"
+    assert mean_gates([{"variant": "none", "gates": None}]) == "-"
 
 
 def test_the_figure_draws_each_seeds_difference_to_the_twin_and_their_interval(tmp_path):

@@ -164,7 +164,7 @@ def tables(records):
 
     extra = [
         ("s / step (median)", time_per_step),
-        ("final gates q / k", lambda runs: mean_gates(run["gates"] for run in runs)),
+        ("final gates q / k", mean_gates),
     ]
     text = (
         f"Twin: `{TWIN}`. Scores in %, sacreBLEU (13a) and chrF on detokenized output; cross-entropy in nats per "
