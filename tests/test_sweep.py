@@ -4,8 +4,10 @@ line per run, failed runs named, a record made with other settings not taken for
 against the twin."""
 
 import json
+import math
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import textwrap
@@ -13,11 +15,13 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from scipy import stats
 
 from casan_hf.studies import (
     Comparison,
     Run,
     SettingsMismatch,
+    detectable_difference,
     load_results,
     mean_gates,
     paired,
@@ -27,6 +31,7 @@ from casan_hf.studies import (
     run_sweep,
 )
 from casan_hf.studies.grid import time_left
+from casan_hf.studies.paired import POWER
 
 
 # A stand-in for a training script: writes its seed's score into the folder, or hangs on a seed told to.
@@ -170,6 +175,18 @@ def test_paired_statistics_against_the_twin():
     rows = [(["twin"], [{"seed": 1, "s": 1.0}], None), (["casan"], [{"seed": 1, "s": 2.0}], [])]
     table = paired_table(Comparison("t: score", ("variant",), rows, lambda r: r["s"]))
     assert "| twin | 1.00 (n=1) | (twin) |" in table and "| casan | 2.00 (n=1) | - |" in table
+
+
+def test_the_detectable_difference_is_found_with_80_percent_power():
+    differences = [0.01, 0.03, -0.02, 0.02, 0.0]
+    factor = detectable_difference(differences) / statistics.stdev(differences)
+    assert factor == pytest.approx(1.662, abs=1e-3)  # (t(0.975, 4) + t(0.80, 4)) / sqrt(5)
+    # A true mean difference of that size, with that spread, lands beyond the spread with POWER's probability (its
+    # t statistic is noncentral t, noncentrality factor * sqrt(5)); one of the half-width, little more than half the
+    # time.
+    critical = stats.t.ppf(0.975, 4)
+    assert stats.nct.sf(critical, 4, factor * math.sqrt(5)) == pytest.approx(POWER, abs=0.02)
+    assert 0.5 < stats.nct.sf(critical, 4, critical) < 0.6
 
 
 def test_gate_means_count_every_layer_with_context_by_its_config():
