@@ -4,8 +4,10 @@ line per run, failed runs named, a record made with other settings not taken for
 against the twin."""
 
 import json
+import math
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import textwrap
@@ -13,12 +15,15 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from scipy import stats
 
 from casan_hf.studies import (
     Comparison,
     Run,
     SettingsMismatch,
+    detectable_difference,
     load_results,
+    mean_gates,
     paired,
     paired_figure,
     paired_interval,
@@ -26,6 +31,7 @@ from casan_hf.studies import (
     run_sweep,
 )
 from casan_hf.studies.grid import time_left
+from casan_hf.studies.paired import POWER
 
 
 # A stand-in for a training script: writes its seed's score into the folder, or hangs on a seed told to.
@@ -169,6 +175,32 @@ def test_paired_statistics_against_the_twin():
     rows = [(["twin"], [{"seed": 1, "s": 1.0}], None), (["casan"], [{"seed": 1, "s": 2.0}], [])]
     table = paired_table(Comparison("t: score", ("variant",), rows, lambda r: r["s"]))
     assert "| twin | 1.00 (n=1) | (twin) |" in table and "| casan | 2.00 (n=1) | - |" in table
+
+
+def test_the_detectable_difference_is_found_with_80_percent_power():
+    differences = [0.01, 0.03, -0.02, 0.02, 0.0]
+    factor = detectable_difference(differences) / statistics.stdev(differences)
+    assert factor == pytest.approx(1.662, abs=1e-3)  # (t(0.975, 4) + t(0.80, 4)) / sqrt(5)
+    # A true mean difference of that size, with that spread, lands beyond the spread with POWER's probability (its
+    # t statistic is noncentral t, noncentrality factor * sqrt(5)); one of the half-width, little more than half the
+    # time.
+    critical = stats.t.ppf(0.975, 4)
+    assert stats.nct.sf(critical, 4, factor * math.sqrt(5)) == pytest.approx(POWER, abs=0.02)
+    assert 0.5 < stats.nct.sf(critical, 4, critical) < 0.6
+
+
+def test_gate_means_count_every_layer_with_context_by_its_config():
+    options = {"context_type": "deep_global", "context_targets": ["query", "key"], "context_layers": None}
+    closed = {"variant": "deep_global", "context_options": options, "gates": {"query": [0.3, 0.6], "key": [0.3, 0.0]}}
+    assert mean_gates([closed]) == "0.450 / 0.150"  # the closed key gate of layer 1 counts
+    # deep's first layer has no earlier layer to read: no context there, though its gates are logged as 0; a record
+    # made before context_options were kept is read by its arm's name.
+    deep = {"variant": "deep", "gates": {"query": [0.0, 0.4], "key": [0.0, 0.2]}}
+    assert mean_gates([deep]) == "0.400 / 0.200"
+    assert mean_gates([closed, deep, {"variant": "none", "gates": None}]) == "0.433 / 0.167"
+    query_only = {**closed, "context_options": {**options, "context_targets": ["query"], "context_layers": [1]}}
+    assert mean_gates([query_only]) == "0.600 / -"
+    assert mean_gates([{"variant": "none", "gates": None}]) == "-"
 
 
 def test_the_figure_draws_each_seeds_difference_to_the_twin_and_their_interval(tmp_path):

@@ -1,12 +1,16 @@
 """scripts/translation_sweep.py end to end on a slice of Multi30k: every arm and seed trained, scored with beam
 search and greedily, its record (cross-entropy, scores, scores by length, time per step, the encoder's gates, what
-the run received) in the results file, and the paired tables against `none`."""
+the run received) in the results file, and the paired tables against `none`, the primary metric relative to the
+twin and the runs' time per commit."""
 
 import json
 import subprocess
 import sys
 
 from conftest import REPO_ROOT, load_script
+
+from casan_hf.studies import detectable_difference
+from casan_hf.studies.translation import tables
 
 
 SWEEP = REPO_ROOT / "scripts" / "translation_sweep.py"
@@ -91,3 +95,25 @@ def test_a_run_cut_off_resumes_from_its_last_complete_checkpoint(tmp_path):
     train = run.commands[0]
     assert "--overwrite_output_dir" not in train
     assert train[train.index("--resume_from_checkpoint") + 1] == str(run.folder / "checkpoint-100")
+
+
+def test_the_tables_give_the_primary_metric_relative_to_the_twin_and_the_runs_per_commit():
+    def record(variant, seed, cross_entropy, commit, started, minutes):
+        received = {"commit": commit, "started": started}
+        return {"model_size": "micro", "epochs": 5, "variant": variant, "seed": seed, "gates": None,
+                "test_cross_entropy": cross_entropy, "seconds_per_step": minutes * 60 / 100,
+                "wall_seconds": minutes * 60, "received": received}  # fmt: skip
+
+    first, second = "a" * 40, "b" * 40 + "+changes"
+    records = [
+        record("none", 1, 2.0, first, "2026-11-25T23:00:00+0000", 60),
+        record("none", 2, 2.0, second, "2026-11-26T01:00:00+0000", 30),
+        record("deep", 1, 2.02, first, "2026-11-25T23:00:00+0000", 66),
+        record("deep", 2, 2.04, second, "2026-11-26T01:00:00+0000", 33),
+    ]
+    table = tables(records)
+    assert "lower is better): as % of the twin's mean" in table
+    detectable = 100 * detectable_difference([0.02, 0.04]) / 2.0
+    assert f"| deep | +1.50% | {detectable:.2f}% |" in table
+    assert "| aaaaaaa | 2026-11-25 | 2 | 60.0-66.0 | 36.000-39.600 | 2.1 |" in table
+    assert "| bbbbbbb+changes | 2026-11-26 | 2 | 30.0-33.0 | 18.000-19.800 | 1.1 |" in table

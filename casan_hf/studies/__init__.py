@@ -8,7 +8,16 @@ from .catalog import STUDIES, Study, study_command_lines, study_names
 from .figure import paired_figure
 from .gates import final_gates, mean_gates
 from .grid import Run, SettingsMismatch, add_sweep_arguments, load_results, run_study, run_sweep, write_atomically
-from .paired import Comparison, beyond_the_spread, mean_std, paired, paired_interval, paired_table, won
+from .paired import (
+    Comparison,
+    beyond_the_spread,
+    detectable_difference,
+    mean_std,
+    paired,
+    paired_interval,
+    paired_table,
+    won,
+)
 
 
 __all__ = [
@@ -26,6 +35,7 @@ __all__ = [
     "arm_order",
     "beyond_the_spread",
     "check_cells",
+    "detectable_difference",
     "final_gates",
     "load_results",
     "mean_gates",

@@ -4,6 +4,10 @@ import json
 import statistics
 from pathlib import Path
 
+from ..configuration_casan import CasanConfig
+from ..context import CONTEXT_KINDS, CONTEXT_TARGETS
+from .arms import parse_arm
+
 
 def final_gates(trainer_state):
     """The mean query and key gate of every layer (`{"query": [...], "key": [...]}`) at the last evaluation
@@ -26,11 +30,28 @@ def final_gates(trainer_state):
     return None
 
 
-def mean_gates(gates_of_runs):
-    """`query / key`: the mean gate over the runs and over the layers with context (a layer without reads 0)."""
-    gates = [gates for gates in gates_of_runs if gates]
-    if not gates:
+def context_config(record):
+    """The context options of a record's model as a `CasanConfig` of its encoder's depth: its `context_options`,
+    or, in a record made before they were kept, those its arm's name spells over the defaults."""
+    options = record.get("context_options")
+    if options is None:
+        arm = parse_arm(record["variant"], tuple(CONTEXT_KINDS))
+        options = {"context_type": arm.variant, **dict(arm.options)}
+    return CasanConfig(num_hidden_layers=len(record["gates"]["query"]), **options)
+
+
+def mean_gates(records):
+    """`query / key`: the final gate, mean over the runs and over the layers and targets that have context by
+    each run's config. A gate of a layer with context counts however far it closed; a layer or target without
+    context (deep's first layer) has no gate, though it is logged as 0."""
+    values = {target: [] for target in CONTEXT_TARGETS}
+    for record in records:
+        if not record["gates"]:
+            continue
+        config = context_config(record)
+        for target in config.context_targets:
+            gates = record["gates"][target]
+            values[target] += [gate for layer, gate in enumerate(gates) if config.layer_has_context(layer)]
+    if not any(values.values()):
         return "-"
-    return " / ".join(
-        f"{statistics.mean(value for g in gates for value in g[target] if value):.3f}" for target in ("query", "key")
-    )
+    return " / ".join(f"{statistics.mean(values[t]):.3f}" if values[t] else "-" for t in CONTEXT_TARGETS)

@@ -112,7 +112,7 @@ def tables(classifier_pooling, records):
         return cell
 
     extra = [
-        ("final gates q / k", lambda runs: mean_gates(run["gates"] for run in runs)),
+        ("final gates q / k", mean_gates),
         ("MLM perplexity", summary_of("mlm_perplexity", 2)),
         # The median: one run that shared the machine with more jobs than the others does not move it.
         ("train time (s, median)", summary_of("train_runtime", 0, statistics.median)),

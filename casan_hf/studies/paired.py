@@ -1,6 +1,7 @@
 """Every study's comparison with its twin (the same data, steps, hyper-parameters and seed, without context): per
 metric (a `Comparison`), the mean and spread of each arm, and the per-seed difference to the twin with its mean,
-95% t interval, the seeds won and whether it is beyond the spread, as a markdown table (`paired_table`)."""
+95% t interval, the seeds won, whether it is beyond the spread and the smallest difference the pairs could detect
+(their power), as a markdown table (`paired_table`)."""
 
 import math
 import statistics
@@ -21,6 +22,17 @@ def paired_interval(differences):
     """The mean and std of the per-seed differences to the twin and the half-width of their 95% t interval."""
     mean, std = statistics.mean(differences), statistics.stdev(differences)
     return mean, std, stats.t.ppf(0.975, len(differences) - 1) * std / math.sqrt(len(differences))
+
+
+POWER = 0.80
+
+
+def detectable_difference(differences):
+    """The study's power: the smallest true mean difference that pairs of this spread find beyond the spread
+    (their 95% interval excluding 0) with probability `POWER`, (t(0.975, n-1) + t(POWER, n-1)) / sqrt(n) x sd.
+    A difference of the interval's half-width is found little more than half the time."""
+    n = len(differences)
+    return (stats.t.ppf(0.975, n - 1) + stats.t.ppf(POWER, n - 1)) / math.sqrt(n) * statistics.stdev(differences)
 
 
 def won(difference, lower_is_better=False):
@@ -85,6 +97,7 @@ PAIRED_COLUMNS = [
     "95% CI",
     "seeds won (sign test)",
     "beyond the spread (CI excludes 0)",
+    f"detectable diff ({POWER:.0%} power)",
 ]
 
 
@@ -95,10 +108,11 @@ def paired_table(comparison, extra_columns=()):
     lines = [f"\n### {comparison.title}\n", "| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
     for labels, runs, twin_runs in comparison.rows:
         if twin_runs is None:
-            pair = ["(twin)"] * 4
+            pair = ["(twin)"] * (len(PAIRED_COLUMNS) - 1)  # every column but the score
         else:
             differences = list(comparison.differences(runs, twin_runs).values())
-            pair = paired(differences, comparison.lower_is_better, comparison.digits)
+            power = f"{detectable_difference(differences):.{comparison.digits}f}" if len(differences) > 1 else "-"
+            pair = [*paired(differences, comparison.lower_is_better, comparison.digits), power]
         score_cell = mean_std(list(comparison.scores(runs).values()), comparison.digits)
         cells = [*labels, score_cell, *pair, *(cell(runs) for _, cell in extra_columns)]
         lines.append("| " + " | ".join(cells) + " |")

@@ -1,6 +1,7 @@
 """The translation study's records and tables: what a finished run of `scripts/run_translation.py` leaves in its
 folder becomes a record (`collect`), and the records of a results file become the paired tables of each arm
-against `none` of the same seed, per score and source length (`tables`), and the drawn comparisons
+against `none` of the same seed, per score and source length, with the primary metric relative to the twin, the
+final gates and the runs' time per commit (`tables`: the figures a study's prose quotes), and the drawn comparisons
 (`comparisons`). `scripts/translation_sweep.py` runs the grid."""
 
 import json
@@ -10,7 +11,7 @@ from pathlib import Path
 from ..translation import LENGTH_BUCKETS, bucket_name
 from .arms import CONTEXT_OPTIONS, arm_order, check_cells, study_variants
 from .gates import final_gates, mean_gates
-from .paired import Comparison, paired_table
+from .paired import Comparison, detectable_difference, paired_table
 
 
 TWIN = "none"
@@ -28,6 +29,7 @@ SCORES = (
     ("validation BLEU (beam)", "validation_bleu", False),
 )
 DRAWN = 4
+PRIMARY = SCORES[0][0]  # the metric of the studies' decision rule (docs/TRANSLATION.md)
 
 
 def read(path):
@@ -157,6 +159,48 @@ def comparisons(records):
     ]
 
 
+def relative_to_twin(comparison):
+    """Each arm's mean paired difference to the twin and its detectable difference (80% power) as % of the twin's
+    mean score: the scale of a difference in cross-entropy. Empty where no arm has two seeds of its twin's."""
+    lines = []
+    for labels, runs, twin_runs in comparison.rows:
+        differences = list(comparison.differences(runs, twin_runs).values()) if twin_runs is not None else []
+        if len(differences) < 2:
+            continue
+        twin = statistics.mean(comparison.scores(twin_runs).values())
+        lines.append(
+            f"| {labels[-1]} | {100 * statistics.mean(differences) / twin:+.2f}% | "
+            f"{100 * detectable_difference(differences) / twin:.2f}% |"
+        )
+    if not lines:
+        return ""
+    header = "| variant | paired diff to twin | detectable diff (80% power) |\n| --- | --- | --- |\n"
+    return f"\n### {comparison.title}: as % of the twin's mean\n\n" + header + "\n".join(lines) + "\n"
+
+
+def runs_by_commit(of_budget):
+    """The runs of a budget per commit they ran (records made before it was kept: one group): how many, when the
+    first started, each one's wall time and seconds per training step (the range), and their wall time in all."""
+    groups = {}
+    for record in sorted(of_budget, key=lambda record: record.get("received", {}).get("started", "")):
+        groups.setdefault(record.get("received", {}).get("commit"), []).append(record)
+    lines = [
+        "\n### Runs per commit (wall time of a run, seconds per training step)\n",
+        "| commit | first started | runs | wall time of a run (min) | s / step | wall time in all (h) |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for commit, runs in groups.items():
+        minutes = [run["wall_seconds"] / 60 for run in runs]
+        per_step = [run["seconds_per_step"] for run in runs]
+        started = runs[0].get("received", {}).get("started", "")[:10] or "not recorded"
+        name = "not recorded" if commit is None else commit[:7] + commit[40:]  # the short hash, and "+changes"
+        lines.append(
+            f"| {name} | {started} | {len(runs)} | {min(minutes):.1f}-{max(minutes):.1f} | "
+            f"{min(per_step):.3f}-{max(per_step):.3f} | {sum(minutes) / 60:.1f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
 def tables(records):
     def time_per_step(runs):
         """The median: one run that shared the machine with more jobs than the others does not move it."""
@@ -164,13 +208,16 @@ def tables(records):
 
     extra = [
         ("s / step (median)", time_per_step),
-        ("final gates q / k", lambda runs: mean_gates(run["gates"] for run in runs)),
+        ("final gates q / k", mean_gates),
     ]
     text = (
         f"Twin: `{TWIN}`. Scores in %, sacreBLEU (13a) and chrF on detokenized output; cross-entropy in nats per "
         "target token. Beyond the spread: the 95% interval of the paired difference excludes 0.\n"
     )
     for size, epochs, of_budget in budgets(records):
-        text += "".join(paired_table(comparison, extra) for comparison in budget_comparisons(size, epochs, of_budget))
+        scored = budget_comparisons(size, epochs, of_budget)
+        text += "".join(paired_table(comparison, extra) for comparison in scored)
+        text += "".join(relative_to_twin(c) for c in scored if c.title.split(": ", 1)[1] == PRIMARY)
         text += gates_per_layer(of_budget, present_variants(records))
+        text += runs_by_commit(of_budget)
     return text
