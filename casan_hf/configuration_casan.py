@@ -47,6 +47,9 @@ class CasanConfig(BertConfig):
     gate_per_head: bool = False
     context_rank: int | None = None
     context_init_range: float | None = None
+    output_gate: str | None = None
+    output_gate_context: bool = False
+    output_gate_start: str = "half"
     classifier_pooling: str = "cls"
     pooling_hops: int = 4
     pooling_hidden: int = 128
@@ -83,6 +86,20 @@ class CasanConfig(BertConfig):
             raise ValueError(f"`gate_per_head` shapes the dynamic gate; gate={self.gate!r} has none to split.")
         if self.context_rank is not None and self.context_type == "none":
             raise ValueError("`context_rank` has no effect with context_type='none'; leave it None.")
+        if self.output_gate_context and (self.output_gate is None or self.context_type == "none"):
+            raise ValueError(
+                "`output_gate_context` lets the context drive the output gate: it needs an `output_gate` "
+                f"({self.output_gate!r}) and a context_type other than 'none' ({self.context_type!r})."
+            )
+        if not self.context_targets and self.context_type != "none" and not self.output_gate_context:
+            raise ValueError(
+                f"context_targets=[] mixes the {self.context_type!r} context into neither query nor key: name a "
+                "target, or let it drive the output gate (`output_gate_context=True`), or set context_type='none'."
+            )
+
+    def mixes_context(self, layer_index):
+        """Whether layer `layer_index` mixes its context into the query and/or key (a `CasanContextMixer`)."""
+        return bool(self.context_targets) and self.layer_has_context(layer_index)
 
     def layer_has_context(self, layer_index):
         """Whether layer `layer_index` (0-based) mixes context into its query/key: its kind reads some layer
@@ -186,7 +203,7 @@ def checkpoint_config(name_or_path, requested, config_class, source_model_type, 
         for name in STRUCTURAL_OPTIONS:
             if name not in requested:
                 continue
-            wanted = getattr(config_class(**{name: requested[name]}), name)
+            wanted = OPTION_CHECKS[name](requested[name])  # alone: an option may need others to be valid
             have = saved.get(name, getattr(defaults, name))
             if wanted != have:
                 raise ValueError(
@@ -195,6 +212,15 @@ def checkpoint_config(name_or_path, requested, config_class, source_model_type, 
                     f"without `{name}`, or convert the original {source_model_type} checkpoint instead."
                 )
     return saved
+
+
+def converted_start(kwargs, saved, config_class):
+    """`from_pretrained`'s keyword arguments for a checkpoint whose `saved` config is a source family's (a
+    conversion): the output gate starts at exactly 1 (`output_gate_start="one"`) unless the caller chose a start or
+    passed a config, so that the converted model gives the source's outputs."""
+    if saved.get("model_type") == config_class.model_type or "config" in kwargs:
+        return kwargs
+    return {"output_gate_start": "one", **kwargs}
 
 
 SAFETENSORS_NAME = "model.safetensors"

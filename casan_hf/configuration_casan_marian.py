@@ -35,8 +35,9 @@ class CasanMarianConfig(MarianConfig):
     r"""
     A [`MarianConfig`] whose encoder self-attention is context-aware (Yang et al., AAAI 2019). All Marian fields
     keep their meaning; the context options (`context_type`, `context_targets`, `context_layers`, `gate`,
-    `fixed_gate`, `gate_bias_init`, `gate_per_head`, `context_rank`, `context_init_range`) are [`CasanConfig`]'s,
-    with its defaults and checks, and apply to the encoder's layers (`context_layers` indexes `encoder_layers`). The
+    `fixed_gate`, `gate_bias_init`, `gate_per_head`, `context_rank`, `context_init_range` and the output gate's)
+    are [`CasanConfig`]'s, with its defaults and checks, and apply to the encoder's layers (`context_layers`
+    indexes `encoder_layers`). The
     decoder and the cross-attention are Marian's. `share_encoder_decoder_embeddings` must stay True (one joint
     vocabulary), and `encoder_layerdrop` 0 (a skipped layer would leave a hole in the deep context).
     """
@@ -56,6 +57,9 @@ class CasanMarianConfig(MarianConfig):
     gate_per_head: bool = False
     context_rank: int | None = None
     context_init_range: float | None = None
+    output_gate: str | None = None
+    output_gate_context: bool = False
+    output_gate_start: str = "half"
 
     def __post_init__(self, **kwargs):
         super().__post_init__(**kwargs)
@@ -89,6 +93,7 @@ class CasanMarianConfig(MarianConfig):
     # Which encoder layers take context, and how wide it is: `CasanConfig`'s rules, read through the attribute
     # map (`num_hidden_layers` is `encoder_layers`, `hidden_size` is `d_model`).
     layer_has_context = CasanConfig.layer_has_context
+    mixes_context = CasanConfig.mixes_context
     context_size = CasanConfig.context_size
 
 

@@ -82,13 +82,14 @@ def gates_shape(config, batch, n):
 def self_attention_with_context(attention, projections, hidden_states, attention_mask, context, dropout, **kwargs):
     """A context-aware layer's self-attention (BERT's and Marian's): its query and key `projections` take the
     `context` (the layer's `ContextPlan.layer_context`, empty where it takes none) through the `attention` module's
-    `context_mixer`, then `config._attn_implementation` attends (with `dropout` in training). Returns the heads'
-    outputs joined `(batch, n, d)`, the weights (eager only) and the gates (`gates_shape`; zero where a layer takes
-    none), these only when `output_context_gates` asks for them (else None: nothing is computed for them)."""
+    `context_mixer`, then `config._attn_implementation` attends (with `dropout` in training), and the `output_gate`,
+    where there is one, gates each head's output. Returns the heads' outputs joined `(batch, n, d)`, the weights
+    (eager only) and the gates (`gates_shape`; zero where a layer mixes none), these only when
+    `output_context_gates` asks for them (else None: nothing is computed for them)."""
     query_projection, key_projection, value_projection = projections
     query, key = query_projection(hidden_states), key_projection(hidden_states)
     return_gates = kwargs.get("output_context_gates", False)
-    if context:
+    if attention.context_mixer is not None:
         query, key, gates = attention.context_mixer(query, key, context, return_gates)
     else:
         gates = query.new_zeros(gates_shape(attention.config, *query.shape[:2])) if return_gates else None
@@ -102,8 +103,64 @@ def self_attention_with_context(attention, projections, hidden_states, attention
     dropout = dropout if attention.training else 0.0
     output, weights = interface(
         attention, query, key, value, attention_mask, dropout=dropout, scaling=attention.scaling, **kwargs
-    )
+    )  # output: (batch, n, heads, d_head)
+    if attention.output_gate is not None:
+        (output_gate,) = attention.output_gate(hidden_states, context)
+        output = output * output_gate.view(*output.shape[:3], -1)
     return output.reshape(*hidden_states.shape[:-1], -1).contiguous(), weights, gates
+
+
+class CasanOutputGate(nn.Module):
+    """A sigmoid gate on each head's attention output, before the output projection (Qiu et al. 2025, "Gated
+    Attention for Large Language Models"), driven by the layer input X and, with `output_gate_context`, by the
+    layer's context C: sigmoid(X W^T + C W_C^T + b), one gate per head and token ("headwise") or per channel and
+    token ("elementwise"). With `output_gate_start="one"` the gate is 2 sigmoid(...) from zero weights, exactly 1
+    at the start, so that a converted checkpoint keeps its outputs; with "half" the plain sigmoid from normal
+    weights, as the paper trains from scratch.
+
+    Returns a 1-tuple, so that transformers' output recorder (`head_gates`) takes the gate itself:
+    `(batch, n, heads)` or `(batch, n, d)`."""
+
+    def __init__(self, config, context_size):
+        super().__init__()
+        width = config.num_attention_heads if config.output_gate == "headwise" else config.hidden_size
+        self.hidden_size = config.hidden_size
+        self.doubled = config.output_gate_start == "one"
+        self.per_token = context_kind(config).per_token
+        self.weight = nn.Parameter(torch.empty(width, config.hidden_size))
+        self.bias = nn.Parameter(torch.empty(width))
+        # W_C: one product per sentence (sentence context) or a sum of per-layer products (deep), as C U is.
+        self.context_weight = nn.Parameter(torch.empty(width, context_size)) if context_size else None
+
+    @torch.no_grad()
+    def initialize(self, std):
+        """Zero weights for the start "one" (the gate is exactly 1), else W and W_C ~ N(0, std) and b = 0."""
+        weights = (self.weight,) if self.context_weight is None else (self.weight, self.context_weight)
+        for weight in weights:
+            init.zeros_(weight) if self.doubled else init.normal_(weight, mean=0.0, std=std)
+        init.zeros_(self.bias)
+
+    def forward(self, hidden_states, context=()):
+        logits = F.linear(hidden_states, self.weight, self.bias)
+        if self.context_weight is not None and context:
+            if self.per_token:
+                blocks = self.context_weight.split(self.hidden_size, dim=1)
+                for source, block in zip(context, blocks, strict=True):
+                    logits = logits + F.linear(source, block)
+            else:
+                (sentence,) = context
+                logits = logits + F.linear(sentence, self.context_weight).unsqueeze(1)
+        gate = torch.sigmoid(logits)
+        return (2 * gate if self.doubled else gate,)
+
+
+def output_gate(config, layer_idx):
+    """Layer `layer_idx`'s `CasanOutputGate` (None without `output_gate`), taking the layer's context where the
+    config says so and the layer has one."""
+    if config.output_gate is None:
+        return None
+    takes_context = config.output_gate_context and config.layer_has_context(layer_idx)
+    return CasanOutputGate(config, config.context_size(layer_idx) if takes_context else 0)
 
 
 class CasanContextMixer(nn.Module):

@@ -74,9 +74,10 @@ from .configuration_casan import (
     CasanXLMRobertaConfig,
     check_saved_weights,
     checkpoint_config,
+    converted_start,
 )
 from .context import ContextPlan, check_encoder_inputs, run_layers_with_context
-from .context_mixer import CasanContextMixer, self_attention_with_context
+from .context_mixer import CasanContextMixer, CasanOutputGate, output_gate, self_attention_with_context
 from .families import FAMILIES, HEADS, get_family, get_head
 from .options import OPTION_CHECKS
 from .pooling import SentencePooling
@@ -129,9 +130,13 @@ class CasanModelOutput(BaseModelOutputWithPoolingAndCrossAttentions):
         One tensor per layer of shape `(batch_size, 2, sequence_length)`, or `(batch_size, 2, num_heads,
         sequence_length)` with `gate_per_head`: the query gate lambda_Q (channel 0) and the key gate lambda_K
         (channel 1) of every token (and head); 0 where that layer or target takes no context.
+    head_gates (`tuple(torch.FloatTensor)`, returned with `output_head_gates=True`):
+        With `output_gate`, one tensor per layer: the output gate of every token, `(batch_size, sequence_length,
+        num_heads)` ("headwise") or `(batch_size, sequence_length, hidden_size)` ("elementwise").
     """
 
     context_gates: tuple[torch.FloatTensor, ...] | None = None
+    head_gates: tuple[torch.FloatTensor, ...] | None = None
 
 
 @dataclass
@@ -143,17 +148,20 @@ class CasanSequenceClassifierOutput(SequenceClassifierOutput):
     """
 
     context_gates: tuple[torch.FloatTensor, ...] | None = None
+    head_gates: tuple[torch.FloatTensor, ...] | None = None
     pooling_attentions: torch.FloatTensor | None = None
 
 
 @dataclass
 class CasanTokenClassifierOutput(TokenClassifierOutput):
     context_gates: tuple[torch.FloatTensor, ...] | None = None
+    head_gates: tuple[torch.FloatTensor, ...] | None = None
 
 
 @dataclass
 class CasanQuestionAnsweringOutput(QuestionAnsweringModelOutput):
     context_gates: tuple[torch.FloatTensor, ...] | None = None
+    head_gates: tuple[torch.FloatTensor, ...] | None = None
 
 
 @dataclass
@@ -164,12 +172,14 @@ class CasanMultipleChoiceOutput(MultipleChoiceModelOutput):
     """
 
     context_gates: tuple[torch.FloatTensor, ...] | None = None
+    head_gates: tuple[torch.FloatTensor, ...] | None = None
     pooling_attentions: torch.FloatTensor | None = None
 
 
 @dataclass
 class CasanMaskedLMOutput(MaskedLMOutput):
     context_gates: tuple[torch.FloatTensor, ...] | None = None
+    head_gates: tuple[torch.FloatTensor, ...] | None = None
 
 
 class CasanSelfAttention(nn.Module):
@@ -193,8 +203,9 @@ class CasanSelfAttention(nn.Module):
         self.value = nn.Linear(config.hidden_size, config.hidden_size)
         self.dropout = nn.Dropout(config.attention_probs_dropout_prob)
         self.context_mixer = (
-            CasanContextMixer(config, config.context_size(layer_idx)) if config.layer_has_context(layer_idx) else None
+            CasanContextMixer(config, config.context_size(layer_idx)) if config.mixes_context(layer_idx) else None
         )
+        self.output_gate = output_gate(config, layer_idx)
 
     def forward(self, hidden_states, attention_mask=None, context=(), **kwargs: Unpack[TransformersKwargs]):
         """Returns the attention output, the attention weights (eager only) and the gates (`gates_shape`):
@@ -270,6 +281,7 @@ class CasanPreTrainedModel(FullyShardedLoading, PreTrainedModel):
         "hidden_states": CasanLayer,
         "attentions": OutputRecorder(CasanSelfAttention, index=1),
         "context_gates": OutputRecorder(CasanSelfAttention, index=2),
+        "head_gates": OutputRecorder(CasanOutputGate, index=0),
     }
 
     @classmethod
@@ -347,6 +359,9 @@ class CasanPreTrainedModel(FullyShardedLoading, PreTrainedModel):
         elif isinstance(module, CasanContextMixer):
             std = self.config.context_init_range
             module.initialize(self.config.initializer_range if std is None else std, self.config.gate_bias_init)
+        elif isinstance(module, CasanOutputGate):
+            std = self.config.context_init_range
+            module.initialize(self.config.initializer_range if std is None else std)
 
     @classmethod
     def from_pretrained(cls, pretrained_model_name_or_path, *model_args, **kwargs):
@@ -372,6 +387,7 @@ class CasanPreTrainedModel(FullyShardedLoading, PreTrainedModel):
             folder = os.path.join(pretrained_model_name_or_path, kwargs.get("subfolder") or "")
             if os.path.isdir(folder):
                 check_saved_weights(folder, cls, saved)
+            kwargs = converted_start(kwargs, saved, cls.config_class)
         loaded = super().from_pretrained(pretrained_model_name_or_path, *model_args, **kwargs)
         if saved is not None and saved.get("model_type") != cls.family.model_type:
             (loaded[0] if isinstance(loaded, tuple) else loaded).name_or_path = ""
@@ -384,6 +400,7 @@ def encoder_extras(outputs):
         "hidden_states": outputs.hidden_states,
         "attentions": outputs.attentions,
         "context_gates": outputs.context_gates,
+        "head_gates": outputs.head_gates,
     }
 
 

@@ -32,10 +32,10 @@ from transformers.utils.generic import merge_with_config_defaults
 from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 
 from .compat import FullyShardedLoading
-from .configuration_casan import check_saved_weights, checkpoint_config
+from .configuration_casan import check_saved_weights, checkpoint_config, converted_start
 from .configuration_casan_marian import CasanMarianConfig
 from .context import ContextPlan, check_encoder_inputs, run_layers_with_context
-from .context_mixer import CasanContextMixer, self_attention_with_context
+from .context_mixer import CasanContextMixer, CasanOutputGate, output_gate, self_attention_with_context
 
 
 @dataclass
@@ -48,6 +48,7 @@ class CasanMarianEncoderOutput(BaseModelOutput):
     """
 
     context_gates: tuple[torch.FloatTensor, ...] | None = None
+    head_gates: tuple[torch.FloatTensor, ...] | None = None
 
 
 class CasanMarianSelfAttention(MarianAttention):
@@ -65,8 +66,9 @@ class CasanMarianSelfAttention(MarianAttention):
             layer_idx=layer_idx,
         )
         self.context_mixer = (
-            CasanContextMixer(config, config.context_size(layer_idx)) if config.layer_has_context(layer_idx) else None
+            CasanContextMixer(config, config.context_size(layer_idx)) if config.mixes_context(layer_idx) else None
         )
+        self.output_gate = output_gate(config, layer_idx)
 
     def forward(self, hidden_states, attention_mask=None, context=(), **kwargs: Unpack[TransformersKwargs]):
         """Returns the attention output, the attention weights (eager only) and the gates (`gates_shape`)."""
@@ -128,9 +130,11 @@ class CasanMarianPreTrainedModel(FullyShardedLoading, MarianPreTrainedModel):
             init.copy_(weight, distribute_tensor(sinusoids, weight.device_mesh, weight.placements))
             return
         super()._init_weights(module)
+        std = self.config.init_std if self.config.context_init_range is None else self.config.context_init_range
         if isinstance(module, CasanContextMixer):
-            std = self.config.context_init_range
-            module.initialize(self.config.init_std if std is None else std, self.config.gate_bias_init)
+            module.initialize(std, self.config.gate_bias_init)
+        elif isinstance(module, CasanOutputGate):
+            module.initialize(std)
 
     @classmethod
     def from_pretrained(cls, pretrained_model_name_or_path, *model_args, **kwargs):
@@ -143,6 +147,7 @@ class CasanMarianPreTrainedModel(FullyShardedLoading, MarianPreTrainedModel):
         folder = os.path.join(pretrained_model_name_or_path, kwargs.get("subfolder") or "")
         if os.path.isdir(folder):
             check_saved_weights(folder, cls, saved)
+        kwargs = converted_start(kwargs, saved, CasanMarianConfig)
         loaded = super().from_pretrained(pretrained_model_name_or_path, *model_args, **kwargs)
         if saved.get("model_type") != CasanMarianConfig.model_type:
             (loaded[0] if isinstance(loaded, tuple) else loaded).name_or_path = ""
@@ -156,6 +161,7 @@ class CasanMarianEncoder(CasanMarianPreTrainedModel):
         "hidden_states": CasanMarianEncoderLayer,
         "attentions": OutputRecorder(CasanMarianSelfAttention, index=1),
         "context_gates": OutputRecorder(CasanMarianSelfAttention, index=2),
+        "head_gates": OutputRecorder(CasanOutputGate, index=0),
     }
 
     def __init__(self, config):

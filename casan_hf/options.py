@@ -15,6 +15,11 @@ from .context import CONTEXT_KINDS, CONTEXT_TARGETS
 # The context types are the rows of `context.CONTEXT_KINDS`; CONTEXT_TYPES is their names when the package loads.
 CONTEXT_TYPES = tuple(CONTEXT_KINDS)
 GATE_KINDS = ("dynamic", "fixed")
+# The output gate's granularity (one gate per head and token, or per channel and token) and its start: "one" is
+# 2 sigmoid(z) from zero weights (exactly 1: a converted checkpoint keeps its outputs), "half" the plain sigmoid of
+# Qiu et al. (2025) from normal weights (near 0.5, for a model trained from scratch).
+OUTPUT_GATES = ("headwise", "elementwise")
+OUTPUT_GATE_STARTS = ("one", "half")
 CLASSIFIER_POOLINGS = ("cls", "mean", "structured", "generalized")
 # The poolings that attend over the tokens with `pooling_hops` heads of width `pooling_hidden`.
 ATTENTIVE_POOLINGS = ("structured", "generalized")
@@ -47,14 +52,11 @@ def _one_of(name, allowed):
 
 def _check_context_targets(value):
     if isinstance(value, str) or not isinstance(value, (list, tuple)):
-        raise ValueError(
-            f"`context_targets` must be a non-empty list drawn from {list(CONTEXT_TARGETS)}; got {value!r}."
-        )
+        raise ValueError(f"`context_targets` must be a list drawn from {list(CONTEXT_TARGETS)}; got {value!r}.")
     unknown = [target for target in value if target not in CONTEXT_TARGETS]
-    if unknown or not value or len(set(value)) != len(value):
+    if unknown or len(set(value)) != len(value):
         raise ValueError(
-            f"`context_targets` must be a non-empty list of distinct values from {list(CONTEXT_TARGETS)}; "
-            f"got {value!r}."
+            f"`context_targets` must be a list of distinct values from {list(CONTEXT_TARGETS)}; got {value!r}."
         )
     # Kept in canonical order so that equal configs serialise equally.
     return [target for target in CONTEXT_TARGETS if target in value]
@@ -82,6 +84,12 @@ def _check_gate_bias_init(value):
     if not _is_number(value) or value != value or abs(value) == float("inf"):
         raise ValueError(f"`gate_bias_init` must be a finite number (a logit); got {value!r}.")
     return float(value)
+
+
+def _check_output_gate(value):
+    if value is not None and value not in OUTPUT_GATES:
+        raise _allowed("output_gate", value, (None, *OUTPUT_GATES))
+    return value
 
 
 def _check_bool(name):
@@ -158,7 +166,8 @@ OPTIONS = (
         "context_targets",
         "context",
         _check_context_targets,
-        "Which of the query and key transforms take the context. V is never touched.",
+        "Which of the query and key transforms take the context (empty: neither, for a context that drives only "
+        "the output gate, `output_gate_context`). V is never touched.",
         choices=CONTEXT_TARGETS,
         structural=True,
     ),
@@ -214,6 +223,34 @@ OPTIONS = (
         _check_context_init_range,
         "Standard deviation of the normal initialisation of U (or A and B) and of the gate vectors; None uses "
         "`initializer_range`.",
+    ),
+    CasanOption(
+        "output_gate",
+        "context",
+        _check_output_gate,
+        "A sigmoid gate on each attention head's output, before the output projection (Qiu et al. 2025), driven "
+        'by the layer input: None (off); "headwise": one gate per head and token; "elementwise": one per channel '
+        "and token.",
+        choices=OUTPUT_GATES,
+        structural=True,
+    ),
+    CasanOption(
+        "output_gate_context",
+        "context",
+        _check_bool("output_gate_context"),
+        "Whether the layer's context C also drives the output gate, sigmoid(X W + C W_C + b), in every layer that "
+        "has context (`context_type`, `context_layers`); the query and key need not take it (`context_targets`).",
+        structural=True,
+    ),
+    CasanOption(
+        "output_gate_start",
+        "context",
+        _one_of("output_gate_start", OUTPUT_GATE_STARTS),
+        '"one": the gate is 2 sigmoid(z) with zero weights, exactly 1 at the start, so that a converted checkpoint '
+        'keeps its outputs (what `from_pretrained` of a source checkpoint sets unless told otherwise); "half": the '
+        "plain sigmoid(z) of Qiu et al. from normal weights, near 0.5, for a model trained from scratch.",
+        choices=OUTPUT_GATE_STARTS,
+        structural=True,
     ),
     CasanOption(
         "classifier_pooling",

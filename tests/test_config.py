@@ -24,7 +24,6 @@ TINY = dict(vocab_size=99, hidden_size=32, num_hidden_layers=3, num_attention_he
 INVALID = [
     ("context_type", "local", "context_type"),
     ("context_type", None, "context_type"),
-    ("context_targets", [], "context_targets"),
     ("context_targets", ["query", "value"], "'value'"),
     ("context_targets", "query", "context_targets"),
     ("context_targets", ["key", "key"], "context_targets"),
