@@ -29,7 +29,10 @@ def test_an_arm_is_its_variant_and_its_checked_options_in_one_name():
         ("deep:gate_bias_init=low", "`gate_bias_init` must be a finite number (a logit); got 'low'"),
         ("deep:gate_per_head=1", "`gate_per_head` must be True or False; got 1"),
         ("deep:context_rank=4,context_rank=8", "sets 'context_rank' twice"),
-        ("none:gate_per_head", "'none' is a twin, without context; it takes no context options"),
+        (
+            "none:gate_per_head",
+            "'none' is a twin, without context; it takes only output_gate, output_gate_start, not gate_per_head",
+        ),
     ],
 )
 def test_a_bad_arm_is_refused_naming_the_value_and_what_is_allowed(text, message):

@@ -14,6 +14,7 @@ from tiny_models import padded_batch, tiny_config, tiny_source_config
 from transformers import BertModel
 
 from casan_hf import CasanConfig, CasanMarianConfig, CasanMarianMTModel, CasanModel
+from casan_hf.training import gate_means
 
 
 OPTIONS = [
@@ -209,3 +210,15 @@ def test_the_translation_encoder_takes_the_gate():
 def test_bad_options_are_refused_naming_the_value(options, message):
     with pytest.raises(ValueError, match=message):
         CasanConfig(**options)
+
+
+def test_the_gate_monitor_logs_each_layers_output_gate_and_its_closed_share():
+    """`gate_means` logs the mean output gate of each layer and its share of values under 0.1, over the real
+    tokens: a layer whose gate is closed (bias -10) reads share 1, one at exactly 1 (start "one") share 0."""
+    model = CasanModel(tiny_config(context_type="none", output_gate="headwise", output_gate_start="one")).eval()
+    with torch.no_grad():
+        model.encoder.layer[0].attention.self.output_gate.bias.fill_(-10.0)
+    input_ids, attention_mask = padded_batch([6, 3])
+    logged = gate_means(model, [{"input_ids": input_ids, "attention_mask": attention_mask}])
+    assert logged["head_gates/layer_0/sparse"] == 1.0 and logged["head_gates/layer_0/mean"] < 1e-3
+    assert logged["head_gates/layer_1/sparse"] == 0.0 and logged["head_gates/layer_1/mean"] == 1.0

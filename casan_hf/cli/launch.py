@@ -150,6 +150,14 @@ def pin_memory_only_with_an_accelerator(training_args):
     return training_args
 
 
+def allow_no_context_targets(parser):
+    """`--context_targets` with no value is `[]` (neither query nor key takes the context, which then drives only
+    the output gate): HfArgumentParser gives every list flag `nargs="+"`."""
+    for action in parser._actions:
+        if action.dest == "context_targets":
+            action.nargs = "*"
+
+
 def parse_run_args(script, model_arguments, data_arguments, training_arguments=TrainingArguments):
     """A training script's arguments, from the command line or one .json file (as transformers' scripts take
     them): its own model and data dataclasses with the ones every script shares, in the order they are returned,
@@ -172,6 +180,7 @@ def parse_run_args(script, model_arguments, data_arguments, training_arguments=T
             training_arguments,
         )
     )
+    allow_no_context_targets(parser)
     try:
         if len(sys.argv) == 2 and sys.argv[1].endswith(".json"):
             args = parser.parse_json_file(json_file=os.path.abspath(sys.argv[1]))

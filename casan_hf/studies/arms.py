@@ -18,6 +18,8 @@ from ..options import OPTION_CHECKS, option_names
 
 
 CONTEXT_OPTIONS = option_names("context")
+# The options that shape a CASAN model without context (context_type "none"): its output gate, from the token alone.
+CONTEXT_FREE_OPTIONS = ("output_gate", "output_gate_start")
 
 
 def study_variants(twins):
@@ -57,7 +59,8 @@ def _value(text):
 
 def parse_arm(text, variants, option_free=()):
     """The `Arm` that `text` spells; a ValueError naming what is wrong and what is allowed. `variants`: the variants
-    a sweep knows; `option_free`: those that take no options (the twins, which have no context to shape)."""
+    a sweep knows; `option_free`: the twins, which have no context to shape (one that is a context kind, `none`,
+    takes the `CONTEXT_FREE_OPTIONS`)."""
     variant, _, spelled = text.partition(":")
     if variant not in variants:
         raise ValueError(f"arm {text!r}: the variant must be one of {', '.join(variants)}; got {variant!r}.")
@@ -74,8 +77,14 @@ def parse_arm(text, variants, option_free=()):
             options[name] = OPTION_CHECKS[name](_value(value) if has_value else True)
         except ValueError as error:
             raise ValueError(f"arm {text!r}: {error}") from None
-    if options and variant in option_free:
-        raise ValueError(f"arm {text!r}: {variant!r} is a twin, without context; it takes no context options.")
+    if variant in option_free:
+        allowed = CONTEXT_FREE_OPTIONS if variant in CONTEXT_KINDS else ()
+        refused = [name for name in options if name not in allowed]
+        if refused:
+            takes = f"only {', '.join(allowed)}" if allowed else "no options"
+            raise ValueError(
+                f"arm {text!r}: {variant!r} is a twin, without context; it takes {takes}, not {', '.join(refused)}."
+            )
     return Arm(variant, tuple(sorted(options.items())))
 
 

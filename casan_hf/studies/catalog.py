@@ -82,6 +82,25 @@ STUDIES = {
             ),
             figure="docs/images/translation_study_micro_start_cpu.png",
         ),
+        # An output gate (Qiu et al. 2025) from the token alone and driven by the sentence context, at micro-deep;
+        # the second grid, with the authors' query/key gate as well, runs after the first's 15 runs.
+        Study(
+            "translation-micro-deep-output-gate",
+            "translation",
+            "docs/results/translation_micro_deep_output_gate_cpu.json",
+            grids=(
+                flags(
+                    "--model_size micro-deep --num_train_epochs 5 --seeds 1 2 3 4 5 --arms none "
+                    "none:output_gate=elementwise "
+                    "global:context_targets=[],output_gate=elementwise,output_gate_context"
+                ),
+                flags(
+                    "--model_size micro-deep --num_train_epochs 5 --seeds 1 2 3 4 5 --arms none "
+                    "deep_global:gate_bias_init=0,gate_per_head,output_gate=elementwise,output_gate_context"
+                ),
+            ),
+            figure="docs/images/translation_study_micro_deep_output_gate_cpu.png",
+        ),
         # Sized for a GPU (docs/GPU.md).
         Study(
             "translation-small-gpu",

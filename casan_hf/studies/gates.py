@@ -12,7 +12,8 @@ from .arms import parse_arm
 def final_gates(trainer_state):
     """The mean query and key gate of every layer (`{"query": [...], "key": [...]}`) at the last evaluation
     logged in a `trainer_state.json` by `GateMonitor`, and with a gate per head each head's (`"query_per_head"`,
-    `"key_per_head"`: per layer, a list over the heads); None when no gates were logged (a model without context)."""
+    `"key_per_head"`: per layer, a list over the heads), with an output gate its mean and share under 0.1 per layer
+    (`"output_mean"`, `"output_sparse"`); None when no gates were logged (a model without context)."""
     trainer_state = Path(trainer_state)
     if not trainer_state.exists():
         return None
@@ -26,6 +27,9 @@ def final_gates(trainer_state):
             gates[f"{target}_per_head"] = [
                 [entry[f"gates/layer_{layer}/{target}/head_{head}"] for head in heads] for layer in layers
             ]
+        if f"head_gates/layer_{layers[0]}/mean" in entry:
+            for figure in ("mean", "sparse"):
+                gates[f"output_{figure}"] = [entry[f"head_gates/layer_{layer}/{figure}"] for layer in layers]
         return gates
     return None
 
@@ -55,3 +59,13 @@ def mean_gates(records):
     if not any(values.values()):
         return "-"
     return " / ".join(f"{statistics.mean(values[t]):.3f}" if values[t] else "-" for t in CONTEXT_TARGETS)
+
+
+def mean_output_gates(records):
+    """`mean / share under 0.1` of the final output gate, over the runs and every layer; "-" without one."""
+    gates = [record["gates"] for record in records if record["gates"] and "output_mean" in record["gates"]]
+    if not gates:
+        return "-"
+    means = [value for gate in gates for value in gate["output_mean"]]
+    sparse = [value for gate in gates for value in gate["output_sparse"]]
+    return f"{statistics.mean(means):.3f} / {statistics.mean(sparse):.3f}"

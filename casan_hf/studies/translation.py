@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ..translation import LENGTH_BUCKETS, bucket_name
 from .arms import CONTEXT_OPTIONS, arm_order, check_cells, study_variants
-from .gates import final_gates, mean_gates
+from .gates import final_gates, mean_gates, mean_output_gates
 from .paired import Comparison, detectable_difference, paired_table
 
 
@@ -65,6 +65,10 @@ def collect(run):
     }
 
 
+def has_output_gate(record):
+    return bool(record["gates"]) and "output_mean" in record["gates"]
+
+
 def gates_per_layer(records, variants):
     """The final mean query / key gate of each encoder layer, per arm, over its seeds; with a gate per head, each
     head's too."""
@@ -80,6 +84,16 @@ def gates_per_layer(records, variants):
             for layer in layers
         ]
         lines.append(f"- `{variant}`: " + ", ".join(f"layer {i}: {cell}" for i, cell in enumerate(cells)))
+        if "output_mean" in gates[0]:
+            output = [
+                f"{statistics.mean(g['output_mean'][layer] for g in gates):.3f} / "
+                f"{statistics.mean(g['output_sparse'][layer] for g in gates):.3f}"
+                for layer in layers
+            ]
+            lines.append(
+                "  - output gate (mean / share < 0.1): "
+                + ", ".join(f"layer {i}: {cell}" for i, cell in enumerate(output))
+            )
         if "query_per_head" in gates[0]:
             for target in ("query", "key"):
                 per_head = [
@@ -209,6 +223,7 @@ def tables(records):
     extra = [
         ("s / step (median)", time_per_step),
         ("final gates q / k", mean_gates),
+        *([("output gate / share < 0.1", mean_output_gates)] if any(has_output_gate(r) for r in records) else []),
     ]
     text = (
         f"Twin: `{TWIN}`. Scores in %, sacreBLEU (13a) and chrF on detokenized output; cross-entropy in nats per "

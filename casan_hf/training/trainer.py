@@ -57,8 +57,10 @@ def check_training_options(model, casan_training):
 
 
 def gate_monitor_for(model, casan_training):
-    """The run's GateMonitor, or None: the gates are watched by default for every model with context."""
-    return GateMonitor(casan_training.gate_batches) if casan_training.monitor_gates and has_context(model) else None
+    """The run's GateMonitor, or None: the gates are watched by default for every model with context or an output
+    gate."""
+    gated = has_context(model) or getattr(model.config, "output_gate", None) is not None
+    return GateMonitor(casan_training.gate_batches) if casan_training.monitor_gates and gated else None
 
 
 def give_context_its_learning_rate(optimizer, model, learning_rate):
