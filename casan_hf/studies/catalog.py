@@ -101,6 +101,20 @@ STUDIES = {
             ),
             figure="docs/images/translation_study_micro_deep_output_gate_cpu.png",
         ),
+        # The same study's first grid on a GPU (one job, every run at once), records of their own.
+        Study(
+            "translation-micro-deep-output-gate-gpu",
+            "translation",
+            "docs/results/translation_micro_deep_output_gate_gpu.json",
+            grids=(
+                flags(
+                    "--model_size micro-deep --num_train_epochs 5 --seeds 1 2 3 4 5 --arms none "
+                    "none:output_gate=elementwise "
+                    "global:context_targets=[],output_gate=elementwise,output_gate_context"
+                ),
+            ),
+            figure="docs/images/translation_study_micro_deep_output_gate_gpu.png",
+        ),
         # Sized for a GPU (docs/GPU.md).
         Study(
             "translation-small-gpu",
