@@ -147,7 +147,8 @@ def test_proxy_times_every_model_and_mode_beside_the_controls(tmp_path):
     completed = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert completed.returncode == 0, completed.stderr[-3000:]
     records = json.loads(path.read_text())
-    models = ["bert", "bert (control copy)", "casan none (control)", "casan global", "casan deep", "casan deep_global"]
+    models = ["bert", "bert (control copy)", "casan none (control)", "casan global", "casan deep", "casan deep_global",
+              "casan none, output gate", "casan global, output gate only"]  # fmt: skip
     modes = ["eager inference", "eager training", "compiled inference"]
     assert [(record["mode"], record["model"]) for record in records] == [(m, model) for m in modes for model in models]
     for record in records:

@@ -22,7 +22,7 @@ import torch
 from transformers import BertModel
 
 from .operators import count_table, small_bert_config
-from .runner import benchmark_group, build_model, compiled_twins, default_variants, random_inputs
+from .runner import Variant, benchmark_group, build_model, compiled_twins, default_variants, random_inputs
 
 
 # mode -> (the step `runner.make_step` runs, the torch.compile mode of the models timed; None: as they are)
@@ -32,6 +32,16 @@ PROXY_MODES = {
     "compiled inference": ("inference", "default"),
 }
 CONTEXT_TYPES = ("none", "global", "deep", "deep_global")
+# The output gate's rows (docs/METHOD.md, "The output gate"): from the token alone, and driven by the global context
+# without query/key mixing, the two gated arms of the translation study.
+OUTPUT_GATE_VARIANTS = (
+    Variant("casan none, output gate", "none", options=(("output_gate", "elementwise"),)),
+    Variant(
+        "casan global, output gate only",
+        "global",
+        options=(("context_targets", ()), ("output_gate", "elementwise"), ("output_gate_context", True)),
+    ),
+)
 # Untimed rounds of each mode in each run: the first compiles (in the first run), the rest settle caches.
 WARMUP_ROUNDS = 5
 ATTENTION = "sdpa"
@@ -48,12 +58,14 @@ class ProxyShape:
 
 
 def proxy_models(shape, compile_backend="inductor"):
-    """The variants (BERT, its control copy, CASAN none, global, deep, deep_global, each with its compiled twin)
+    """The variants (BERT, its control copy, CASAN none, global, deep, deep_global, the output gate's two rows, each
+    with its compiled twin)
     and `{label: model}`, every model with the weights of one BertModel of `shape`."""
     config = small_bert_config(shape.layers, shape.hidden)
     torch.manual_seed(0)
     reference = BertModel._from_config(config, attn_implementation=ATTENTION)
-    variants = default_variants(0, CONTEXT_TYPES, compile_mode=PROXY_MODES["compiled inference"][1])
+    compile_mode = PROXY_MODES["compiled inference"][1]
+    variants = default_variants(0, CONTEXT_TYPES, compile_mode=compile_mode, extra=OUTPUT_GATE_VARIANTS)
     eager = [variant for variant in variants if variant.compile_mode is None]
     models = {variant.label: build_model(variant, reference, ATTENTION, torch.float32) for variant in eager}
     return variants, compiled_twins(models, variants, compile_backend)
@@ -64,7 +76,7 @@ def operators_per_layer(shape, variants, inputs):
     inference step, backward in a training step (BertModel's copy runs BertModel's)."""
     config = small_bert_config(shape.layers, shape.hidden)
     casan = [
-        (variant.label, {"context_type": variant.context_type, "context_rank": variant.context_rank})
+        (variant.label, variant.casan_options())
         for variant in variants
         if variant.context_type is not None and variant.compile_mode is None
     ]

@@ -7,6 +7,7 @@ a second BertModel and CasanModel with `context_type="none"`. Their ratios show 
 noise.
 """
 
+import dataclasses
 import random
 import statistics
 import time
@@ -43,6 +44,11 @@ class Variant:
     context_type: str | None = None
     context_rank: int | None = None
     compile_mode: str | None = None
+    options: tuple = ()  # further CasanConfig options, (name, value) pairs: e.g. (("output_gate", "elementwise"),)
+
+    def casan_options(self):
+        """The CasanConfig options of this variant."""
+        return {"context_type": self.context_type, "context_rank": self.context_rank, **dict(self.options)}
 
     @property
     def eager_label(self):
@@ -50,9 +56,10 @@ class Variant:
         return self.label.removesuffix(f" [compiled {self.compile_mode}]")
 
 
-def default_variants(rank, context_types=None, compile_mode=None):
+def default_variants(rank, context_types=None, compile_mode=None, extra=()):
     """BERT first (the reference), its control copy, then CASAN per context type (default: every kind, `none`
-    the control first); `rank` (0: none) adds low-rank rows for the kinds whose context grows with depth. With a
+    the control first); `rank` (0: none) adds low-rank rows for the kinds whose context grows with depth, and
+    `extra` (CASAN `Variant`s with options of their own) comes after them. With a
     `compile_mode`, each is followed by its compiled twin (the same model through `torch.compile(mode=compile_mode)`),
     compiled BERT the reference of the compiled ones."""
     if context_types is None:
@@ -64,10 +71,11 @@ def default_variants(rank, context_types=None, compile_mode=None):
     for context_type in context_types:
         if rank and CONTEXT_KINDS[context_type].grows_with_depth:
             variants.append(Variant(f"casan {context_type} r{rank}", context_type, rank))
+    variants += extra
     if compile_mode is None:
         return variants
     compiled = [
-        Variant(f"{variant.label} [compiled {compile_mode}]", variant.context_type, variant.context_rank, compile_mode)
+        dataclasses.replace(variant, label=f"{variant.label} [compiled {compile_mode}]", compile_mode=compile_mode)
         for variant in variants
     ]
     return [twin for pair in zip(variants, compiled, strict=True) for twin in pair]
@@ -113,16 +121,15 @@ def reference_bert(size, attn_implementation, dtype):
 
 
 def build_model(variant, reference, attn_implementation, dtype):
-    """A model of `variant` holding `reference`'s weights (CASAN's context parameters keep their own init)."""
+    """A model of `variant` holding `reference`'s weights (CASAN's context and output-gate parameters keep their
+    own init)."""
     if variant.context_type is None:
         model = BertModel._from_config(reference.config, attn_implementation=attn_implementation, dtype=dtype)
     else:
-        config = CasanConfig.from_dict(
-            {**reference.config.to_dict(), "context_type": variant.context_type, "context_rank": variant.context_rank}
-        )
+        config = CasanConfig.from_dict({**reference.config.to_dict(), **variant.casan_options()})
         model = CasanModel._from_config(config, attn_implementation=attn_implementation, dtype=dtype)
     missing, unexpected = model.load_state_dict(reference.state_dict(), strict=False)
-    if unexpected or any("context_mixer" not in key for key in missing):
+    if unexpected or any("context_mixer" not in key and "output_gate" not in key for key in missing):
         raise RuntimeError(f"{variant.label} does not take BERT's weights: {missing=} {unexpected=}")
     return model
 
