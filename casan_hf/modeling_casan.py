@@ -240,6 +240,8 @@ class CasanLayer(GradientCheckpointingLayer):
     def forward(self, hidden_states, attention_mask=None, *context, **kwargs: Unpack[TransformersKwargs]):
         """`context`: the tensors of the layer's `layer_context`, positional so that checkpointing sees them."""
         attention_output = self.attention(hidden_states, attention_mask, context, **kwargs)
+        if not self.chunk_size_feed_forward:  # transformers' helper inspects the function's signature at every call
+            return self.feed_forward_chunk(attention_output)
         return apply_chunking_to_forward(
             self.feed_forward_chunk, self.chunk_size_feed_forward, self.seq_len_dim, attention_output
         )
