@@ -17,7 +17,7 @@ import torch
 from transformers import BertConfig
 
 from .compat import PreTrainedConfig, dataclass_config
-from .context import CONTEXT_KINDS
+from .context import CONTEXT_KINDS, is_casan_parameter
 from .families import get_family
 from .options import CONTEXT_TARGETS, OPTION_CHECKS, OPTIONS, STRUCTURAL_OPTIONS
 
@@ -276,7 +276,7 @@ def check_saved_weights(folder, model_class, saved):
     prefix = f"{model_class.base_model_prefix}."
 
     def context_shapes(named_shapes):
-        return {name.removeprefix(prefix): shape for name, shape in named_shapes if ".context_mixer." in name}
+        return {name.removeprefix(prefix): shape for name, shape in named_shapes if is_casan_parameter(name)}
 
     expected = context_shapes((name, tuple(p.shape)) for name, p in model.state_dict().items())
     found = context_shapes(shapes.items())

@@ -18,6 +18,14 @@ import torch
 
 # The transforms the context is mixed into, in the order of the gates' channels. V is never touched.
 CONTEXT_TARGETS = ("query", "key")
+# The module-name fragments of every parameter CASAN adds to its source model (`CasanContextMixer`,
+# `CasanOutputGate`): what a conversion starts new, and what a continued checkpoint must hold in the same shapes.
+CASAN_MODULES = (".context_mixer.", ".output_gate.")
+
+
+def is_casan_parameter(name):
+    """Whether the parameter `name` (`encoder.layer.0.attention.self.context_mixer.gate_bias`) is one CASAN adds."""
+    return any(fragment in name for fragment in CASAN_MODULES)
 
 
 @dataclass(frozen=True)

@@ -76,7 +76,7 @@ from .configuration_casan import (
     checkpoint_config,
     converted_start,
 )
-from .context import ContextPlan, check_encoder_inputs, run_layers_with_context
+from .context import ContextPlan, check_encoder_inputs, is_casan_parameter, run_layers_with_context
 from .context_mixer import CasanContextMixer, CasanOutputGate, output_gate, self_attention_with_context
 from .families import FAMILIES, HEADS, get_family, get_head
 from .options import OPTION_CHECKS
@@ -948,11 +948,12 @@ def casan_twin(model, **options):
     if unknown:
         raise ValueError(f"casan_twin takes CASAN options, one of {', '.join(OPTION_CHECKS)}; got {unknown}.")
     family, head = sources[source_name]
-    config = FAMILY_CONFIGS[family.name].from_dict(model.config.to_dict(), **options)
+    # A conversion: an output gate starts at exactly 1 unless told otherwise, as `from_pretrained` starts it.
+    config = FAMILY_CONFIGS[family.name].from_dict(model.config.to_dict(), **{"output_gate_start": "one", **options})
     config._attn_implementation = model.config._attn_implementation
     twin = casan_class(family, head.name)(config)
     missing, unexpected = twin.load_state_dict(model.state_dict(), strict=False)
-    new = [key for key in missing if ".context_mixer." not in key and not key.startswith("pooling.")]
+    new = [key for key in missing if not is_casan_parameter(key) and not key.startswith("pooling.")]
     dropped = [key for key in unexpected if ".pooler." not in key]  # only "cls" pooling reads the pooler
     if new or dropped:
         raise ValueError(f"{source_name} does not fit {type(twin).__name__}: missing {new}, unexpected {dropped}.")

@@ -13,7 +13,7 @@ from test_translation_model import TINY_MARIAN
 from tiny_models import padded_batch, tiny_config, tiny_source_config
 from transformers import BertModel
 
-from casan_hf import CasanConfig, CasanMarianConfig, CasanMarianMTModel, CasanModel
+from casan_hf import CasanConfig, CasanMarianConfig, CasanMarianMTModel, CasanModel, casan_twin
 from casan_hf.training import gate_means
 
 
@@ -222,3 +222,14 @@ def test_the_gate_monitor_logs_each_layers_output_gate_and_its_closed_share():
     logged = gate_means(model, [{"input_ids": input_ids, "attention_mask": attention_mask}])
     assert logged["head_gates/layer_0/sparse"] == 1.0 and logged["head_gates/layer_0/mean"] < 1e-3
     assert logged["head_gates/layer_1/sparse"] == 0.0 and logged["head_gates/layer_1/mean"] == 1.0
+
+
+def test_a_twin_converted_in_memory_keeps_its_outputs_exactly():
+    torch.manual_seed(0)
+    bert = BertModel(tiny_source_config("bert")).eval()
+    twin = casan_twin(bert, context_type="none", output_gate="elementwise")
+    assert twin.config.output_gate_start == "one"
+    input_ids, attention_mask = padded_batch([6, 3])
+    with torch.no_grad():
+        expected = bert(input_ids, attention_mask=attention_mask).last_hidden_state
+        assert torch.equal(twin(input_ids, attention_mask=attention_mask).last_hidden_state, expected)

@@ -18,7 +18,7 @@ from torch.nn import functional as F
 from transformers import BertConfig, BertModel
 
 from ..configuration_casan import CasanConfig
-from ..context import CONTEXT_KINDS
+from ..context import CONTEXT_KINDS, is_casan_parameter
 from ..modeling_casan import CasanModel
 from .flops import context_param_count, cost_floor
 from .peak_memory import step_peak_mb
@@ -129,7 +129,7 @@ def build_model(variant, reference, attn_implementation, dtype):
         config = CasanConfig.from_dict({**reference.config.to_dict(), **variant.casan_options()})
         model = CasanModel._from_config(config, attn_implementation=attn_implementation, dtype=dtype)
     missing, unexpected = model.load_state_dict(reference.state_dict(), strict=False)
-    if unexpected or any("context_mixer" not in key and "output_gate" not in key for key in missing):
+    if unexpected or not all(map(is_casan_parameter, missing)):
         raise RuntimeError(f"{variant.label} does not take BERT's weights: {missing=} {unexpected=}")
     return model
 

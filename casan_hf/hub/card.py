@@ -17,6 +17,7 @@ from huggingface_hub import ModelCard, ModelCardData
 
 from .. import __version__
 from ..configuration_casan_marian import CasanMarianConfig
+from ..context import is_casan_parameter
 from ..families import get_family, get_head
 from ..glue.tasks import GLUE_HUB_ID, GLUE_TASKS
 from ..options import OPTIONS, option_names
@@ -324,9 +325,9 @@ def _training_table(training, warning="", gates=None):
 
 def untrained_heads(missing_keys):
     """The head modules a conversion initialised at random: the weights the source checkpoint lacked, less
-    the context (new by design), as module names (`cls.predictions`, `classifier`)."""
-    names = [key.removesuffix(".weight").removesuffix(".bias") for key in missing_keys]
-    return sorted({".".join(name.split(".")[:2]) for name in names if ".context_mixer." not in name})
+    the context and the output gate (new by design), as module names (`cls.predictions`, `classifier`)."""
+    names = [key.removesuffix(".weight").removesuffix(".bias") for key in missing_keys if not is_casan_parameter(key)]
+    return sorted({".".join(name.split(".")[:2]) for name in names})
 
 
 def untrained_heads_warning(modules, head_name, trained=False):
