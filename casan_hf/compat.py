@@ -94,11 +94,16 @@ except ImportError:  # transformers 4.x: BERT's eager attention of transformers 
         return attn_output, attn_weights
 
 
-def attention_function(attention_functions, implementation, eager):
-    """`ALL_ATTENTION_FUNCTIONS.get_interface(implementation, eager)`; transformers 4.x has no `get_interface`."""
+def attention_function(attention_functions):
+    """`attention_functions.get_interface`, the lookup of `config._attn_implementation` that transformers' layers
+    run at every call; transformers 4.x has no `get_interface`, so its equivalent."""
     if hasattr(attention_functions, "get_interface"):
-        return attention_functions.get_interface(implementation, eager)
-    return eager if implementation == "eager" else attention_functions[implementation]
+        return attention_functions.get_interface
+
+    def get_interface(implementation, eager):
+        return eager if implementation == "eager" else attention_functions[implementation]
+
+    return get_interface
 
 
 try:

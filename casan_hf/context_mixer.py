@@ -73,6 +73,11 @@ class _SplitProjection(torch.autograd.Function):
         return grad_weight, *grad_sources
 
 
+# `config._attn_implementation` -> the attention function, resolved at every call as transformers' layers do (the
+# implementation may be changed on a built model).
+attention_interface = attention_function(ALL_ATTENTION_FUNCTIONS)
+
+
 def gates_shape(config, batch, n):
     """The shape of a layer's gates: `(batch, 2, n)`, or `(batch, 2, heads, n)` with `gate_per_head`."""
     heads = (config.num_attention_heads,) if config.gate_per_head else ()
@@ -97,9 +102,7 @@ def self_attention_with_context(attention, projections, hidden_states, attention
     query = query.view(hidden_shape).transpose(1, 2)
     key = key.view(hidden_shape).transpose(1, 2)
     value = value_projection(hidden_states).view(hidden_shape).transpose(1, 2)
-    interface = attention_function(
-        ALL_ATTENTION_FUNCTIONS, attention.config._attn_implementation, eager_attention_forward
-    )
+    interface = attention_interface(attention.config._attn_implementation, eager_attention_forward)
     dropout = dropout if attention.training else 0.0
     output, weights = interface(
         attention, query, key, value, attention_mask, dropout=dropout, scaling=attention.scaling, **kwargs
@@ -177,6 +180,7 @@ class CasanContextMixer(nn.Module):
         self.hidden_size = config.hidden_size
         self.per_token = context_kind(config).per_token
         self.targets = tuple(target for target in CONTEXT_TARGETS if target in config.context_targets)
+        self.both_targets = len(self.targets) == len(CONTEXT_TARGETS)
         self.rank = config.context_rank
         self.dynamic = config.gate == "dynamic"
         self.fixed_gate = config.fixed_gate
@@ -241,21 +245,21 @@ class CasanContextMixer(nn.Module):
         return torch.bmm(low, self.context_up).view(num_targets, batch, rows, self.hidden_size)
 
     def gate(self, plain, projected):
-        """lambda = sigmoid(X v^H + (C U) v^C + b) for every target, token and head: `(T, batch, n * heads, 1)`,
-        the heads last.
+        """lambda = sigmoid(X v^H + (C U) v^C + b) for every target, token and head: `(T, batch, n, heads)`.
 
         Each head's d_head-slice of X (and C U) is a row of its own (one row per token with a shared gate), so that
         one batched matrix-vector product per side gives every target's logits: the context side once per sentence
         (or token), with the bias; a per-token context adds it into the hidden side's product."""
-        num_targets, batch, n, d = plain.shape
-        head_size = d // self.gate_heads
-        hidden = plain.view(num_targets, -1, head_size)
-        context_rows = projected.reshape(num_targets, -1, head_size)
+        num_targets, batch, _, d = plain.shape
+        heads = self.gate_heads
+        hidden = plain.view(num_targets, -1, d // heads)
+        context_rows = projected.reshape(num_targets, -1, d // heads)
         logits = torch.baddbmm(self.gate_bias.view(num_targets, 1, 1), context_rows, self.gate_context.unsqueeze(-1))
         if self.per_token:
-            return torch.sigmoid(torch.baddbmm(logits, hidden, self.gate_hidden.unsqueeze(-1)))
-        hidden_logits = torch.bmm(hidden, self.gate_hidden.unsqueeze(-1)).view(num_targets, batch, -1, self.gate_heads)
-        return torch.sigmoid(hidden_logits + logits.view(num_targets, batch, 1, self.gate_heads))
+            logits = torch.baddbmm(logits, hidden, self.gate_hidden.unsqueeze(-1))
+            return torch.sigmoid(logits).view(num_targets, batch, -1, heads)
+        hidden_logits = torch.bmm(hidden, self.gate_hidden.unsqueeze(-1)).view(num_targets, batch, -1, heads)
+        return torch.sigmoid(hidden_logits + logits.view(num_targets, batch, 1, heads))
 
     def forward(self, query, key, context, return_gates=True):
         """Mixes the context into the targets among `query` and `key` (each `(batch, n, d)`).
@@ -270,34 +274,32 @@ class CasanContextMixer(nn.Module):
         `gate_per_head` (the authors' code), each head's d_head-slice of Q (or K) and of C U has a gate of its own,
         from the v^H and v^C of d_head that every head shares.
         """
-        if len(self.targets) == 2:
+        if self.both_targets:
             plain = torch.stack((query, key))
         else:
             plain = (query if self.targets[0] == "query" else key).unsqueeze(0)
-        num_targets, batch, n, d = plain.shape
         projected = self.project(context)  # (T, batch, 1 or n, d)
-        if self.dynamic:
-            gate = self.gate(plain, projected)
-            heads = self.gate_heads
-            if heads == 1:
-                mixed = torch.lerp(plain, projected, gate.view(num_targets, batch, n, 1))
-            else:
-                per_head = (num_targets, batch, -1, heads, d // heads)
-                mixed = torch.lerp(plain.view(per_head), projected.view(per_head), gate.view(*per_head[:-1], 1))
-                mixed = mixed.view(plain.shape)
-        else:
+        if not self.dynamic:
+            gate = None
             mixed = torch.lerp(plain, projected, self.fixed_gate)
-        if len(self.targets) == 2:
-            query, key = mixed
+        elif self.gate_heads == 1:
+            gate = self.gate(plain, projected)  # (T, batch, n, 1)
+            mixed = torch.lerp(plain, projected, gate)
+        else:
+            gate = self.gate(plain, projected)
+            per_head = (*plain.shape[:2], -1, self.gate_heads, plain.shape[-1] // self.gate_heads)
+            mixed = torch.lerp(plain.view(per_head), projected.view(per_head), gate.unsqueeze(-1)).view(plain.shape)
+        if self.both_targets:
+            query, key = mixed.unbind()
         elif self.targets[0] == "query":
             query = mixed[0]
         else:
             key = mixed[0]
         if not return_gates:
             return query, key, None
-        if not self.dynamic:
-            gate = plain.new_full((num_targets, batch, n), self.fixed_gate)
-        gates = gate.view(num_targets, batch, n, -1).permute(1, 0, 3, 2)  # (batch, T, heads, n)
+        if gate is None:
+            gate = plain.new_full((*plain.shape[:3], 1), self.fixed_gate)
+        gates = gate.permute(1, 0, 3, 2)  # (batch, T, heads, n)
         if not self.gate_per_head:
             gates = gates.squeeze(2)
         if len(self.targets) < len(CONTEXT_TARGETS):
