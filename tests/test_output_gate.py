@@ -233,3 +233,24 @@ def test_a_twin_converted_in_memory_keeps_its_outputs_exactly():
     with torch.no_grad():
         expected = bert(input_ids, attention_mask=attention_mask).last_hidden_state
         assert torch.equal(twin(input_ids, attention_mask=attention_mask).last_hidden_state, expected)
+
+
+def test_the_explorer_shows_each_layers_output_gate(tmp_path):
+    """`inspect_attention` keeps the model's own output gates (the mean over the channels), and the gate view draws
+    them beside the query and key gates, on their scale."""
+    pytest.importorskip("matplotlib")
+    from tiny_tokenizer import tiny_tokenizer
+
+    from casan_hf.explorer.views import Exploration, gates_html
+    from casan_hf.inspection import inspect_attention
+
+    tokenizer = tiny_tokenizer(tmp_path)
+    options = dict(context_type="global", output_gate="elementwise", output_gate_context=True)
+    model = gated_model(dtype=torch.float32, **options)
+    inspection = inspect_attention(model.eval(), tokenizer, "The film was gripping.")
+    with torch.no_grad():
+        expected = model(**tokenizer("The film was gripping.", return_tensors="pt"), output_head_gates=True)
+    torch.testing.assert_close(inspection.output_gates, torch.cat(expected.head_gates).mean(-1))
+    exploration = Exploration("tiny", "CasanModel", inspection, None, len(inspection.tokens), 64)
+    html = gates_html(exploration)
+    assert "g_O 2" in html and "output gate of layer 0" in html and "output gates g_O" in html

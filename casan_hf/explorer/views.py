@@ -197,24 +197,33 @@ def map_cell_pixels(num_tokens):
     return int(min(22, max(14, 800 // num_tokens)))
 
 
+# The gate heatmap's column groups: (label of a column, what the tooltip calls it).
+GATE_KINDS = (("λ_Q", "query gate"), ("λ_K", "key gate"), ("g_O", "output gate"))
+
+
 def gates_html(exploration):
-    """The query and key gates of every layer over the tokens, on one scale; layers without context grey."""
+    """The query and key gates of every layer over the tokens (and the output gates, where the model has them), on
+    one scale; layers whose query and key take no context grey."""
     inspection = exploration.inspection
     if inspection.query_gates is None:
         return note(f"{exploration.short_name}: no gates ({exploration.model_class} has no context).")
     num_layers = exploration.num_layers
     vmin, vmax = inspection.gate_range()
-    values = np.concatenate([inspection.query_gates.T.numpy(), inspection.key_gates.T.numpy()], axis=1)
-    columns = [f"λ_Q {layer}" for layer in range(num_layers)] + [f"λ_K {layer}" for layer in range(num_layers)]
+    groups = [inspection.query_gates, inspection.key_gates]
+    if inspection.output_gates is not None:
+        groups.append(inspection.output_gates)
+    values = np.concatenate([gates.T.numpy() for gates in groups], axis=1)
+    columns = [f"{label} {layer}" for label, _ in GATE_KINDS[: len(groups)] for layer in range(num_layers)]
     without = [layer for layer, has in enumerate(inspection.layers_with_context) if not has]
     grey = {*without, *(num_layers + layer for layer in without)}
 
     def tip(row, column, value):
-        kind, layer = ("query", column) if column < num_layers else ("key", column - num_layers)
-        return f"{inspection.tokens[row]}: {kind} gate of layer {layer} = {value:.4f}"
+        kind, layer = GATE_KINDS[column // num_layers][1], column % num_layers
+        return f"{inspection.tokens[row]}: {kind} of layer {layer} = {value:.4f}"
 
     table = heatmap(inspection.tokens, columns, values, "viridis", vmin, vmax, tip, grey, with_text=True)
-    caption = f"{exploration.short_name}: query gates λ_Q and key gates λ_K by layer (scale {vmin:.3f} to {vmax:.3f}"
+    shown = "query gates λ_Q and key gates λ_K" + (", output gates g_O" if len(groups) > 2 else "")
+    caption = f"{exploration.short_name}: {shown} by layer (scale {vmin:.3f} to {vmax:.3f}"
     caption += f"; grey: layers {', '.join(map(str, without))} take no context)" if without else ")"
     return view(caption, table)
 

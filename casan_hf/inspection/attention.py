@@ -29,6 +29,9 @@ class AttentionInspection:
             lambda_Q and lambda_K, how much the context shaped each token's query and key (the mean over the
             heads with `gate_per_head`); 0 where a layer takes no context. `None` for a model without context
             (plain BERT).
+        output_gates (`torch.FloatTensor` of shape `(num_layers, num_tokens)`):
+            with `output_gate`, how much of each token's attention output the gate passes on (the mean over its
+            heads or channels); `None` for a model without one.
         pooling_attentions (`torch.FloatTensor` of shape `(pooling_hops, num_tokens)`):
             the hops of `classifier_pooling="structured"`, or the heads of `"generalized"` with each token's
             weights averaged over the hidden dimensions; `None` for other models.
@@ -44,6 +47,7 @@ class AttentionInspection:
     attentions: torch.Tensor
     query_gates: torch.Tensor | None = None
     key_gates: torch.Tensor | None = None
+    output_gates: torch.Tensor | None = None
     pooling_attentions: torch.Tensor | None = None
     logits: torch.Tensor | None = None
     sequence_ids: list = field(default_factory=list)
@@ -56,12 +60,14 @@ class AttentionInspection:
         return (self.query_gates != 0).any(-1).tolist()
 
     def gate_range(self):
-        """(min, max) over the gates of the layers with context, the one scale of both gate heatmaps: gates
-        near their initial value still vary. (0, 1) where no layer has context."""
+        """(min, max) over the gates of the layers with context and the output gates, the one scale of every gate
+        heatmap: gates near their initial value still vary. (0, 1) where there are none."""
         if self.query_gates is None:
             return 0.0, 1.0
         gates = torch.cat([self.query_gates, self.key_gates])
         gated = gates[gates != 0]
+        if self.output_gates is not None:
+            gated = torch.cat([gated, self.output_gates.flatten()])
         return (float(gated.min()), float(gated.max())) if gated.numel() else (0.0, 1.0)
 
 
@@ -89,8 +95,10 @@ def inspect_attention(model, tokenizer, text, text_pair=None, max_length=None):
     inputs = {
         name: (tensor[:, None] if multiple_choice else tensor).to(model.device) for name, tensor in encoded.items()
     }
+    output_gated = is_casan and model.config.output_gate is not None
     if is_casan:
         inputs["output_context_gates"] = True
+        inputs["output_head_gates"] = output_gated
     if attentive:
         inputs["output_pooling_attentions"] = True
 
@@ -117,6 +125,7 @@ def inspect_attention(model, tokenizer, text, text_pair=None, max_length=None):
         attentions=torch.stack(outputs.attentions)[:, 0].float().cpu(),
         query_gates=None if gates is None else gates[:, 0],
         key_gates=None if gates is None else gates[:, 1],
+        output_gates=torch.stack(outputs.head_gates)[:, 0].float().mean(-1).cpu() if output_gated else None,
         pooling_attentions=None if hops is None else hops.flatten(0, -3)[0].float().cpu(),
         logits=None if logits is None else logits[0].float().cpu(),
         sequence_ids=encoded.sequence_ids(0),
