@@ -102,8 +102,9 @@ class CasanConfig(BertConfig):
         return bool(self.context_targets) and self.layer_has_context(layer_index)
 
     def layer_has_context(self, layer_index):
-        """Whether layer `layer_index` (0-based) mixes context into its query/key: its kind reads some layer
-        (deep's first layer has none before it, `none` reads none) and `context_layers` includes it."""
+        """Whether layer `layer_index` (0-based) takes context (into its query/key where `mixes_context`, into its
+        output gate with `output_gate_context`): its kind reads some layer (deep's first layer has none before it,
+        `none` reads none) and `context_layers` includes it."""
         if not CONTEXT_KINDS[self.context_type].reads(layer_index):
             return False
         return self.context_layers is None or layer_index in self.context_layers
@@ -216,9 +217,11 @@ def checkpoint_config(name_or_path, requested, config_class, source_model_type, 
 
 def converted_start(kwargs, saved, config_class):
     """`from_pretrained`'s keyword arguments for a checkpoint whose `saved` config is a source family's (a
-    conversion): the output gate starts at exactly 1 (`output_gate_start="one"`) unless the caller chose a start or
-    passed a config, so that the converted model gives the source's outputs."""
-    if saved.get("model_type") == config_class.model_type or "config" in kwargs:
+    conversion) that asks for an output gate: it starts at exactly 1 (`output_gate_start="one"`) unless the caller
+    chose a start, so that the converted model gives the source's outputs. A `config` passed whole is taken as it
+    is."""
+    converting = saved.get("model_type") != config_class.model_type and "config" not in kwargs
+    if not converting or kwargs.get("output_gate") is None:
         return kwargs
     return {"output_gate_start": "one", **kwargs}
 

@@ -90,11 +90,12 @@ def self_attention_with_context(attention, projections, hidden_states, attention
     `context_mixer`, then `config._attn_implementation` attends (with `dropout` in training), and the `output_gate`,
     where there is one, gates each head's output. Returns the heads' outputs joined `(batch, n, d)`, the weights
     (eager only) and the gates (`gates_shape`; zero where a layer mixes none), these only when
-    `output_context_gates` asks for them (else None: nothing is computed for them)."""
+    `output_context_gates` asks for them (else None: nothing is computed for them; the models' forward puts the
+    config's `output_context_gates` into the keyword arguments when they are not given it)."""
     query_projection, key_projection, value_projection = projections
     query, key = query_projection(hidden_states), key_projection(hidden_states)
     return_gates = kwargs.get("output_context_gates", False)
-    if attention.context_mixer is not None:
+    if attention.context_mixer is not None and context:
         query, key, gates = attention.context_mixer(query, key, context, return_gates)
     else:
         gates = query.new_zeros(gates_shape(attention.config, *query.shape[:2])) if return_gates else None

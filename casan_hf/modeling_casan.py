@@ -208,9 +208,9 @@ class CasanSelfAttention(nn.Module):
         self.output_gate = output_gate(config, layer_idx)
 
     def forward(self, hidden_states, attention_mask=None, context=(), **kwargs: Unpack[TransformersKwargs]):
-        """Returns the attention output, the attention weights (eager only) and the gates (`gates_shape`):
-        channel 0 the query gate, channel 1 the key gate, 0 where that target gets no context. `context` is
-        the layer's `layer_context`."""
+        """Returns the attention output, the attention weights (eager only) and, with `output_context_gates`, the
+        gates (`gates_shape`: channel 0 the query gate, channel 1 the key gate, 0 where that target gets no context;
+        else None). `context` is the layer's `ContextPlan.layer_context`."""
         projections = (self.query, self.key, self.value)
         return self_attention_with_context(
             self, projections, hidden_states, attention_mask, context, self.dropout.p, **kwargs
@@ -441,6 +441,8 @@ class CasanModel(CasanPreTrainedModel):
         **kwargs: Unpack[TransformersKwargs],
     ) -> CasanModelOutput:
         check_encoder_inputs(input_ids, inputs_embeds, attention_mask)
+        # The layers make gates only when asked: as transformers' output capture, from the config if not given.
+        kwargs.setdefault("output_context_gates", getattr(self.config, "output_context_gates", False))
         embedding_output = self.embeddings(
             input_ids=input_ids,
             position_ids=position_ids,

@@ -183,6 +183,8 @@ class CasanMarianEncoder(CasanMarianPreTrainedModel):
         self, input_ids=None, attention_mask=None, inputs_embeds=None, **kwargs: Unpack[TransformersKwargs]
     ) -> CasanMarianEncoderOutput:
         check_encoder_inputs(input_ids, inputs_embeds, attention_mask)
+        # The layers make gates only when asked: as transformers' output capture, from the config if not given.
+        kwargs.setdefault("output_context_gates", getattr(self.config, "output_context_gates", False))
         if inputs_embeds is None:
             inputs_embeds = self.embed_tokens(input_ids) * self.embed_scale
         hidden_states = inputs_embeds + self.embed_positions(inputs_embeds.shape[:-1])

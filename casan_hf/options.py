@@ -221,8 +221,8 @@ OPTIONS = (
         "context_init_range",
         "context",
         _check_context_init_range,
-        "Standard deviation of the normal initialisation of U (or A and B) and of the gate vectors; None uses "
-        "`initializer_range`.",
+        "Standard deviation of the normal initialisation of U (or A and B), of the gate vectors and of the output "
+        "gate's weights (start 'half'); None uses `initializer_range`.",
     ),
     CasanOption(
         "output_gate",

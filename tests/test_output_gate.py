@@ -254,3 +254,28 @@ def test_the_explorer_shows_each_layers_output_gate(tmp_path):
     exploration = Exploration("tiny", "CasanModel", inspection, None, len(inspection.tokens), 64)
     html = gates_html(exploration)
     assert "g_O 2" in html and "output gate of layer 0" in html and "output gates g_O" in html
+
+
+def test_gates_come_back_when_the_config_asks_for_them():
+    """`config.output_context_gates = True` returns every layer's gates, as transformers' output capture reads it."""
+    model = CasanModel(tiny_config(context_type="deep")).eval()
+    model.config.output_context_gates = True
+    input_ids, attention_mask = padded_batch([6, 3])
+    with torch.no_grad():
+        gates = model(input_ids, attention_mask=attention_mask).context_gates
+    assert len(gates) == model.config.num_hidden_layers and torch.all(gates[0] == 0) and gates[1].abs().sum() > 0
+
+
+def test_the_output_gate_is_new_for_freezing_and_the_context_learning_rate(tmp_path):
+    """The output gate is a parameter CASAN adds: it trains while the pretrained weights are frozen, takes the
+    context's learning rate, and a conversion without one keeps the config's start."""
+    from casan_hf.training import freeze_pretrained, give_context_its_learning_rate
+
+    model = CasanModel(tiny_config(context_type="none", output_gate="headwise"))
+    optimizer = give_context_its_learning_rate(torch.optim.AdamW(model.parameters(), lr=1e-5), model, 1e-3)
+    gate_parameters = {id(p) for name, p in model.named_parameters() if ".output_gate." in name}
+    assert {id(p) for p in optimizer.param_groups[-1]["params"]} == gate_parameters
+    freeze_pretrained(model)
+    assert {id(p) for p in model.parameters() if p.requires_grad} == gate_parameters
+    BertModel(tiny_source_config("bert")).save_pretrained(tmp_path / "bert")
+    assert CasanModel.from_pretrained(tmp_path / "bert", context_type="global").config.output_gate_start == "half"

@@ -6,7 +6,8 @@ from tiny_models import padded_batch, tiny_config
 from transformers import TrainingArguments
 
 from casan_hf import CasanForSequenceClassification
-from casan_hf.training import CONTEXT_PARAMETER, CasanTrainer, CasanTrainingArguments, gate_means
+from casan_hf.context import is_casan_parameter
+from casan_hf.training import CasanTrainer, CasanTrainingArguments, gate_means
 
 
 def trainer_for(tmp_path, context_learning_rate, **options):
@@ -23,9 +24,9 @@ def test_the_optimizer_holds_the_context_at_its_own_rate(tmp_path):
     decay = {id(p): group["weight_decay"] for group in optimizer.param_groups for p in group["params"]}
     named = dict(trainer.model.named_parameters())
     assert len(rate) == sum(1 for group in optimizer.param_groups for _ in group["params"]) == len(named)
-    assert any(CONTEXT_PARAMETER in name for name in named)
+    assert any(is_casan_parameter(name) for name in named)
     for name, parameter in named.items():
-        assert rate[id(parameter)] == (1e-3 if CONTEXT_PARAMETER in name else 1e-5), name
+        assert rate[id(parameter)] == (1e-3 if is_casan_parameter(name) else 1e-5), name
     # Weight decay follows transformers' rule for both rates: biases and LayerNorm weights take none.
     assert decay[id(named["bert.encoder.layer.0.attention.self.context_mixer.context_weight"])] == 0.01
     assert decay[id(named["bert.encoder.layer.0.attention.self.context_mixer.gate_bias"])] == 0.0

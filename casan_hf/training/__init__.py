@@ -3,7 +3,6 @@ gates watched at each evaluation (`gates`)."""
 
 from .gates import GateMonitor, gate_means
 from .trainer import (
-    CONTEXT_PARAMETER,
     CasanSeq2SeqTrainer,
     CasanTrainer,
     CasanTrainingArguments,
@@ -21,7 +20,6 @@ from .trainer import (
 
 
 __all__ = [
-    "CONTEXT_PARAMETER",
     "CasanSeq2SeqTrainer",
     "CasanTrainer",
     "CasanTrainingArguments",

@@ -15,12 +15,9 @@ from transformers.trainer import TRAINER_STATE_NAME, TrainerState
 from transformers.trainer_utils import get_last_checkpoint
 from transformers.utils import CONFIG_NAME
 
+from ..context import is_casan_parameter
 from ..hub import render_model_card, render_translation_card, write_model_card
 from .gates import GateMonitor
-
-
-# Every parameter CASAN adds to BERT's attention lives in a layer's `context_mixer`.
-CONTEXT_PARAMETER = ".context_mixer."
 
 
 @dataclass
@@ -29,7 +26,10 @@ class CasanTrainingArguments:
 
     context_learning_rate: float | None = field(
         default=None,
-        metadata={"help": "Peak learning rate of the context parameters (the rest use --learning_rate), e.g. 10x it."},
+        metadata={
+            "help": "Peak learning rate of the parameters CASAN adds (the context mixer's and the output gate's; the "
+            "rest use --learning_rate), e.g. 10x it."
+        },
     )
     monitor_gates: bool = field(
         default=True,
@@ -47,29 +47,31 @@ class CasanTrainingArguments:
 
 
 def has_context(model):
-    return any(CONTEXT_PARAMETER in name for name, _ in model.named_parameters())
+    """Whether the model has parameters CASAN adds (a context mixer or an output gate)."""
+    return any(is_casan_parameter(name) for name, _ in model.named_parameters())
 
 
 def check_training_options(model, casan_training):
     """Refuses a context learning rate for a model without context (plain BERT, context_type "none")."""
     if casan_training.context_learning_rate is not None and not has_context(model):
-        raise ValueError("--context_learning_rate needs a CASAN model with context; this model has none.")
+        raise ValueError(
+            "--context_learning_rate needs a CASAN model with context or an output gate; this model has neither."
+        )
 
 
 def gate_monitor_for(model, casan_training):
     """The run's GateMonitor, or None: the gates are watched by default for every model with context or an output
     gate."""
-    gated = has_context(model) or getattr(model.config, "output_gate", None) is not None
-    return GateMonitor(casan_training.gate_batches) if casan_training.monitor_gates and gated else None
+    return GateMonitor(casan_training.gate_batches) if casan_training.monitor_gates and has_context(model) else None
 
 
 def give_context_its_learning_rate(optimizer, model, learning_rate):
-    """Moves the context parameters of every param group of a freshly built `optimizer` into a group of their
-    own (same weight decay) at `learning_rate`. The scheduler, built after the optimizer, then warms up and
-    decays each group from its own peak."""
-    context = {id(p) for name, p in model.named_parameters() if CONTEXT_PARAMETER in name}
+    """Moves the parameters CASAN adds (`is_casan_parameter`) of every param group of a freshly built `optimizer`
+    into a group of their own (same weight decay) at `learning_rate`. The scheduler, built after the optimizer,
+    then warms up and decays each group from its own peak."""
+    context = {id(p) for name, p in model.named_parameters() if is_casan_parameter(name)}
     if not context:
-        raise ValueError("a context learning rate needs a CASAN model with context; this model has none.")
+        raise ValueError("a context learning rate needs a CASAN model with context or an output gate; it has neither.")
     for group in list(optimizer.param_groups):
         params = [p for p in group["params"] if id(p) in context]
         if params:
@@ -81,8 +83,9 @@ def give_context_its_learning_rate(optimizer, model, learning_rate):
 
 
 def is_new_parameter(name):
-    """Whether a parameter is new to a pretrained encoder: the context, or the masked-LM head (`cls.*`)."""
-    return CONTEXT_PARAMETER in name or name.startswith("cls.")
+    """Whether a parameter is new to a pretrained encoder: what CASAN adds (`is_casan_parameter`), or the masked-LM
+    head (`cls.*`)."""
+    return is_casan_parameter(name) or name.startswith("cls.")
 
 
 def freeze_pretrained(model):
