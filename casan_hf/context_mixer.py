@@ -109,8 +109,8 @@ def self_attention_with_context(attention, projections, hidden_states, attention
         attention, query, key, value, attention_mask, dropout=dropout, scaling=attention.scaling, **kwargs
     )  # output: (batch, n, heads, d_head)
     if attention.output_gate is not None:
-        (output_gate,) = attention.output_gate(hidden_states, context)
-        output = output * output_gate.view(*output.shape[:3], -1)
+        (head_gate,) = attention.output_gate(hidden_states, context)
+        output = output * head_gate.view(*output.shape[:3], -1)
     return output.reshape(*hidden_states.shape[:-1], -1).contiguous(), weights, gates
 
 
@@ -141,7 +141,10 @@ class CasanOutputGate(nn.Module):
         """Zero weights for the start "one" (the gate is exactly 1), else W and W_C ~ N(0, std) and b = 0."""
         weights = (self.weight,) if self.context_weight is None else (self.weight, self.context_weight)
         for weight in weights:
-            init.zeros_(weight) if self.doubled else init.normal_(weight, mean=0.0, std=std)
+            if self.doubled:
+                init.zeros_(weight)
+            else:
+                init.normal_(weight, mean=0.0, std=std)
         init.zeros_(self.bias)
 
     def forward(self, hidden_states, context=()):

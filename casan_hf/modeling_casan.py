@@ -358,12 +358,13 @@ class CasanPreTrainedModel(FullyShardedLoading, PreTrainedModel):
         elif isinstance(module, tuple(modules.embeddings for modules in FAMILY_MODULES.values())):
             init.copy_(module.position_ids, torch.arange(module.position_ids.shape[-1]).expand((1, -1)))
             init.zeros_(module.token_type_ids)
-        elif isinstance(module, CasanContextMixer):
+        elif isinstance(module, (CasanContextMixer, CasanOutputGate)):
             std = self.config.context_init_range
-            module.initialize(self.config.initializer_range if std is None else std, self.config.gate_bias_init)
-        elif isinstance(module, CasanOutputGate):
-            std = self.config.context_init_range
-            module.initialize(self.config.initializer_range if std is None else std)
+            std = self.config.initializer_range if std is None else std
+            if isinstance(module, CasanContextMixer):
+                module.initialize(std, self.config.gate_bias_init)
+            else:
+                module.initialize(std)
 
     @classmethod
     def from_pretrained(cls, pretrained_model_name_or_path, *model_args, **kwargs):

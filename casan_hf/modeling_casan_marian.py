@@ -71,7 +71,8 @@ class CasanMarianSelfAttention(MarianAttention):
         self.output_gate = output_gate(config, layer_idx)
 
     def forward(self, hidden_states, attention_mask=None, context=(), **kwargs: Unpack[TransformersKwargs]):
-        """Returns the attention output, the attention weights (eager only) and the gates (`gates_shape`)."""
+        """Returns the attention output, the attention weights (eager only) and, with `output_context_gates`, the
+        gates (`gates_shape`; else None)."""
         projections = (self.q_proj, self.k_proj, self.v_proj)
         attn_output, attn_weights, context_gates = self_attention_with_context(
             self, projections, hidden_states, attention_mask, context, self.dropout, **kwargs
