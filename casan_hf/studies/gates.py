@@ -61,9 +61,14 @@ def mean_gates(records):
     return " / ".join(f"{statistics.mean(values[t]):.3f}" if values[t] else "-" for t in CONTEXT_TARGETS)
 
 
+def has_output_gate(record):
+    """Whether a record's run logged an output gate (`final_gates`' `"output_mean"`)."""
+    return bool(record["gates"]) and "output_mean" in record["gates"]
+
+
 def mean_output_gates(records):
-    """`mean / share under 0.1` of the final output gate, over the runs and every layer; "-" without one."""
-    gates = [record["gates"] for record in records if record["gates"] and "output_mean" in record["gates"]]
+    """`mean / share under SPARSE_BELOW` of the final output gate, over the runs and every layer; "-" without one."""
+    gates = [record["gates"] for record in records if has_output_gate(record)]
     if not gates:
         return "-"
     means = [value for gate in gates for value in gate["output_mean"]]

@@ -8,9 +8,10 @@ import json
 import statistics
 from pathlib import Path
 
+from ..training.gates import SPARSE_BELOW
 from ..translation import LENGTH_BUCKETS, bucket_name
 from .arms import CONTEXT_OPTIONS, arm_order, check_cells, study_variants
-from .gates import final_gates, mean_gates, mean_output_gates
+from .gates import final_gates, has_output_gate, mean_gates, mean_output_gates
 from .paired import Comparison, detectable_difference, paired_table
 
 
@@ -65,10 +66,6 @@ def collect(run):
     }
 
 
-def has_output_gate(record):
-    return bool(record["gates"]) and "output_mean" in record["gates"]
-
-
 def gates_per_layer(records, variants):
     """The final mean query / key gate of each encoder layer, per arm, over its seeds; with a gate per head, each
     head's too."""
@@ -91,7 +88,7 @@ def gates_per_layer(records, variants):
                 for layer in layers
             ]
             lines.append(
-                "  - output gate (mean / share < 0.1): "
+                f"  - output gate (mean / share < {SPARSE_BELOW}): "
                 + ", ".join(f"layer {i}: {cell}" for i, cell in enumerate(output))
             )
         if "query_per_head" in gates[0]:
@@ -223,7 +220,11 @@ def tables(records):
     extra = [
         ("s / step (median)", time_per_step),
         ("final gates q / k", mean_gates),
-        *([("output gate / share < 0.1", mean_output_gates)] if any(has_output_gate(r) for r in records) else []),
+        *(
+            [(f"output gate / share < {SPARSE_BELOW}", mean_output_gates)]
+            if any(map(has_output_gate, records))
+            else []
+        ),
     ]
     text = (
         f"Twin: `{TWIN}`. Scores in %, sacreBLEU (13a) and chrF on detokenized output; cross-entropy in nats per "
