@@ -57,15 +57,19 @@ class ProxyShape:
     seq: int = 8
 
 
+def proxy_variants():
+    """The proxy's models: BERT, its control copy, CASAN none, global, deep, deep_global and the output gate's two
+    rows, each followed by its compiled twin."""
+    compile_mode = PROXY_MODES["compiled inference"][1]
+    return default_variants(0, CONTEXT_TYPES, compile_mode=compile_mode, extra=OUTPUT_GATE_VARIANTS)
+
+
 def proxy_models(shape, compile_backend="inductor"):
-    """The variants (BERT, its control copy, CASAN none, global, deep, deep_global, the output gate's two rows, each
-    with its compiled twin)
-    and `{label: model}`, every model with the weights of one BertModel of `shape`."""
+    """`proxy_variants()` and `{label: model}`, every model with the weights of one BertModel of `shape`."""
     config = small_bert_config(shape.layers, shape.hidden)
     torch.manual_seed(0)
     reference = BertModel._from_config(config, attn_implementation=ATTENTION)
-    compile_mode = PROXY_MODES["compiled inference"][1]
-    variants = default_variants(0, CONTEXT_TYPES, compile_mode=compile_mode, extra=OUTPUT_GATE_VARIANTS)
+    variants = proxy_variants()
     eager = [variant for variant in variants if variant.compile_mode is None]
     models = {variant.label: build_model(variant, reference, ATTENTION, torch.float32) for variant in eager}
     return variants, compiled_twins(models, variants, compile_backend)
@@ -154,7 +158,7 @@ def measure(shape=ProxyShape(), rounds=100, runs=3, compile_backend="inductor", 
 
 def progress_steps(rounds, runs):
     """How many steps `measure` runs (its progress bar's total)."""
-    models = len(default_variants(0, CONTEXT_TYPES))
+    models = sum(variant.compile_mode is None for variant in proxy_variants())
     return runs * len(PROXY_MODES) * (WARMUP_ROUNDS + 1 + rounds) * models
 
 
