@@ -34,8 +34,6 @@ from .configuration_casan import (
 from .configuration_casan_marian import CasanMarianConfig
 from .families import FAMILIES, HEADS, get_family, get_head
 from .modeling_casan import (
-    HEAD_CLASSES,
-    MODEL_CLASSES,
     CasanForMaskedLM,
     CasanForMultipleChoice,
     CasanForQuestionAnswering,
@@ -43,9 +41,8 @@ from .modeling_casan import (
     CasanForTokenClassification,
     CasanModel,
     CasanPreTrainedModel,
-    casan_class,
-    casan_twin,
 )
+from .modeling_casan_auto import HEAD_CLASSES, MODEL_CLASSES, casan_class, casan_twin
 from .modeling_casan_marian import CasanMarianModel, CasanMarianMTModel
 from .options import CONTEXT_TARGETS, CONTEXT_TYPES, GATE_KINDS
 

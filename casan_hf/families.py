@@ -62,12 +62,14 @@ class Family:
     """One family of BERT-style encoders that CASAN converts: its checkpoints' `model_type` (`name`), the
     prefix of transformers' class names (`RobertaForMaskedLM`) and of CASAN's (`CasanRobertaForMaskedLM`;
     BERT's classes keep the plain `CasanModel`, ...), and the attribute that holds the encoder in every head
-    (`roberta.encoder.layer.0...`). A CASAN checkpoint of the family says `model_type` "casan_<name>"."""
+    (`roberta.encoder.layer.0...`). A CASAN checkpoint of the family says `model_type` "casan_<name>";
+    `modeling_module` is the model file that writes its classes out."""
 
     name: str
     transformers_prefix: str
     class_prefix: str
     base_model_prefix: str
+    modeling_module: str = "modeling_casan"
 
     @property
     def model_type(self):
@@ -87,7 +89,7 @@ class Family:
         """Every class a saved folder of this family can be loaded as with `trust_remote_code=True`."""
         return {
             "AutoConfig": f"configuration_casan.{self.config_class_name}",
-            **{head.auto_class: f"modeling_casan.{self.class_name(head)}" for head in HEADS},
+            **{head.auto_class: f"{self.modeling_module}.{self.class_name(head)}" for head in HEADS},
         }
 
 

@@ -8,7 +8,7 @@ and differ in embeddings, pooler and heads, which are imported from `transformer
 listed once per family in `FAMILY_MODULES`. BERT's classes come first (`CasanModel`,
 `CasanForSequenceClassification`, ...), then each other family's, in the order of `FAMILIES` x `HEADS`: a
 `PreTrainedModel` that names the family's config and prefix, and one small subclass per head
-(`CasanRobertaForSequenceClassification`, ...). `MODEL_CLASSES` lists them all.
+(`CasanRobertaForSequenceClassification`, ...). `FAMILY_CLASSES` lists them all.
 """
 
 import os
@@ -67,7 +67,6 @@ from .compat import (
     merge_with_config_defaults,
 )
 from .configuration_casan import (
-    FAMILY_CONFIGS,
     CasanConfig,
     CasanElectraConfig,
     CasanRobertaConfig,
@@ -76,10 +75,9 @@ from .configuration_casan import (
     checkpoint_config,
     converted_start,
 )
-from .context import ContextPlan, check_encoder_inputs, is_casan_parameter, run_layers_with_context
+from .context import ContextPlan, check_encoder_inputs, run_layers_with_context
 from .context_mixer import CasanContextMixer, CasanOutputGate, output_gate, self_attention_with_context
-from .families import FAMILIES, HEADS, get_family, get_head
-from .options import OPTION_CHECKS
+from .families import FAMILIES, get_family, get_head
 from .pooling import SentencePooling
 
 
@@ -340,7 +338,7 @@ class CasanPreTrainedModel(FullyShardedLoading, PreTrainedModel):
     def build_base_model(self, config, add_pooling_layer):
         """The family's `CasanModel`, stored under the family's prefix (`bert`, `roberta`, `electra`) as in
         transformers, so that the checkpoints' weight names match."""
-        base_model = casan_class(self.family, "base")(config, add_pooling_layer=add_pooling_layer)
+        base_model = FAMILY_CLASSES[(self.family.name, "base")](config, add_pooling_layer=add_pooling_layer)
         setattr(self, self.base_model_prefix, base_model)
 
     def builds_pooler(self, head_name):
@@ -894,8 +892,9 @@ class CasanElectraForMaskedLM(CasanElectraPreTrainedModel, CasanForMaskedLM):
         self.generator_lm_head = new_embeddings
 
 
-# Every CASAN model class, by (family name, head name), in the order of `FAMILIES` x `HEADS`; `auto_map` names them.
-MODEL_CLASSES = {
+# This file's model classes, the BERT-style families', by (family name, head name) in the order of `FAMILIES` x
+# `HEADS`; `modeling_casan_auto.MODEL_CLASSES` gathers every modeling file's.
+FAMILY_CLASSES = {
     (model_class.family.name, model_class.head.name): model_class
     for model_class in (
         CasanModel,
@@ -926,49 +925,8 @@ MODEL_CLASSES = {
 }
 
 
-# Head name -> BERT's CASAN class; `MODEL_CLASSES` and `casan_class` hold every family's.
-HEAD_CLASSES = {head.name: MODEL_CLASSES[("bert", head.name)] for head in HEADS}
-
-
-def casan_class(family, head_name):
-    """The CASAN class of `head_name` for a `Family`, or for a checkpoint's `model_type` ("roberta" or
-    "casan_roberta")."""
-    family = get_family(family) if isinstance(family, str) else family
-    return MODEL_CLASSES[(family.name, get_head(head_name).name)]
-
-
-def casan_twin(model, **options):
-    """The CASAN model with the weights of a loaded transformers model of a supported family (BERT, RoBERTa,
-    XLM-RoBERTa, ELECTRA; any head of `HEADS`), built in memory (no save and reload): the same head, config,
-    dtype, device, attention backend and train/eval mode, plus the CASAN `options`. Only the context (and an
-    attentive pooling) is new; at `context_type="none"` its outputs are the source's. Like `from_pretrained` of
-    a source checkpoint, the result has no checkpoint of its own yet."""
-    sources = {family.source_class_name(head): (family, head) for family in FAMILIES for head in HEADS}
-    source_name = type(model).__name__
-    if source_name not in sources:
-        raise ValueError(f"casan_twin takes one of {', '.join(sources)}; got {source_name}.")
-    unknown = sorted(set(options) - set(OPTION_CHECKS))
-    if unknown:
-        raise ValueError(f"casan_twin takes CASAN options, one of {', '.join(OPTION_CHECKS)}; got {unknown}.")
-    family, head = sources[source_name]
-    # A conversion: an output gate starts at exactly 1 unless told otherwise, as `from_pretrained` starts it.
-    config = FAMILY_CONFIGS[family.name].from_dict(model.config.to_dict(), **{"output_gate_start": "one", **options})
-    config._attn_implementation = model.config._attn_implementation
-    twin = casan_class(family, head.name)(config)
-    missing, unexpected = twin.load_state_dict(model.state_dict(), strict=False)
-    new = [key for key in missing if not is_casan_parameter(key) and not key.startswith("pooling.")]
-    dropped = [key for key in unexpected if ".pooler." not in key]  # only "cls" pooling reads the pooler
-    if new or dropped:
-        raise ValueError(f"{source_name} does not fit {type(twin).__name__}: missing {new}, unexpected {dropped}.")
-    twin.name_or_path = ""
-    return twin.to(device=model.device, dtype=model.dtype).train(model.training)
-
-
 __all__ = [
-    "casan_class",
-    "casan_twin",
-    "HEAD_CLASSES",
-    "MODEL_CLASSES",
+    "FAMILY_CLASSES",
     "CasanForMaskedLM",
     "CasanForMultipleChoice",
     "CasanForQuestionAnswering",

@@ -1,29 +1,36 @@
-"""The model classes are written out one by one in modeling_casan.py, and `FAMILIES` x `HEADS` stays their one
-source of truth: every row has its class, in table order, with the row's name, model type, config class, base
-model prefix and `auto_map` entry, mirroring the transformers class of the row; there is no class beside them."""
+"""The model classes are written out one by one in their family's modeling file (`Family.modeling_module`:
+modeling_casan.py for the BERT-style families), and `FAMILIES` x `HEADS` stays their one source of truth: every
+row has its class, in table order in its file, with the row's name, model type, config class, base model prefix
+and `auto_map` entry, mirroring the transformers class of the row; there is no class beside them."""
 
+import importlib
 import inspect
 import re
 
 import transformers
 
-from casan_hf import FAMILY_CONFIGS, modeling_casan
+from casan_hf import FAMILY_CONFIGS
 from casan_hf.families import FAMILIES, HEADS
-from casan_hf.modeling_casan import FAMILY_MODULES, MODEL_CLASSES, CasanPreTrainedModel
+from casan_hf.modeling_casan import FAMILY_MODULES, CasanPreTrainedModel
+from casan_hf.modeling_casan_auto import MODEL_CLASSES
 
 
-SOURCE = inspect.getsource(modeling_casan)
+def modeling_module(family):
+    return importlib.import_module(f"casan_hf.{family.modeling_module}")
+
+
+MODULES = {family.modeling_module: modeling_module(family) for family in FAMILIES}
 
 
 def family_base(family):
     """The family's `PreTrainedModel`: `CasanPreTrainedModel` for BERT, `CasanRobertaPreTrainedModel`, ..."""
-    return getattr(modeling_casan, f"Casan{family.class_prefix}PreTrainedModel")
+    return getattr(modeling_module(family), f"Casan{family.class_prefix}PreTrainedModel")
 
 
-def class_line(name):
-    """The line of modeling_casan.py that defines class `name` (a grep finds it), or None."""
-    match = re.search(rf"^class {name}\(", SOURCE, flags=re.MULTILINE)
-    return None if match is None else SOURCE.count("\n", 0, match.start()) + 1
+def class_line(module, name):
+    """The line of `module`'s file that defines class `name` (a grep finds it), or None."""
+    match = re.search(rf"^class {name}\(", inspect.getsource(module), flags=re.MULTILINE)
+    return None if match is None else inspect.getsource(module).count("\n", 0, match.start()) + 1
 
 
 def test_every_row_of_the_tables_has_its_class_in_table_order():
@@ -31,49 +38,62 @@ def test_every_row_of_the_tables_has_its_class_in_table_order():
     assert list(MODEL_CLASSES) == rows
     names = [family.class_name(head) for family in FAMILIES for head in HEADS]
     assert [model_class.__name__ for model_class in MODEL_CLASSES.values()] == names
-    lines = [class_line(name) for name in names]
-    assert None not in lines, [name for name, line in zip(names, lines, strict=True) if line is None]
-    assert lines == sorted(lines), "the classes are written in the order of FAMILIES x HEADS"
+    for module_name, module in MODULES.items():
+        in_file = [
+            family.class_name(head) for family in FAMILIES if family.modeling_module == module_name for head in HEADS
+        ]
+        lines = [class_line(module, name) for name in in_file]
+        assert None not in lines, [name for name, line in zip(in_file, lines, strict=True) if line is None]
+        assert lines == sorted(lines), f"the classes of {module_name}.py are written in the order of FAMILIES x HEADS"
+        assert dict(module.FAMILY_CLASSES) == {
+            key: value for key, value in MODEL_CLASSES.items() if value.__module__ == module.__name__
+        }
 
 
 def test_every_class_agrees_with_its_row():
     for family in FAMILIES:
+        module = modeling_module(family)
         for head in HEADS:
             model_class = MODEL_CLASSES[(family.name, head.name)]
             name = family.class_name(head)
-            assert model_class.__qualname__ == name and model_class.__module__ == modeling_casan.__name__
-            assert getattr(modeling_casan, name) is model_class
+            assert model_class.__qualname__ == name and model_class.__module__ == module.__name__
+            assert getattr(module, name) is model_class
             assert model_class.family is family and model_class.head is head
             config_class = model_class.config_class
             assert config_class is FAMILY_CONFIGS[family.name] and config_class.__name__ == family.config_class_name
             assert config_class.model_type == family.model_type
             assert model_class.base_model_prefix == family.base_model_prefix
-            assert model_class._no_split_modules == [FAMILY_MODULES[family.name].embeddings.__name__, "CasanLayer"]
             module_name, class_name = family.auto_map()[head.auto_class].split(".")
-            assert (module_name, class_name) == ("modeling_casan", name)
+            assert (module_name, class_name) == (family.modeling_module, name)
             # The transformers class it mirrors: named in its docstring, with the same prefix and model type.
             mirrored = getattr(transformers, family.source_class_name(head))
             assert f"`{mirrored.__name__}`" in model_class.__dict__["__doc__"], name
             assert mirrored.base_model_prefix == model_class.base_model_prefix
             assert mirrored.config_class.model_type == family.name
-            # Written out as the family's PreTrainedModel over BERT's class of the head.
             assert issubclass(model_class, family_base(family)), name
-            assert issubclass(model_class, MODEL_CLASSES[("bert", head.name)]), name
+            if family.name in FAMILY_MODULES:
+                # A BERT-style family: the family's PreTrainedModel over BERT's class of the head.
+                assert model_class._no_split_modules == [FAMILY_MODULES[family.name].embeddings.__name__, "CasanLayer"]
+                assert issubclass(model_class, MODEL_CLASSES[("bert", head.name)]), name
 
 
 def test_no_model_class_stands_outside_the_tables():
-    defined = {
-        value
-        for value in vars(modeling_casan).values()
-        if inspect.isclass(value)
-        and issubclass(value, CasanPreTrainedModel)
-        and value.__module__ == modeling_casan.__name__
-    }
-    family_bases = {family_base(family) for family in FAMILIES}
-    assert defined == set(MODEL_CLASSES.values()) | family_bases
-    for family_class in family_bases - {CasanPreTrainedModel}:
-        family = family_class.family
-        assert family_class.config_class is FAMILY_CONFIGS[family.name], family_class
-        assert family_class.base_model_prefix == family.base_model_prefix, family_class
-    # Nothing is made at import time: each class has its `class` statement, and no name is written into globals().
-    assert all(class_line(model_class.__name__) for model_class in defined) and "globals()" not in SOURCE
+    for module_name, module in MODULES.items():
+        source = inspect.getsource(module)
+        defined = {
+            value
+            for value in vars(module).values()
+            if inspect.isclass(value)
+            and issubclass(value, CasanPreTrainedModel)
+            and value.__module__ == module.__name__
+        }
+        families = [family for family in FAMILIES if family.modeling_module == module_name]
+        family_bases = {family_base(family) for family in families}
+        in_tables = {MODEL_CLASSES[(family.name, head.name)] for family in families for head in HEADS}
+        assert defined == in_tables | family_bases
+        for family_class in family_bases - {CasanPreTrainedModel}:
+            family = family_class.family
+            assert family_class.config_class is FAMILY_CONFIGS[family.name], family_class
+            assert family_class.base_model_prefix == family.base_model_prefix, family_class
+        # Nothing is made at import time: each class has its `class` statement, and no name is written into globals().
+        assert all(class_line(module, model_class.__name__) for model_class in defined) and "globals()" not in source

@@ -5,7 +5,7 @@ import transformers
 
 from ..compat import PreTrainedConfig
 from ..families import FAMILIES, get_family, get_head
-from ..modeling_casan import casan_class
+from ..modeling_casan_auto import casan_class
 
 
 def run_model_class(model_name_or_path, head_name, baseline, casan_kwargs, cache_dir=None, sharded=False):

@@ -1,0 +1,57 @@
+"""Every CASAN encoder class, gathered from the modeling files: each file lists its own classes in
+`FAMILY_CLASSES` (`modeling_casan.py` the BERT-style families'), and `MODEL_CLASSES` joins them in the order of
+`FAMILIES` x `HEADS`. `casan_class` finds one by family and head; `casan_twin` converts a loaded transformers model
+in memory. No model class imports this file, so saved folders do not carry it.
+"""
+
+from .configuration_casan import FAMILY_CONFIGS
+from .context import is_casan_parameter
+from .families import FAMILIES, HEADS, get_family, get_head
+from .modeling_casan import FAMILY_CLASSES as BERT_STYLE_CLASSES
+from .options import OPTION_CHECKS
+
+
+# Every CASAN encoder class, by (family name, head name), in the order of `FAMILIES` x `HEADS`.
+MODEL_CLASSES = {
+    (family.name, head.name): BERT_STYLE_CLASSES[(family.name, head.name)] for family in FAMILIES for head in HEADS
+}
+
+# Head name -> BERT's CASAN class; `MODEL_CLASSES` and `casan_class` hold every family's.
+HEAD_CLASSES = {head.name: MODEL_CLASSES[("bert", head.name)] for head in HEADS}
+
+
+def casan_class(family, head_name):
+    """The CASAN class of `head_name` for a `Family`, or for a checkpoint's `model_type` ("roberta" or
+    "casan_roberta")."""
+    family = get_family(family) if isinstance(family, str) else family
+    return MODEL_CLASSES[(family.name, get_head(head_name).name)]
+
+
+def casan_twin(model, **options):
+    """The CASAN model with the weights of a loaded transformers model of a supported family (BERT, RoBERTa,
+    XLM-RoBERTa, ELECTRA; any head of `HEADS`), built in memory (no save and reload): the same head, config,
+    dtype, device, attention backend and train/eval mode, plus the CASAN `options`. Only the context (and an
+    attentive pooling) is new; at `context_type="none"` its outputs are the source's. Like `from_pretrained` of
+    a source checkpoint, the result has no checkpoint of its own yet."""
+    sources = {family.source_class_name(head): (family, head) for family in FAMILIES for head in HEADS}
+    source_name = type(model).__name__
+    if source_name not in sources:
+        raise ValueError(f"casan_twin takes one of {', '.join(sources)}; got {source_name}.")
+    unknown = sorted(set(options) - set(OPTION_CHECKS))
+    if unknown:
+        raise ValueError(f"casan_twin takes CASAN options, one of {', '.join(OPTION_CHECKS)}; got {unknown}.")
+    family, head = sources[source_name]
+    # A conversion: an output gate starts at exactly 1 unless told otherwise, as `from_pretrained` starts it.
+    config = FAMILY_CONFIGS[family.name].from_dict(model.config.to_dict(), **{"output_gate_start": "one", **options})
+    config._attn_implementation = model.config._attn_implementation
+    twin = casan_class(family, head.name)(config)
+    missing, unexpected = twin.load_state_dict(model.state_dict(), strict=False)
+    new = [key for key in missing if not is_casan_parameter(key) and not key.startswith("pooling.")]
+    dropped = [key for key in unexpected if ".pooler." not in key]  # only "cls" pooling reads the pooler
+    if new or dropped:
+        raise ValueError(f"{source_name} does not fit {type(twin).__name__}: missing {new}, unexpected {dropped}.")
+    twin.name_or_path = ""
+    return twin.to(device=model.device, dtype=model.dtype).train(model.training)
+
+
+__all__ = ["HEAD_CLASSES", "MODEL_CLASSES", "casan_class", "casan_twin"]
