@@ -25,7 +25,6 @@ installed casan_hf needs no remote code; `save_pretrained` still writes the code
 import transformers
 
 from .configuration_casan import (
-    FAMILY_CONFIGS,
     CasanConfig,
     CasanElectraConfig,
     CasanRobertaConfig,
@@ -42,7 +41,7 @@ from .modeling_casan import (
     CasanModel,
     CasanPreTrainedModel,
 )
-from .modeling_casan_auto import HEAD_CLASSES, MODEL_CLASSES, casan_class, casan_twin
+from .modeling_casan_auto import FAMILY_CONFIGS, HEAD_CLASSES, MODEL_CLASSES, casan_class, casan_twin
 from .modeling_casan_marian import CasanMarianModel, CasanMarianMTModel
 from .options import CONTEXT_TARGETS, CONTEXT_TYPES, GATE_KINDS
 

@@ -170,13 +170,6 @@ class CasanElectraConfig(CasanConfig):
             )
 
 
-# The CASAN config of each family, by the family's name.
-FAMILY_CONFIGS = {
-    config_class.model_type.removeprefix("casan_"): config_class
-    for config_class in (CasanConfig, CasanRobertaConfig, CasanXLMRobertaConfig, CasanElectraConfig)
-}
-
-
 def checkpoint_config(name_or_path, requested, config_class, source_model_type, models_name, hint=""):
     """The saved config of the checkpoint a CASAN model is loaded from, checked against what is `requested`
     (`from_pretrained`'s keyword arguments, or the `config` the auto classes pass): a ValueError when it cannot

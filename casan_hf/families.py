@@ -63,13 +63,15 @@ class Family:
     prefix of transformers' class names (`RobertaForMaskedLM`) and of CASAN's (`CasanRobertaForMaskedLM`;
     BERT's classes keep the plain `CasanModel`, ...), and the attribute that holds the encoder in every head
     (`roberta.encoder.layer.0...`). A CASAN checkpoint of the family says `model_type` "casan_<name>";
-    `modeling_module` is the model file that writes its classes out."""
+    `modeling_module` is the model file that writes its classes out, `configuration_module` the one of its config
+    class."""
 
     name: str
     transformers_prefix: str
     class_prefix: str
     base_model_prefix: str
     modeling_module: str = "modeling_casan"
+    configuration_module: str = "configuration_casan"
 
     @property
     def model_type(self):
@@ -88,7 +90,7 @@ class Family:
     def auto_map(self):
         """Every class a saved folder of this family can be loaded as with `trust_remote_code=True`."""
         return {
-            "AutoConfig": f"configuration_casan.{self.config_class_name}",
+            "AutoConfig": f"{self.configuration_module}.{self.config_class_name}",
             **{head.auto_class: f"{self.modeling_module}.{self.class_name(head)}" for head in HEADS},
         }
 

@@ -1,10 +1,10 @@
 """Every CASAN encoder class, gathered from the modeling files: each file lists its own classes in
 `FAMILY_CLASSES` (`modeling_casan.py` the BERT-style families'), and `MODEL_CLASSES` joins them in the order of
-`FAMILIES` x `HEADS`. `casan_class` finds one by family and head; `casan_twin` converts a loaded transformers model
-in memory. No model class imports this file, so saved folders do not carry it.
+`FAMILIES` x `HEADS`, with `FAMILY_CONFIGS` their config classes. `casan_class` finds one by family and head;
+`casan_twin` converts a loaded transformers model in memory. No model class imports this file, so saved folders
+do not carry it.
 """
 
-from .configuration_casan import FAMILY_CONFIGS
 from .context import is_casan_parameter
 from .families import FAMILIES, HEADS, get_family, get_head
 from .modeling_casan import FAMILY_CLASSES as BERT_STYLE_CLASSES
@@ -15,6 +15,9 @@ from .options import OPTION_CHECKS
 MODEL_CLASSES = {
     (family.name, head.name): BERT_STYLE_CLASSES[(family.name, head.name)] for family in FAMILIES for head in HEADS
 }
+
+# The CASAN config class of each family, by the family's name.
+FAMILY_CONFIGS = {family.name: MODEL_CLASSES[(family.name, "base")].config_class for family in FAMILIES}
 
 # Head name -> BERT's CASAN class; `MODEL_CLASSES` and `casan_class` hold every family's.
 HEAD_CLASSES = {head.name: MODEL_CLASSES[("bert", head.name)] for head in HEADS}
@@ -54,4 +57,4 @@ def casan_twin(model, **options):
     return twin.to(device=model.device, dtype=model.dtype).train(model.training)
 
 
-__all__ = ["HEAD_CLASSES", "MODEL_CLASSES", "casan_class", "casan_twin"]
+__all__ = ["FAMILY_CONFIGS", "HEAD_CLASSES", "MODEL_CLASSES", "casan_class", "casan_twin"]
