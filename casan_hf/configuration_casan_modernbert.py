@@ -14,10 +14,13 @@ import dataclasses
 
 from transformers import ModernBertConfig
 
+# Every model file the config needs is imported here directly: transformers 4.x copies a folder's code files only
+# one relative import deep, and must reach `require_transformers` to say what it lacks.
 from .compat import require_transformers
 from .configuration_casan import CasanConfig
+from .context import CONTEXT_TARGETS
 from .families import get_family
-from .options import CONTEXT_TARGETS, OPTION_CHECKS
+from .options import OPTION_CHECKS
 
 
 # ModernBERT's layout of transformers 5.2 and later: per-layer-type rotary embeddings (`layer_types`,
