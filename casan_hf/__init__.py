@@ -31,6 +31,7 @@ from .configuration_casan import (
     CasanXLMRobertaConfig,
 )
 from .configuration_casan_marian import CasanMarianConfig
+from .configuration_casan_modernbert import CasanModernBertConfig
 from .families import FAMILIES, HEADS, get_family, get_head
 from .modeling_casan import (
     CasanForMaskedLM,
@@ -43,6 +44,14 @@ from .modeling_casan import (
 )
 from .modeling_casan_auto import FAMILY_CONFIGS, HEAD_CLASSES, MODEL_CLASSES, casan_class, casan_twin
 from .modeling_casan_marian import CasanMarianModel, CasanMarianMTModel
+from .modeling_casan_modernbert import (
+    CasanModernBertForMaskedLM,
+    CasanModernBertForMultipleChoice,
+    CasanModernBertForQuestionAnswering,
+    CasanModernBertForSequenceClassification,
+    CasanModernBertForTokenClassification,
+    CasanModernBertModel,
+)
 from .options import CONTEXT_TARGETS, CONTEXT_TYPES, GATE_KINDS
 
 
@@ -89,6 +98,13 @@ __all__ = [
     "CasanMarianConfig",
     "CasanMarianModel",
     "CasanMarianMTModel",
+    "CasanModernBertConfig",
+    "CasanModernBertForMaskedLM",
+    "CasanModernBertForMultipleChoice",
+    "CasanModernBertForQuestionAnswering",
+    "CasanModernBertForSequenceClassification",
+    "CasanModernBertForTokenClassification",
+    "CasanModernBertModel",
     "CasanModel",
     "CasanPreTrainedModel",
     "casan_class",

@@ -94,11 +94,7 @@ def self_attention_with_context(attention, projections, hidden_states, attention
     config's `output_context_gates` into the keyword arguments when they are not given it)."""
     query_projection, key_projection, value_projection = projections
     query, key = query_projection(hidden_states), key_projection(hidden_states)
-    return_gates = kwargs.get("output_context_gates", False)
-    if attention.context_mixer is not None and context:
-        query, key, gates = attention.context_mixer(query, key, context, return_gates)
-    else:
-        gates = query.new_zeros(gates_shape(attention.config, *query.shape[:2])) if return_gates else None
+    query, key, gates = mix_context(attention, query, key, context, kwargs.get("output_context_gates", False))
     hidden_shape = (*hidden_states.shape[:-1], -1, attention.head_dim)
     query = query.view(hidden_shape).transpose(1, 2)
     key = key.view(hidden_shape).transpose(1, 2)
@@ -108,10 +104,29 @@ def self_attention_with_context(attention, projections, hidden_states, attention
     output, weights = interface(
         attention, query, key, value, attention_mask, dropout=dropout, scaling=attention.scaling, **kwargs
     )  # output: (batch, n, heads, d_head)
-    if attention.output_gate is not None:
-        (head_gate,) = attention.output_gate(hidden_states, context)
-        output = output * head_gate.view(*output.shape[:3], -1)
+    output = gate_head_outputs(attention, output, hidden_states, context)
     return output.reshape(*hidden_states.shape[:-1], -1).contiguous(), weights, gates
+
+
+def mix_context(attention, query, key, context, return_gates):
+    """The first step of a context-aware self-attention, for attentions that do more between the projections and the
+    attention than `self_attention_with_context` (ModernBERT's rotary embedding): the full-width `query` and `key`
+    `(batch, n, d)` with the layer's `context` mixed in by the `attention` module's `context_mixer` (as they were
+    where it has none, or the layer takes no context), and the gates (`gates_shape`, zero where nothing is mixed)
+    when `return_gates`, else None."""
+    if attention.context_mixer is not None and context:
+        return attention.context_mixer(query, key, context, return_gates)
+    gates = query.new_zeros(gates_shape(attention.config, *query.shape[:2])) if return_gates else None
+    return query, key, gates
+
+
+def gate_head_outputs(attention, output, hidden_states, context):
+    """The heads' outputs `(batch, n, heads, d_head)` through the `attention` module's `output_gate`, driven by the
+    attention's input `hidden_states` (and the layer's `context`), or unchanged where it has none."""
+    if attention.output_gate is None:
+        return output
+    (head_gate,) = attention.output_gate(hidden_states, context)
+    return output * head_gate.view(*output.shape[:3], -1)
 
 
 class CasanOutputGate(nn.Module):

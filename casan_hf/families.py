@@ -64,7 +64,8 @@ class Family:
     BERT's classes keep the plain `CasanModel`, ...), and the attribute that holds the encoder in every head
     (`roberta.encoder.layer.0...`). A CASAN checkpoint of the family says `model_type` "casan_<name>";
     `modeling_module` is the model file that writes its classes out, `configuration_module` the one of its config
-    class."""
+    class; `minimum_transformers` the oldest transformers its folders load with, where it is newer than the
+    package's (`compat.MINIMUM_TRANSFORMERS`)."""
 
     name: str
     transformers_prefix: str
@@ -72,6 +73,7 @@ class Family:
     base_model_prefix: str
     modeling_module: str = "modeling_casan"
     configuration_module: str = "configuration_casan"
+    minimum_transformers: str | None = None
 
     @property
     def model_type(self):
@@ -100,6 +102,15 @@ FAMILIES = (
     Family("roberta", "Roberta", "Roberta", "roberta"),
     Family("xlm-roberta", "XLMRoberta", "XLMRoberta", "roberta"),
     Family("electra", "Electra", "Electra", "electra"),
+    Family(
+        "modernbert",
+        "ModernBert",
+        "ModernBert",
+        "model",
+        modeling_module="modeling_casan_modernbert",
+        configuration_module="configuration_casan_modernbert",
+        minimum_transformers="5.2",
+    ),
 )
 
 

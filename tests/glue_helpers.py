@@ -53,6 +53,12 @@ def make_tiny_source(folder, family, tokenizer_path, glue_dir):
         bpe.save_model(str(folder))
         tokenizer = RobertaTokenizer(vocab=str(folder / "vocab.json"), merges=str(folder / "merges.txt"))
         size.update(type_vocab_size=1, max_position_embeddings=66, pad_token_id=tokenizer.pad_token_id)
+    elif family.name == "modernbert":
+        # MiniLM's WordPiece with ModernBERT's inputs (no token type ids) and special tokens; a window of 8 tokens.
+        tokenizer = AutoTokenizer.from_pretrained(tokenizer_path, model_input_names=["input_ids", "attention_mask"])
+        cls, sep = tokenizer.cls_token_id, tokenizer.sep_token_id
+        special = dict(bos_token_id=cls, cls_token_id=cls, eos_token_id=sep, sep_token_id=sep)
+        size.update(max_position_embeddings=64, local_attention=8, pad_token_id=tokenizer.pad_token_id, **special)
     else:
         tokenizer = AutoTokenizer.from_pretrained(tokenizer_path)
         size.update(max_position_embeddings=64, **({"embedding_size": 16} if family.name == "electra" else {}))

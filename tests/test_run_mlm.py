@@ -7,7 +7,7 @@ import pytest
 import torch
 from conftest import load_script
 from fresh_process import run_without_casan_hf
-from glue_helpers import TINY_RUN, card_metadata, make_tiny_bert, read_json, run_glue
+from glue_helpers import TINY_RUN, card_metadata, make_tiny_bert, make_tiny_source, read_json, run_glue
 from safetensors.torch import load_file
 
 from casan_hf import CasanForMaskedLM
@@ -58,6 +58,18 @@ def test_casan_and_its_twin_train_and_report_perplexity(run_mlm, tiny_bert, text
     assert result["task"]["type"] == "fill-mask" and result["metrics"][0]["type"] == "perplexity"
     history = read_json(output_dir / "trainer_state.json")["log_history"]
     assert any("gates/layer_1/key" in entry for entry in history) == casan
+
+
+def test_a_modernbert_checkpoint_trains_with_its_tied_decoder(run_mlm, text_file, tmp_path, minilm_path, glue_dir):
+    """ModernBERT's base checkpoint converts to its masked LM (a random prediction head, the decoder tied to the token
+    embeddings) and trains; the folder loads as CasanModernBertForMaskedLM."""
+    source = make_tiny_source(tmp_path / "modernbert", "modernbert", minilm_path, glue_dir)
+    output_dir = tmp_path / "out"
+    run_mlm(["--model_name_or_path", source, "--train_file", text_file, "--do_train", "--do_eval",
+             "--max_steps", "2", "--output_dir", output_dir, "--context_type", "deep", *TINY_MLM])  # fmt: skip
+    assert read_json(output_dir / "eval_results.json")["perplexity"] > 1
+    config = read_json(output_dir / "config.json")
+    assert config["architectures"] == ["CasanModernBertForMaskedLM"] and config["context_type"] == "deep"
 
 
 def test_frozen_base_leaves_every_pretrained_weight_bit_identical(run_mlm, tiny_bert, text_file, tmp_path):

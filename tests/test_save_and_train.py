@@ -63,6 +63,8 @@ def test_saved_folder_holds_the_code_and_auto_map(tmp_path):
     assert top_folder == bert_files | {
         "configuration_casan_marian.py",
         "modeling_casan_marian.py",
+        "configuration_casan_modernbert.py",
+        "modeling_casan_modernbert.py",
         "modeling_casan_auto.py",
     }
     auto_map = json.loads((tmp_path / "config.json").read_text())["auto_map"]

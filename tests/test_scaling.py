@@ -47,8 +47,8 @@ def build(family, head, context_type, pooling="cls"):
     return casan_class(family, head)(config)
 
 
-# The layers of the CASAN models: the encoders' (BERT families, Marian) and Marian's decoder's.
-LAYER_CLASSES = ("CasanLayer", "CasanMarianEncoderLayer", "MarianDecoderLayer")
+# The layers of the CASAN models: the encoders' (BERT families, ModernBERT, Marian) and Marian's decoder's.
+LAYER_CLASSES = ("CasanLayer", "CasanModernBertEncoderLayer", "CasanMarianEncoderLayer", "MarianDecoderLayer")
 
 
 @pytest.mark.parametrize(("family", "head"), EVERY_MODEL)
@@ -76,6 +76,7 @@ SHARDED_CASES = {
     "deep_global-electra-multiple-choice": ("electra", "multiple-choice", "deep_global", "cls"),
     "none-xlm-roberta-token-classification": ("xlm-roberta", "token-classification", "none", "cls"),
     "global-bert-question-answering": ("bert", "question-answering", "global", "cls"),
+    "deep_global-modernbert-masked-lm": ("modernbert", "masked-lm", "deep_global", "cls"),
     "deep_global-marian-translation": ("marian", "translation", "deep_global", "cls"),
 }
 
@@ -98,7 +99,9 @@ def sharded_runs(tmp_path_factory):
     BertModel(BertConfig(**TINY)).save_pretrained(root / CONVERTED)
     cases.append({"folder": str(root / CONVERTED), "model_class": "CasanForMaskedLM", "steps": 3})
     (root / "cases.json").write_text(json.dumps(cases))
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(TESTS))
+    # The tests' helpers, before whatever the caller's path holds (a checkout run without installing it).
+    path = os.pathsep.join(filter(None, [str(TESTS), os.environ.get("PYTHONPATH")]))
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=path)
     launcher = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29571"]
     result = subprocess.run(
         [*launcher, str(TESTS / "sharded_training.py"), str(root / "cases.json")],
