@@ -349,10 +349,14 @@ def untrained_heads_warning(modules, head_name, trained=False):
 
 def gates_table(gates):
     """A Markdown table of `gate_means` output, one row per layer."""
-    layers = sorted({int(name.split("/")[1].removeprefix("layer_")) for name in gates})
+    # The training package writes the card (its trainer imports this package), so its gate log keys are read here,
+    # when a table is drawn, rather than imported with this module.
+    from ..training.gates import gate_key, logged_layers_and_heads
+
+    layers, _ = logged_layers_and_heads(gates)
     rows = ["| layer | mean lambda_Q | mean lambda_K |", "| --- | --- | --- |"]
     rows += [
-        f"| {layer} | {gates[f'gates/layer_{layer}/query']:.4f} | {gates[f'gates/layer_{layer}/key']:.4f} |"
+        f"| {layer} | {gates[gate_key(layer, 'query')]:.4f} | {gates[gate_key(layer, 'key')]:.4f} |"
         for layer in layers
     ]
     return "\n".join(rows)
