@@ -32,6 +32,7 @@ from .configuration_casan import (
     CasanXLMRobertaConfig,
 )
 from .configuration_casan_marian import CasanMarianConfig
+from .context import CONTEXT_KINDS
 from .families import FAMILIES, HEADS, get_family, get_head
 from .modeling_casan import (
     HEAD_CLASSES,
@@ -47,7 +48,7 @@ from .modeling_casan import (
     casan_twin,
 )
 from .modeling_casan_marian import CasanMarianModel, CasanMarianMTModel
-from .options import CONTEXT_TARGETS, CONTEXT_TYPES, GATE_KINDS
+from .options import CONTEXT_TARGETS, GATE_KINDS
 
 
 __version__ = "0.1.0"
@@ -73,8 +74,8 @@ def _register_auto_classes():
 _register_auto_classes()
 
 __all__ = [
+    "CONTEXT_KINDS",
     "CONTEXT_TARGETS",
-    "CONTEXT_TYPES",
     "GATE_KINDS",
     "HEADS",
     "FAMILIES",
