@@ -1,7 +1,8 @@
 """Which head a checkpoint or a loaded model is, by the class name its config's `architectures` or its type gives:
 CASAN's classes and their transformers twins of every family."""
 
-from ..families import FAMILIES, HEADS, get_family
+from .. import families
+from ..families import get_family
 
 
 def architecture_heads():
@@ -9,8 +10,8 @@ def architecture_heads():
     `architectures` may name. Read from the tables when asked, so that a head or family added to them counts."""
     return {
         name: head
-        for family in FAMILIES
-        for head in HEADS
+        for family in families.FAMILIES
+        for head in families.HEADS
         for name in (family.class_name(head), family.source_class_name(head))
     }
 
@@ -21,10 +22,10 @@ def checkpoint_head(config):
     (through `get_family`) first."""
     family = get_family(config.model_type)
     if not config.architectures:
-        return HEADS[0]
+        return next(head for head in families.HEADS if head.bare)
     heads = architecture_heads()
     if config.architectures[0] not in heads:
-        shown = [name for head in HEADS for name in (family.class_name(head), family.source_class_name(head))]
+        shown = [name for head in families.HEADS for name in (family.class_name(head), family.source_class_name(head))]
         raise ValueError(
             f"Checkpoint architecture {config.architectures[0]!r} is not a head that can be inspected; "
             f"a {config.model_type} checkpoint can be one of {', '.join(shown)}."
