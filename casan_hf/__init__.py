@@ -32,6 +32,7 @@ from .configuration_casan import (
 )
 from .configuration_casan_marian import CasanMarianConfig
 from .configuration_casan_modernbert import CasanModernBertConfig
+from .context import CONTEXT_KINDS
 from .families import FAMILIES, HEADS, get_family, get_head
 from .modeling_casan import (
     CasanForMaskedLM,
@@ -52,7 +53,7 @@ from .modeling_casan_modernbert import (
     CasanModernBertForTokenClassification,
     CasanModernBertModel,
 )
-from .options import CONTEXT_TARGETS, CONTEXT_TYPES, GATE_KINDS
+from .options import CONTEXT_TARGETS, GATE_KINDS
 
 
 __version__ = "0.1.0"
@@ -78,8 +79,8 @@ def _register_auto_classes():
 _register_auto_classes()
 
 __all__ = [
+    "CONTEXT_KINDS",
     "CONTEXT_TARGETS",
-    "CONTEXT_TYPES",
     "GATE_KINDS",
     "HEADS",
     "FAMILIES",

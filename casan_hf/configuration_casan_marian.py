@@ -1,8 +1,10 @@
 """Configuration of the context-aware encoder-decoder (CASAN in the encoder of a Marian translation model).
 
-`CasanMarianConfig` is a `MarianConfig` with the *context* options of `options.OPTIONS` on top:
-the same names, types, defaults and checks as `CasanConfig`, read from that class's fields rather than
-declared a second time. The *pooling* options shape a sentence vector for classification, which a translation
+`CasanMarianConfig` is a `MarianConfig` with the *context* options of `options.OPTIONS` on top: the same names,
+types, defaults and checks as `CasanConfig`. The fields are written out here as `CasanConfig` writes them (a reader,
+an IDE and transformers' dataclass machinery see them; none is made at import), and
+tests/test_translation_model.py holds them equal to `CasanConfig`'s, name, type and default; the checks are
+`OPTION_CHECKS`, shared. The *pooling* options shape a sentence vector for classification, which a translation
 model does not have: setting one is an error.
 """
 

@@ -18,9 +18,12 @@ import torch
 
 # The transforms the context is mixed into, in the order of the gates' channels. V is never touched.
 CONTEXT_TARGETS = ("query", "key")
-# The module-name fragments of every parameter CASAN adds to its source model (`CasanContextMixer`,
-# `CasanOutputGate`): what a conversion starts new, and what a continued checkpoint must hold in the same shapes.
-CASAN_MODULES = (".context_mixer.", ".output_gate.")
+# The module-name fragments of every parameter CASAN adds to its source model, the context mixer's
+# (`CasanContextMixer`, `...attention.self.context_mixer.gate_bias`) and the output gate's (`CasanOutputGate`): what a
+# conversion starts new, and what a continued checkpoint must hold in the same shapes.
+CONTEXT_MIXER_MODULE = ".context_mixer."
+OUTPUT_GATE_MODULE = ".output_gate."
+CASAN_MODULES = (CONTEXT_MIXER_MODULE, OUTPUT_GATE_MODULE)
 
 
 def is_casan_parameter(name):

@@ -9,13 +9,22 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Head:
-    """One CASAN head, built for every family.
+    """One CASAN head, built for every family. Whatever differs from head to head is a field here, so that no code
+    asks a head for its name to decide what to do.
 
     `name` is what the converter's `--head` and the model card call it; `suffix` ends the class names
     (`CasanRobertaForSequenceClassification`, and transformers' `RobertaForSequenceClassification` it
     mirrors); `pipeline_task` the transformers pipeline that serves it (None where transformers has none);
     `pools_sentence` whether it classifies a sentence vector, and so takes the "pooling" options;
-    `takes_num_labels` whether its output width is the user's `num_labels`.
+    `takes_num_labels` whether its output width is the user's `num_labels`; `bare` whether it is the encoder
+    alone, whose output is the hidden states (what a sentence-transformers pipeline wraps); `takes_choices`
+    whether its inputs have a choices axis, `(batch_size, num_choices, sequence_length)`, each choice one text;
+    `pretrains` whether training it is (continued) pre-training on raw text rather than fine-tuning on labels.
+
+    Two fields are for the tools around a model, which read them here: `prediction`, how
+    `casan_hf.inspection.predict` reads the head's logits for one text, as its pipeline would ("labels",
+    "choice", "tags", "answer", "fills"; None: no prediction), and `untrained`, what the model card warns of
+    while the head's weights are random.
     """
 
     name: str
@@ -24,10 +33,20 @@ class Head:
     pipeline_task: str | None
     pools_sentence: bool = False
     takes_num_labels: bool = False
+    bare: bool = False
+    takes_choices: bool = False
+    pretrains: bool = False
+    prediction: str | None = None
+    untrained: str = "its outputs are random until it is fine-tuned"
+
+    @property
+    def hub_task(self):
+        """The Hub task type a model card files the head's scores under: its pipeline's, else its name."""
+        return self.pipeline_task or self.name
 
 
 HEADS = (
-    Head("base", "Model", "AutoModel", "feature-extraction"),
+    Head("base", "Model", "AutoModel", "feature-extraction", bare=True),
     Head(
         "sequence-classification",
         "ForSequenceClassification",
@@ -35,6 +54,7 @@ HEADS = (
         "text-classification",
         pools_sentence=True,
         takes_num_labels=True,
+        prediction="labels",
     ),
     Head(
         "token-classification",
@@ -42,10 +62,28 @@ HEADS = (
         "AutoModelForTokenClassification",
         "token-classification",
         takes_num_labels=True,
+        prediction="tags",
     ),
-    Head("question-answering", "ForQuestionAnswering", "AutoModelForQuestionAnswering", None),
-    Head("multiple-choice", "ForMultipleChoice", "AutoModelForMultipleChoice", None, pools_sentence=True),
-    Head("masked-lm", "ForMaskedLM", "AutoModelForMaskedLM", "fill-mask"),
+    Head("question-answering", "ForQuestionAnswering", "AutoModelForQuestionAnswering", None, prediction="answer"),
+    Head(
+        "multiple-choice",
+        "ForMultipleChoice",
+        "AutoModelForMultipleChoice",
+        None,
+        pools_sentence=True,
+        takes_choices=True,
+        prediction="choice",
+    ),
+    Head(
+        "masked-lm",
+        "ForMaskedLM",
+        "AutoModelForMaskedLM",
+        "fill-mask",
+        pretrains=True,
+        prediction="fills",
+        untrained="fill-mask predicts random words (p ~ 1 / vocabulary size) until the MLM head is trained, by "
+        "continued masked-LM pre-training",
+    ),
 )
 
 

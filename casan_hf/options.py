@@ -1,5 +1,5 @@
 """The options CASAN adds to a transformers config: `OPTIONS`, one row per option (its group, its check, its
-help), and the values each may take (`CONTEXT_TYPES`, ...).
+help), and the values each may take (`GATE_KINDS`, ...; the context types are the rows of `context.CONTEXT_KINDS`).
 
 Everything that exposes an option is derived from this table: the checks `CasanConfig` runs whenever an option
 is set, its docstring, every script's flag (`casan_hf.cli`), the model card. An option's default and type are
@@ -12,8 +12,6 @@ from dataclasses import dataclass
 from .context import CONTEXT_KINDS, CONTEXT_TARGETS
 
 
-# The context types are the rows of `context.CONTEXT_KINDS`; CONTEXT_TYPES is their names when the package loads.
-CONTEXT_TYPES = tuple(CONTEXT_KINDS)
 GATE_KINDS = ("dynamic", "fixed")
 # The output gate's granularity (one gate per head and token, or per channel and token) and its start: "one" is
 # 2 sigmoid(z) from zero weights (exactly 1: a converted checkpoint keeps its outputs), "half" the plain sigmoid of

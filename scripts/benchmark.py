@@ -33,6 +33,8 @@ from tqdm.auto import tqdm
 
 from casan_hf.benchmark import proxy
 from casan_hf.benchmark.runner import (
+    MINILM,
+    SIZES,
     benchmark_group,
     build_model,
     compiled_twins,
@@ -58,7 +60,7 @@ logger = logging.getLogger("benchmark")
 
 def parse_args():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sizes", nargs="+", default=["minilm", "bert-base"], choices=["minilm", "bert-base"])
+    parser.add_argument("--sizes", nargs="+", default=list(SIZES), choices=list(SIZES))
     parser.add_argument("--seq-lens", nargs="+", type=int, default=[128, 512])
     parser.add_argument("--modes", nargs="+", default=["inference", "training"], choices=["inference", "training"])
     parser.add_argument("--batch-size", type=int, help="default: 4 at sequence 128, 1 at 512, else 512 // seq")
@@ -100,7 +102,7 @@ def parse_args():
     args = parser.parse_args()
     check_proxy_args(parser, args)
     if args.quick:
-        args.sizes, args.seq_lens, args.batch_size, args.repeats = ["minilm"], [128], 1, 2
+        args.sizes, args.seq_lens, args.batch_size, args.repeats = [MINILM], [128], 1, 2
     if args.warmup is None:
         args.warmup = COMPILED_WARMUP if args.compile else 1
     elif args.compile and args.warmup < COMPILED_WARMUP:

@@ -89,8 +89,8 @@ def parse_args(argv=None):
     pooling_flags = [f"--{name}" for name in casan_args.casan_kwargs("pooling")]
     if pooling_flags and not head.pools_sentence:
         parser.error(f"{' '.join(pooling_flags)} needs --head {heads_with('pools_sentence')}, not {args.head!r}")
-    if args.sentence_transformers and args.head != "base":
-        parser.error(f"--sentence_transformers needs --head base (the encoder), not {args.head!r}")
+    if args.sentence_transformers and not head.bare:
+        parser.error(f"--sentence_transformers needs --head {heads_with('bare')} (the encoder), not {args.head!r}")
     try:
         check_output_dir(args.output_dir, args.overwrite, flag="--overwrite")
     except ValueError as error:

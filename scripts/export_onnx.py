@@ -58,9 +58,10 @@ def head_of(config):
 
 
 def encode(tokenizer, texts, head):
-    """The model's inputs for `texts`, padded; multiple choice gets each text as a choice of every example."""
+    """The model's inputs for `texts`, padded; a head that takes choices gets each text as a choice of every
+    example."""
     inputs = dict(tokenizer(texts, padding=True, return_tensors="pt"))
-    if head.name == "multiple-choice":
+    if head.takes_choices:
         inputs = {name: tensor[None].expand(len(texts), -1, -1).contiguous() for name, tensor in inputs.items()}
     return inputs
 

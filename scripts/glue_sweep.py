@@ -48,7 +48,7 @@ from casan_hf.studies.glue import (
 SCRIPTS = Path(__file__).resolve().parent
 REPOSITORY = SCRIPTS.parent  # where a --study's results file lives
 RUN_GLUE, RUN_MLM = SCRIPTS / "run_glue.py", SCRIPTS / "run_mlm.py"
-DEFAULT_ARMS = [Arm(variant) for variant in ("baseline", "global", "deep", "deep_global")]
+DEFAULT_POOLING = "cls"  # the source model's own: the default twin is `baseline`
 
 
 def variant_flags(arm):
@@ -67,6 +67,13 @@ def task_values(items, convert):
     return values
 
 
+def default_arms(variants):
+    """The twin of `DEFAULT_POOLING` and every variant with context: each kind of `CONTEXT_KINDS` but `none`, as
+    the table is when the parser is made."""
+    twin = twin_variant(DEFAULT_POOLING)
+    return [Arm(variant) for variant in variants if variant == twin or variant not in TWINS]
+
+
 def make_parser():
     variants = study_variants(TWINS)
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -79,7 +86,7 @@ def make_parser():
         "--variants",
         nargs="+",
         type=arm_argument(variants, option_free=TWINS),
-        default=DEFAULT_ARMS,
+        default=default_arms(variants),
         metavar="VARIANT[:OPTION=VALUE,...]",
         help=f"The arms: a variant ({', '.join(variants)}) with the context options it sets, e.g. "
         "deep:context_rank=64 or deep_global:gate_bias_init=0,gate_per_head=true.",
@@ -93,7 +100,10 @@ def make_parser():
         "--max_train_samples", nargs="*", default=[], metavar="TASK=N", help="Train on the first N examples of TASK."
     )
     parser.add_argument(
-        "--classifier_pooling", choices=CLASSIFIER_POOLINGS, default="cls", help="Of every variant but baseline."
+        "--classifier_pooling",
+        choices=CLASSIFIER_POOLINGS,
+        default=DEFAULT_POOLING,
+        help="Of every variant but baseline.",
     )
     parser.add_argument("--learning_rate", type=float, default=5e-5, help="Of fine-tuning and MLM pre-training.")
     parser.add_argument("--max_seq_length", type=int, default=128, help="Of fine-tuning and MLM pre-training.")

@@ -23,9 +23,24 @@ import os
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function
 
-from casan_hf.benchmark.operators import DEFAULT_VARIANTS, count_table, format_count_table, small_bert_config
-from casan_hf.benchmark.runner import Variant, build_model, make_step, random_inputs, reference_bert
+from casan_hf.benchmark.operators import count_table, format_count_table, small_bert_config
+from casan_hf.benchmark.runner import (
+    BERT_BASE,
+    CONTROL,
+    SIZES,
+    Variant,
+    build_model,
+    default_variants,
+    make_step,
+    random_inputs,
+    reference_bert,
+)
+from casan_hf.context import CONTEXT_KINDS
 from casan_hf.context_mixer import CasanContextMixer
+
+
+# The low rank of the operator counts' low-rank rows (the kinds whose context grows with depth).
+OPERATOR_RANK = 64
 
 
 def label_context_mixers(model):
@@ -46,7 +61,8 @@ def print_operator_counts(args):
     else:
         config = reference_bert(args.size, args.attn, torch.float32)[0].config
     inputs = random_inputs(config.vocab_size, args.batch_size, args.seq_len, torch.device("cpu"))
-    rows = count_table(config, DEFAULT_VARIANTS, inputs, args.mode, args.attn)
+    casan = [(v.label, v.casan_options()) for v in default_variants(OPERATOR_RANK) if v.context_type is not None]
+    rows = count_table(config, casan, inputs, args.mode, args.attn)
     print(
         f"compute operators of one {args.mode} step, hidden {config.hidden_size}, {config.num_hidden_layers} "
         f"layers, seq {args.seq_len}, batch {args.batch_size}, {args.attn}; per layer: over the layers; "
@@ -57,8 +73,13 @@ def print_operator_counts(args):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--size", choices=["minilm", "bert-base"], help="default: bert-base (--operators: width 64)")
-    parser.add_argument("--context-types", nargs="+", default=["bert", "global", "deep", "deep_global"])
+    parser.add_argument("--size", choices=list(SIZES), help=f"default: {BERT_BASE} (--operators: width 64)")
+    parser.add_argument(
+        "--context-types",
+        nargs="+",
+        default=["bert", *(kind for kind in CONTEXT_KINDS if kind != CONTROL)],
+        help="bert or a context type (default: bert and every kind but the control, which runs BERT's numbers)",
+    )
     parser.add_argument("--rank", type=int, help="context_rank of the CASAN models")
     parser.add_argument("--seq-len", type=int, default=128)
     parser.add_argument("--batch-size", type=int, default=4)
@@ -71,7 +92,7 @@ def main():
     if args.operators:
         print_operator_counts(args)
         return
-    args.size = args.size or "bert-base"
+    args.size = args.size or BERT_BASE
 
     reference, _ = reference_bert(args.size, args.attn, torch.float32)
     inputs = random_inputs(reference.config.vocab_size, args.batch_size, args.seq_len, torch.device("cpu"))

@@ -24,7 +24,7 @@ from torch.profiler import ProfilerActivity, profile, schedule
 from transformers import BertModel
 
 from casan_hf.benchmark.operators import small_bert_config
-from casan_hf.benchmark.runner import Variant, build_model, make_step, random_inputs, reference_bert
+from casan_hf.benchmark.runner import BERT_BASE, SIZES, Variant, build_model, make_step, random_inputs, reference_bert
 from casan_hf.benchmark.step_trace import step_figures, top_host_operators, top_kernels
 from casan_hf.cli.arguments import PositiveInt
 from casan_hf.context import CONTEXT_KINDS
@@ -32,6 +32,8 @@ from casan_hf.context import CONTEXT_KINDS
 
 DTYPES = {"bfloat16": torch.bfloat16, "float32": torch.float32}
 NAME_WIDTH = 90  # kernel names run to hundreds of characters (templates)
+# BERT-base's depth at width 64 (`small_bert_config`), beside the benchmark's sizes: the host-bound proxy's model.
+SMALL = "small"
 
 
 def parse_args():
@@ -41,8 +43,8 @@ def parse_args():
     )
     parser.add_argument(
         "--size",
-        default="bert-base",
-        choices=["bert-base", "minilm", "small"],
+        default=BERT_BASE,
+        choices=[*SIZES, SMALL],
         help="small: BERT-base's depth at width 64 (the host-bound proxy's model)",
     )
     parser.add_argument("--seq-len", type=PositiveInt, default=128)
@@ -60,7 +62,7 @@ def parse_args():
 
 def reference_model(size, attn, dtype):
     """The BertModel whose weights every model copies."""
-    if size != "small":
+    if size != SMALL:
         return reference_bert(size, attn, dtype)[0]
     torch.manual_seed(0)
     return BertModel._from_config(small_bert_config(), attn_implementation=attn, dtype=dtype)

@@ -20,6 +20,7 @@ from tiny_models import (
 from transformers import AutoTokenizer, BertConfig, BertModel
 
 from casan_hf import CasanForSequenceClassification, CasanModel, casan_twin
+from casan_hf.context import CONTEXT_MIXER_MODULE
 
 
 SENTENCES = [
@@ -76,10 +77,10 @@ def test_only_context_parameters_are_new(minilm_path):
         minilm_path, context_type="deep_global", num_labels=2, output_loading_info=True
     )
     new = set(info["missing_keys"])
-    context = {name for name in new if ".attention.self.context_mixer." in name}
+    context = {name for name in new if f".attention.self{CONTEXT_MIXER_MODULE}" in name}
     assert context and new - context == {"classifier.weight", "classifier.bias"}
     assert not info["unexpected_keys"] and not info["mismatched_keys"]
-    expected_context = {n for n, _ in model.named_parameters() if "context_mixer" in n}
+    expected_context = {n for n, _ in model.named_parameters() if CONTEXT_MIXER_MODULE in n}
     assert context == expected_context
 
 
@@ -145,7 +146,7 @@ def test_casan_twin_of_a_loaded_model_is_that_model_at_none(casan_class, bert_cl
     context = casan_twin(bert, context_type="deep_global", context_rank=4)
     bert_weights = bert.state_dict()
     for name, tensor in context.state_dict().items():
-        assert ".context_mixer." in name or torch.equal(tensor, bert_weights[name]), name
+        assert CONTEXT_MIXER_MODULE in name or torch.equal(tensor, bert_weights[name]), name
 
 
 def test_casan_twin_refuses_other_models():

@@ -10,7 +10,7 @@ from test_translation_model import TINY_MARIAN
 from tiny_models import head_inputs, padded_batch, tiny_config
 from torch._dynamo.testing import CompileCounterWithBackend
 
-from casan_hf import CONTEXT_TYPES, FAMILIES, CasanMarianConfig, CasanMarianMTModel, casan_class
+from casan_hf import CONTEXT_KINDS, FAMILIES, CasanMarianConfig, CasanMarianMTModel, casan_class
 
 
 # (family, head), each with a context type: every family for both heads, the translation model, and BERT's
@@ -21,7 +21,8 @@ TRAINER_MODELS = [
     ("marian", "translation"),
     *(("bert", head) for head in ("token-classification", "question-answering", "multiple-choice")),
 ]
-CASES = [(family, head, CONTEXT_TYPES[index % 4]) for index, (family, head) in enumerate(TRAINER_MODELS)]
+KINDS = tuple(CONTEXT_KINDS)
+CASES = [(family, head, KINDS[index % len(KINDS)]) for index, (family, head) in enumerate(TRAINER_MODELS)]
 
 
 def model_and_batches(family, head, context_type):
@@ -54,7 +55,7 @@ def model_and_batches(family, head, context_type):
 @pytest.mark.parametrize(("family", "head", "context_type"), CASES)
 def test_training_and_evaluation_compile_whole_once_per_padded_shape(family, head, context_type):
     model, batches = model_and_batches(family, head, context_type)
-    assert context_type in CONTEXT_TYPES and batches[0]["input_ids"].shape == batches[1]["input_ids"].shape
+    assert context_type in CONTEXT_KINDS and batches[0]["input_ids"].shape == batches[1]["input_ids"].shape
     for training, backend in ((True, "aot_eager"), (False, "eager")):  # aot_eager traces the backward as well
         torch._dynamo.reset()
         counter = CompileCounterWithBackend(backend)

@@ -14,6 +14,7 @@ from tiny_models import padded_batch, tiny_config, tiny_source_config
 from transformers import BertModel
 
 from casan_hf import CasanConfig, CasanMarianConfig, CasanMarianMTModel, CasanModel, casan_twin
+from casan_hf.context import OUTPUT_GATE_MODULE
 from casan_hf.training import gate_means
 
 
@@ -273,7 +274,7 @@ def test_the_output_gate_is_new_for_freezing_and_the_context_learning_rate(tmp_p
 
     model = CasanModel(tiny_config(context_type="none", output_gate="headwise"))
     optimizer = give_context_its_learning_rate(torch.optim.AdamW(model.parameters(), lr=1e-5), model, 1e-3)
-    gate_parameters = {id(p) for name, p in model.named_parameters() if ".output_gate." in name}
+    gate_parameters = {id(p) for name, p in model.named_parameters() if OUTPUT_GATE_MODULE in name}
     assert {id(p) for p in optimizer.param_groups[-1]["params"]} == gate_parameters
     freeze_pretrained(model)
     assert {id(p) for p in model.parameters() if p.requires_grad} == gate_parameters

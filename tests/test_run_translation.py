@@ -11,6 +11,7 @@ from conftest import load_script
 from fresh_process import run_without_casan_hf
 from hub_server import RecordingHubApi
 
+from casan_hf.cli.run_start import RUN_START_NAME
 from casan_hf.translation import translation_scores
 
 
@@ -95,7 +96,7 @@ def test_test_scores_by_source_length_cover_every_sentence(trained):
 
 
 def test_the_run_records_what_it_received_as_it_starts(trained):
-    started = json.loads((trained / "run_start.json").read_text())
+    started = json.loads((trained / RUN_START_NAME).read_text())
     assert started["argv"][0] == "run_translation.py" and "--encoder_layers" in started["argv"]
     assert started["settings"]["context_type"] == "deep_global" and started["settings"]["encoder_layers"] == 2
     assert started["settings"]["gate_per_head"] is False and started["settings"]["gate_bias_init"] == -4.0
@@ -115,7 +116,7 @@ def test_a_resumed_run_keeps_its_first_start_and_lists_the_resume(run_translatio
         ["--data_dir", multi30k_dir, "--context_type", "global", "--do_train", "--max_steps", "2",
          "--resume_from_checkpoint", checkpoint, "--output_dir", output_dir, *TINY_RUN],
     )  # fmt: skip
-    started = json.loads((output_dir / "run_start.json").read_text())
+    started = json.loads((output_dir / RUN_START_NAME).read_text())
     assert "--resume_from_checkpoint" not in started["argv"]
     [resume] = started["resumes"]
     assert resume["checkpoint"] == str(checkpoint) and "--resume_from_checkpoint" in resume["argv"]

@@ -12,6 +12,7 @@ from transformers import AutoModelForSeq2SeqLM, BertConfig, BertModel, MarianCon
 
 from casan_hf import CasanMarianConfig, CasanMarianMTModel
 from casan_hf.configuration_casan import option_defaults
+from casan_hf.context import CONTEXT_MIXER_MODULE
 from casan_hf.options import option_names
 
 
@@ -92,7 +93,7 @@ def test_marian_checkpoint_converts_with_only_the_context_new(marian_folder, con
     marian_state = MarianMTModel.from_pretrained(marian_folder).state_dict()
     casan_state = casan.state_dict()
     assert {key for key in casan_state if key not in marian_state} == {
-        key for key in casan_state if ".self_attn.context_mixer." in key and key.startswith("model.encoder.")
+        key for key in casan_state if f".self_attn{CONTEXT_MIXER_MODULE}" in key and key.startswith("model.encoder.")
     }
     assert all(torch.equal(casan_state[key], value) for key, value in marian_state.items())
 

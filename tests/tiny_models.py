@@ -10,6 +10,7 @@ from casan_hf import (
     casan_class,
     get_family,
 )
+from casan_hf.context import CONTEXT_KINDS
 
 
 TINY = dict(
@@ -22,7 +23,8 @@ TINY = dict(
     hidden_dropout_prob=0.0,
     attention_probs_dropout_prob=0.0,
 )
-CONTEXT_TYPES = ("global", "deep", "deep_global")
+# The context types with context (every kind but "none", which runs the source model's numbers).
+CONTEXT_TYPES = tuple(kind for kind in CONTEXT_KINDS if kind != "none")
 
 # CASAN class -> the transformers class with the same weights and outputs when context_type="none", for every
 # family and head; BERT_TWINS for BERT's alone.

@@ -160,16 +160,6 @@ def count_table(bert_config, variants, inputs, mode="training", attn_implementat
     return rows
 
 
-DEFAULT_VARIANTS = (
-    ("casan none", {"context_type": "none"}),
-    ("casan global", {"context_type": "global"}),
-    ("casan deep", {"context_type": "deep"}),
-    ("casan deep_global", {"context_type": "deep_global"}),
-    ("casan deep r64", {"context_type": "deep", "context_rank": 64}),
-    ("casan deep_global r64", {"context_type": "deep_global", "context_rank": 64}),
-)
-
-
 def format_count_table(rows, num_layers):
     """A markdown table of `count_table`'s rows."""
     lines = [

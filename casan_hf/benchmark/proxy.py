@@ -31,7 +31,6 @@ PROXY_MODES = {
     "eager training": ("training", None),
     "compiled inference": ("inference", "default"),
 }
-CONTEXT_TYPES = ("none", "global", "deep", "deep_global")
 # The output gate's rows (docs/METHOD.md, "The output gate"): from the token alone, and driven by the global context
 # without query/key mixing, the two gated arms of the translation study.
 OUTPUT_GATE_VARIANTS = (
@@ -58,10 +57,10 @@ class ProxyShape:
 
 
 def proxy_variants():
-    """The proxy's models: BERT, its control copy, CASAN none, global, deep, deep_global and the output gate's two
-    rows, each followed by its compiled twin."""
+    """The proxy's models: BERT, its control copy, CASAN of every context kind (none, the control, first) and the
+    output gate's two rows, each followed by its compiled twin."""
     compile_mode = PROXY_MODES["compiled inference"][1]
-    return default_variants(0, CONTEXT_TYPES, compile_mode=compile_mode, extra=OUTPUT_GATE_VARIANTS)
+    return default_variants(0, compile_mode=compile_mode, extra=OUTPUT_GATE_VARIANTS)
 
 
 def proxy_models(shape, compile_backend="inductor"):

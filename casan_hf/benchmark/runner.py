@@ -24,15 +24,16 @@ from .flops import context_param_count, cost_floor
 from .peak_memory import step_peak_mb
 
 
-# Used when the checkpoint package is missing (e.g. on a GPU machine without it): same shape, random weights.
 # The kind without context: CASAN's code path with BERT's numbers, the control that must tie with BERT.
 CONTROL = "none"
-MINILM_SHAPE = {
-    "hidden_size": 384,
-    "num_hidden_layers": 6,
-    "num_attention_heads": 12,
-    "intermediate_size": 1536,
+# The sizes the models are compared at, by name: `BertConfig`'s arguments over its defaults (BERT-base's). MiniLM-L6
+# is its real checkpoint where the package that ships it is installed (`minilm_path`), else its shape with random
+# weights (e.g. on a GPU machine without it).
+SIZES = {
+    "minilm": {"hidden_size": 384, "num_hidden_layers": 6, "num_attention_heads": 12, "intermediate_size": 1536},
+    "bert-base": {},
 }
+MINILM, BERT_BASE = SIZES
 
 
 @dataclass(frozen=True)
@@ -112,10 +113,10 @@ def minilm_path():
 
 def reference_bert(size, attn_implementation, dtype):
     """The BertModel every model of this size copies its weights from, and where the weights came from."""
-    if size == "minilm" and minilm_path() is not None:
+    if size == MINILM and minilm_path() is not None:
         model = BertModel.from_pretrained(minilm_path(), attn_implementation=attn_implementation, dtype=dtype)
         return model, "checkpoint"
-    config = BertConfig(**MINILM_SHAPE) if size == "minilm" else BertConfig()
+    config = BertConfig(**SIZES[size])
     torch.manual_seed(0)
     return BertModel._from_config(config, attn_implementation=attn_implementation, dtype=dtype), "random"
 

@@ -18,7 +18,8 @@ def run_model_class(model_name_or_path, head_name, baseline, casan_kwargs, cache
     model_type = saved.get("model_type")
     if not baseline:
         return casan_class(model_type, head_name), casan_kwargs
-    trains = "trains" if head_name == "masked-lm" else "fine-tunes"
+    head = get_head(head_name)
+    trains = "trains" if head.pretrains else "fine-tunes"
     if sharded:
         raise ValueError(
             f"--baseline {trains} transformers' own model, whose FSDP2 plan names a decoder's modules and none of "
@@ -34,7 +35,7 @@ def run_model_class(model_name_or_path, head_name, baseline, casan_kwargs, cache
             f"{', '.join(repr(family.name) for family in FAMILIES)}); {model_name_or_path!r} has model_type "
             f"{model_type!r}."
         )
-    return getattr(transformers, get_head(head_name).auto_class), {}
+    return getattr(transformers, head.auto_class), {}
 
 
 def check_tokenizer(tokenizer, model, tokenizer_name):

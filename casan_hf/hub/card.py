@@ -125,7 +125,7 @@ def render_model_card(
     mean context gates at the end of training (`casan_hf.training.gate_means`).
     """
     head = get_head(head)
-    task = encoder_task(head.pipeline_task or head.name, task_name, dataset_id)
+    task = encoder_task(head.hub_task, task_name, dataset_id)
     return _render(
         model,
         model_name,
@@ -332,7 +332,7 @@ def untrained_heads(missing_keys):
 
 def untrained_heads_warning(modules, head_name, trained=False):
     """What a user must know about a head that starts random (`trained`: and has learnt only in this run's
-    steps), or "" when there is none."""
+    steps; else the head's own `untrained` consequence), or "" when there is none."""
     if not modules:
         return ""
     names = ", ".join(f"`{name}.*`" for name in modules)
@@ -341,21 +341,22 @@ def untrained_heads_warning(modules, head_name, trained=False):
             f"The source checkpoint has no weights for {names}: the {head_name} head started random and has "
             "learnt only in the training steps below."
         )
-    consequence = (
-        "fill-mask predicts random words (p ~ 1 / vocabulary size) until the MLM head is trained, by "
-        "continued masked-LM pre-training"
-        if head_name == "masked-lm"
-        else "its outputs are random until it is fine-tuned"
+    return (
+        f"The source checkpoint has no weights for {names}: the {head_name} head starts random, so "
+        f"{get_head(head_name).untrained}."
     )
-    return f"The source checkpoint has no weights for {names}: the {head_name} head starts random, so {consequence}."
 
 
 def gates_table(gates):
     """A Markdown table of `gate_means` output, one row per layer."""
-    layers = sorted({int(name.split("/")[1].removeprefix("layer_")) for name in gates})
+    # The training package writes the card (its trainer imports this package), so its gate log keys are read here,
+    # when a table is drawn, rather than imported with this module.
+    from ..training.gates import gate_key, logged_layers_and_heads
+
+    layers, _ = logged_layers_and_heads(gates)
     rows = ["| layer | mean lambda_Q | mean lambda_K |", "| --- | --- | --- |"]
     rows += [
-        f"| {layer} | {gates[f'gates/layer_{layer}/query']:.4f} | {gates[f'gates/layer_{layer}/key']:.4f} |"
+        f"| {layer} | {gates[gate_key(layer, 'query')]:.4f} | {gates[gate_key(layer, 'key')]:.4f} |"
         for layer in layers
     ]
     return "\n".join(rows)

@@ -8,7 +8,7 @@ from transformers import AutoConfig, AutoTokenizer
 
 from ..configuration_casan import CasanConfig
 from ..options import ATTENTIVE_POOLINGS
-from .heads import checkpoint_head
+from .heads import checkpoint_head, model_head
 
 
 # The most tokens a text is cut to for the plots and the explorer: beyond it a token's row in an attention map
@@ -91,10 +91,8 @@ def inspect_attention(model, tokenizer, text, text_pair=None, max_length=None):
     is_casan = isinstance(model.config, CasanConfig)
     pooling = getattr(model, "pooling", None) if is_casan else None
     attentive = pooling is not None and pooling.kind in ATTENTIVE_POOLINGS
-    multiple_choice = type(model).__name__.endswith("ForMultipleChoice")
-    inputs = {
-        name: (tensor[:, None] if multiple_choice else tensor).to(model.device) for name, tensor in encoded.items()
-    }
+    choices = model_head(model).takes_choices  # the text is the one choice of its example
+    inputs = {name: (tensor[:, None] if choices else tensor).to(model.device) for name, tensor in encoded.items()}
     output_gated = is_casan and model.config.output_gate is not None
     if is_casan:
         inputs["output_context_gates"] = True

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from ..configuration_casan import CasanConfig
 from ..context import CONTEXT_KINDS, CONTEXT_TARGETS
+from ..training.gates import OUTPUT_GATE_FIGURES, gate_key, logged_layers_and_heads, output_gate_key
 from .arms import parse_arm
 
 
@@ -18,18 +19,17 @@ def final_gates(trainer_state):
     if not trainer_state.exists():
         return None
     for entry in reversed(json.loads(trainer_state.read_text())["log_history"]):
-        layers = sorted({int(key.split("/")[1].removeprefix("layer_")) for key in entry if key.startswith("gates/")})
+        layers, heads = logged_layers_and_heads(entry)
         if not layers:
             continue
-        gates = {target: [entry[f"gates/layer_{layer}/{target}"] for layer in layers] for target in ("query", "key")}
-        heads = sorted({int(key.rsplit("_", 1)[1]) for key in entry if key.startswith("gates/") and "/head_" in key})
-        for target in ("query", "key") if heads else ():
+        gates = {target: [entry[gate_key(layer, target)] for layer in layers] for target in CONTEXT_TARGETS}
+        for target in CONTEXT_TARGETS if heads else ():
             gates[f"{target}_per_head"] = [
-                [entry[f"gates/layer_{layer}/{target}/head_{head}"] for head in heads] for layer in layers
+                [entry[gate_key(layer, target, head)] for head in heads] for layer in layers
             ]
-        if f"head_gates/layer_{layers[0]}/mean" in entry:
-            for figure in ("mean", "sparse"):
-                gates[f"output_{figure}"] = [entry[f"head_gates/layer_{layer}/{figure}"] for layer in layers]
+        if output_gate_key(layers[0], "mean") in entry:
+            for figure in OUTPUT_GATE_FIGURES:
+                gates[f"output_{figure}"] = [entry[output_gate_key(layer, figure)] for layer in layers]
         return gates
     return None
 

@@ -8,6 +8,7 @@ import json
 import statistics
 from pathlib import Path
 
+from ..cli.run_start import RUN_START_NAME
 from ..training.gates import SPARSE_BELOW
 from ..translation import LENGTH_BUCKETS, bucket_name
 from .arms import CONTEXT_OPTIONS, arm_order, check_cells, study_variants
@@ -45,7 +46,7 @@ def collect(run):
     steps = read(run.folder / "trainer_state.json")["global_step"]
     validation, test = read(run.folder / "eval_results.json"), read(run.folder / "predict_results.json")
     greedy = read(run.folder / "greedy" / "predict_results.json")
-    started = read(run.folder / "run_start.json")
+    started = read(run.folder / RUN_START_NAME)
     return {
         "validation_cross_entropy": validation["eval_cross_entropy"],
         "validation_bleu": validation["eval_bleu"],
