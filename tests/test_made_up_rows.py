@@ -20,13 +20,12 @@ from casan_hf.families import Head
 from casan_hf.hub import render_model_card
 from casan_hf.inspection import inspect_attention, predict
 from casan_hf.modeling_casan import (
-    MODEL_CLASSES,
     CasanPreTrainedModel,
     CasanRobertaPreTrainedModel,
     CasanSequenceClassifierOutput,
-    casan_class,
     encoder_extras,
 )
+from casan_hf.modeling_casan_auto import MODEL_CLASSES, casan_class
 
 
 # One score per sentence from its first token: a head CASAN does not have, read as a regression's value.
