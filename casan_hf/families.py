@@ -100,6 +100,14 @@ FAMILIES = (
     Family("roberta", "Roberta", "Roberta", "roberta"),
     Family("xlm-roberta", "XLMRoberta", "XLMRoberta", "roberta"),
     Family("electra", "Electra", "Electra", "electra"),
+    Family(
+        "deberta-v2",
+        "DebertaV2",
+        "DebertaV2",
+        "deberta",
+        modeling_module="modeling_casan_deberta_v2",
+        configuration_module="configuration_casan_deberta_v2",
+    ),
 )
 
 

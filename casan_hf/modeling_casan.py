@@ -296,10 +296,12 @@ class CasanPreTrainedModel(FullyShardedLoading, PreTrainedModel):
                 f"{type(self).__name__} takes a {self.config_class.__name__} (model_type "
                 f"{self.config_class.model_type!r}); got model_type {config.model_type!r}."
             )
-        if config.is_decoder or config.add_cross_attention:
+        # A family whose config has no decoder fields (DeBERTa-v2) is an encoder by construction.
+        is_decoder, cross_attention = (getattr(config, name, False) for name in ("is_decoder", "add_cross_attention"))
+        if is_decoder or cross_attention:
             raise ValueError(
                 "CASAN models are bidirectional encoders: `is_decoder` and `add_cross_attention` must be False "
-                f"(got is_decoder={config.is_decoder}, add_cross_attention={config.add_cross_attention})."
+                f"(got is_decoder={is_decoder}, add_cross_attention={cross_attention})."
             )
         config.check_context_options()
         super().__init__(config, *inputs, **kwargs)
