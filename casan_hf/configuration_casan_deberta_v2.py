@@ -14,8 +14,12 @@ from transformers import DebertaV2Config
 
 from .compat import dataclass_config
 from .configuration_casan import CasanConfig
+
+# transformers 4.x copies, out of a local folder, only the files a remote-code file imports itself: every model
+# file that configuration_casan.py imports is imported here too (CONTEXT_TARGETS from its home, context.py).
+from .context import CONTEXT_TARGETS
 from .families import get_family
-from .options import CONTEXT_TARGETS, OPTION_CHECKS
+from .options import OPTION_CHECKS
 
 
 @dataclass_config

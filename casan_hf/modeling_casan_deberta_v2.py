@@ -550,6 +550,16 @@ class CasanDebertaV2ForMaskedLM(CasanDebertaV2PreTrainedModel):
             self._tied_weights_keys = {}
             self.lm_predictions = DebertaV2OnlyMLMHead(config)
         self.post_init()
+        if "_fsdp_plan" in vars(self):  # transformers 5's FSDP2 plan, made from the class's by `post_init`
+            # Only the head the model has; the other head reads the word embeddings' weight at every call, so under
+            # FSDP2 they stay with it in the root's group.
+            absent = (
+                ("lm_predictions",)
+                if self.legacy
+                else ("cls.predictions.transform", "deberta.embeddings.word_embeddings")
+            )
+            for name in absent:
+                self._fsdp_plan.pop(name, None)
 
     def get_output_embeddings(self):
         """The legacy head's decoder; None for the other, which reads the word embeddings at every call."""

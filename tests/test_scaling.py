@@ -47,8 +47,8 @@ def build(family, head, context_type, pooling="cls"):
     return casan_class(family, head)(config)
 
 
-# The layers of the CASAN models: the encoders' (BERT families, Marian) and Marian's decoder's.
-LAYER_CLASSES = ("CasanLayer", "CasanMarianEncoderLayer", "MarianDecoderLayer")
+# The layers of the CASAN models: the encoders' (BERT families, DeBERTa, Marian) and Marian's decoder's.
+LAYER_CLASSES = ("CasanLayer", "CasanDebertaV2Layer", "CasanMarianEncoderLayer", "MarianDecoderLayer")
 
 
 @pytest.mark.parametrize(("family", "head"), EVERY_MODEL)

@@ -3,18 +3,7 @@
 import torch
 import transformers
 
-from casan_hf import (
-    FAMILIES,
-    FAMILY_CONFIGS,
-    HEADS,
-    CasanForMaskedLM,
-    CasanForMultipleChoice,
-    CasanForQuestionAnswering,
-    CasanForSequenceClassification,
-    CasanForTokenClassification,
-    casan_class,
-    get_family,
-)
+from casan_hf import FAMILIES, FAMILY_CONFIGS, HEADS, casan_class, get_family
 
 
 TINY = dict(
@@ -38,7 +27,30 @@ FAMILY_TWINS = {
 }
 BERT_TWINS = {casan: source for casan, source in FAMILY_TWINS.items() if casan.family.name == "bert"}
 # What a tiny config of each family adds: ELECTRA's embeddings narrower than the hidden states (projected).
-FAMILY_TINY = {"bert": {}, "roberta": {}, "xlm-roberta": {}, "electra": {"embedding_size": 16}}
+# DeBERTa's: v3's relative attention (log buckets, both position terms, shared keys, LayerNorm on the relative
+# embeddings, no absolute positions) with v2's convolution after the first layer, so that every path is run.
+FAMILY_TINY = {
+    "bert": {},
+    "roberta": {},
+    "xlm-roberta": {},
+    "electra": {"embedding_size": 16},
+    "deberta-v2": {
+        "relative_attention": True,
+        "pos_att_type": ["p2c", "c2p"],
+        "position_buckets": 8,
+        "max_relative_positions": 16,
+        "share_att_key": True,
+        "norm_rel_ebd": "layer_norm",
+        "position_biased_input": False,
+        "conv_kernel_size": 3,
+    },
+}
+
+
+def attention_implementations(model_class):
+    """The attention backends a CASAN class runs: eager and sdpa, or eager alone where its source family has no
+    sdpa (DeBERTa-v2, whose CASAN classes refuse it as transformers' do)."""
+    return ("eager", "sdpa") if model_class._supports_sdpa else ("eager",)
 
 
 def tiny_config(family="bert", **overrides):
@@ -66,7 +78,8 @@ def padded_batch(lengths, vocab_size=99, seed=0, pad_token_id=0):
 def head_inputs(casan_class, input_ids, attention_mask, num_labels=2):
     """Inputs (with labels, so the loss is compared too) for one head."""
     batch = input_ids.shape[0]
-    if issubclass(casan_class, CasanForMultipleChoice):
+    head = casan_class.head.name
+    if head == "multiple-choice":
         # Choice 2 of each example is the next example's sentence.
         return {
             "input_ids": torch.stack([input_ids, input_ids.roll(1, dims=0)], dim=1),
@@ -74,14 +87,14 @@ def head_inputs(casan_class, input_ids, attention_mask, num_labels=2):
             "labels": torch.arange(batch) % 2,
         }
     inputs = {"input_ids": input_ids, "attention_mask": attention_mask}
-    if issubclass(casan_class, CasanForSequenceClassification):
+    if head == "sequence-classification":
         inputs["labels"] = torch.arange(batch) % num_labels
-    elif issubclass(casan_class, CasanForTokenClassification):
+    elif head == "token-classification":
         inputs["labels"] = (input_ids % num_labels).masked_fill(attention_mask == 0, -100)
-    elif issubclass(casan_class, CasanForQuestionAnswering):
+    elif head == "question-answering":
         inputs["start_positions"] = torch.zeros(batch, dtype=torch.long)
         inputs["end_positions"] = torch.ones(batch, dtype=torch.long)
-    elif issubclass(casan_class, CasanForMaskedLM):
+    elif head == "masked-lm":
         inputs["labels"] = input_ids.masked_fill(attention_mask == 0, -100)
     return inputs
 
