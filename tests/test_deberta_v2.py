@@ -338,3 +338,22 @@ def test_every_head_loads_in_a_fresh_process_without_casan_hf(saved_heads, envir
     assert count == str(len(HEADS))
     assert version == (transformers.__version__ if environment == "this-transformers" else version)
     assert version.startswith("4.") == (environment == "transformers-4")
+
+
+def test_run_mlm_trains_a_converted_deberta(tmp_path, minilm_path, glue_dir, text_file, monkeypatch):
+    """A DeBERTa-v2 base checkpoint (no masked-LM head: the legacy head starts random) trains a few steps; the folder
+    reloads as the family's masked LM. run_glue and the converter: tests/test_families.py."""
+    from conftest import load_script
+    from glue_helpers import make_tiny_source, read_json
+    from test_run_mlm import TINY_MLM
+
+    source_folder = make_tiny_source(tmp_path / "source", "deberta-v2", minilm_path, glue_dir)
+    output_dir = tmp_path / "out"
+    args = ["--model_name_or_path", source_folder, "--train_file", text_file, "--do_train", "--do_eval",
+            "--max_steps", "2", "--output_dir", output_dir, "--context_type", "global", *TINY_MLM]  # fmt: skip
+    monkeypatch.setattr(sys, "argv", ["run_mlm.py", *map(str, args)])
+    load_script("run_mlm").main()
+    assert read_json(output_dir / "config.json")["architectures"] == ["CasanDebertaV2ForMaskedLM"]
+    assert read_json(output_dir / "eval_results.json")["perplexity"] > 1
+    model = transformers.AutoModelForMaskedLM.from_pretrained(output_dir)
+    assert type(model) is casan_class("deberta-v2", "masked-lm")
