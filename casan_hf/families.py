@@ -1,7 +1,7 @@
-"""The two tables that name every CASAN model class: `HEADS`, the six heads, and `FAMILIES`, the four
-families of checkpoints CASAN converts (BERT, RoBERTa, XLM-RoBERTa, ELECTRA). A model class is one head of one
-family (`CasanRobertaForSequenceClassification`); its name, model type, config class, base model prefix, the
-transformers class it mirrors and its `auto_map` entry are all read from its two rows here.
+"""The two tables that name every CASAN model class: `HEADS`, the six heads, and `FAMILIES`, the six families of
+checkpoints CASAN converts (BERT, RoBERTa, XLM-RoBERTa, ELECTRA, ModernBERT, DeBERTa-v2/v3). A model class is one
+head of one family (`CasanRobertaForSequenceClassification`); its name, model type, config class, base model prefix,
+the transformers class it mirrors and its `auto_map` entry are all read from its two rows here.
 """
 
 from dataclasses import dataclass
@@ -148,6 +148,14 @@ FAMILIES = (
         modeling_module="modeling_casan_modernbert",
         configuration_module="configuration_casan_modernbert",
         minimum_transformers="5.2",
+    ),
+    Family(
+        "deberta-v2",
+        "DebertaV2",
+        "DebertaV2",
+        "deberta",
+        modeling_module="modeling_casan_deberta_v2",
+        configuration_module="configuration_casan_deberta_v2",
     ),
 )
 

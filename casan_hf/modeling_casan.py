@@ -1,13 +1,13 @@
-"""Context-aware self-attention encoders (Yang et al., AAAI 2019) in the layout of `transformers`' BERT,
-RoBERTa, XLM-RoBERTa and ELECTRA models.
+"""Context-aware self-attention encoders (Yang et al., AAAI 2019) in the layout of `transformers`' BERT, RoBERTa, XLM-
+RoBERTa and ELECTRA models.
 
 Every submodule keeps its family's name (`roberta.embeddings`, `roberta.encoder.layer.N.attention.self.query`,
 `classifier.out_proj`, ...), so any checkpoint of the family loads unchanged and only the context parameters
-(`...attention.self.context_mixer.*`) are new. The four families share one encoder (their layers are BERT's)
-and differ in embeddings, pooler and heads, which are imported from `transformers` rather than copied and
-listed once per family in `FAMILY_MODULES`. BERT's classes come first (`CasanModel`,
-`CasanForSequenceClassification`, ...), then each other family's, in the order of `FAMILIES` x `HEADS`: a
-`PreTrainedModel` that names the family's config and prefix, and one small subclass per head
+(`...attention.self.context_mixer.*`) are new. These four families share one encoder (their layers are BERT's;
+ModernBERT and DeBERTa-v2 have files of their own) and differ in embeddings, pooler and heads, which are imported
+from `transformers` rather than copied and listed once per family in `FAMILY_MODULES`. BERT's classes come first
+(`CasanModel`, `CasanForSequenceClassification`, ...), then each other family's, in the order of `FAMILIES` x
+`HEADS`: a `PreTrainedModel` that names the family's config and prefix, and one small subclass per head
 (`CasanRobertaForSequenceClassification`, ...). `FAMILY_CLASSES` lists them all.
 """
 
@@ -296,10 +296,12 @@ class CasanPreTrainedModel(FullyShardedLoading, PreTrainedModel):
                 f"{type(self).__name__} takes a {self.config_class.__name__} (model_type "
                 f"{self.config_class.model_type!r}); got model_type {config.model_type!r}."
             )
-        if config.is_decoder or config.add_cross_attention:
+        # A family whose config has no decoder fields (DeBERTa-v2) is an encoder by construction.
+        is_decoder, cross_attention = (getattr(config, name, False) for name in ("is_decoder", "add_cross_attention"))
+        if is_decoder or cross_attention:
             raise ValueError(
                 "CASAN models are bidirectional encoders: `is_decoder` and `add_cross_attention` must be False "
-                f"(got is_decoder={config.is_decoder}, add_cross_attention={config.add_cross_attention})."
+                f"(got is_decoder={is_decoder}, add_cross_attention={cross_attention})."
             )
         config.check_context_options()
         super().__init__(config, *inputs, **kwargs)

@@ -8,14 +8,15 @@ do not carry it.
 from .context import is_casan_parameter
 from .families import FAMILIES, HEADS, get_family, get_head
 from .modeling_casan import FAMILY_CLASSES as BERT_STYLE_CLASSES
+from .modeling_casan_deberta_v2 import FAMILY_CLASSES as DEBERTA_V2_CLASSES
 from .modeling_casan_modernbert import FAMILY_CLASSES as MODERNBERT_CLASSES
 from .options import OPTION_CHECKS
 
 
 # Every CASAN encoder class, by (family name, head name), in the order of `FAMILIES` x `HEADS`.
-_FILE_CLASSES = {**BERT_STYLE_CLASSES, **MODERNBERT_CLASSES}
+FILE_CLASSES = {**BERT_STYLE_CLASSES, **MODERNBERT_CLASSES, **DEBERTA_V2_CLASSES}
 MODEL_CLASSES = {
-    (family.name, head.name): _FILE_CLASSES[(family.name, head.name)] for family in FAMILIES for head in HEADS
+    (family.name, head.name): FILE_CLASSES[(family.name, head.name)] for family in FAMILIES for head in HEADS
 }
 
 # The CASAN config class of each family, by the family's name.

@@ -38,10 +38,27 @@ def make_tiny_bert(folder, tokenizer_path):
     return str(folder)
 
 
+# What a tiny source checkpoint of a family adds to its size: ELECTRA's narrower embeddings; DeBERTa-v3's relative
+# attention (log buckets, both position terms, shared keys, no absolute positions, no token types).
+FAMILY_SOURCE_SIZES = {
+    "electra": {"embedding_size": 16},
+    "deberta-v2": {
+        "relative_attention": True,
+        "pos_att_type": ["p2c", "c2p"],
+        "position_buckets": 8,
+        "max_relative_positions": 16,
+        "share_att_key": True,
+        "norm_rel_ebd": "layer_norm",
+        "position_biased_input": False,
+    },
+}
+
+
 def make_tiny_source(folder, family, tokenizer_path, glue_dir):
     """A 2-layer random checkpoint of `family`'s own base model (hidden 32) with a tokenizer of its kind: the
     MiniLM WordPiece one for BERT and ELECTRA; for RoBERTa and XLM-RoBERTa a byte-level BPE trained on MRPC's
-    training sentences, which returns no token type ids (their checkpoints have one token type)."""
+    training sentences, which returns no token type ids (their checkpoints have one token type). DeBERTa-v2 takes the
+    WordPiece one too (the model reads no token types; a SentencePiece model cannot be trained here)."""
     family = get_family(family)
     folder.mkdir(parents=True, exist_ok=True)
     size = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=37)
@@ -61,7 +78,7 @@ def make_tiny_source(folder, family, tokenizer_path, glue_dir):
         size.update(max_position_embeddings=64, local_attention=8, pad_token_id=tokenizer.pad_token_id, **special)
     else:
         tokenizer = AutoTokenizer.from_pretrained(tokenizer_path)
-        size.update(max_position_embeddings=64, **({"embedding_size": 16} if family.name == "electra" else {}))
+        size.update(max_position_embeddings=64, **FAMILY_SOURCE_SIZES.get(family.name, {}))
     config = getattr(transformers, f"{family.transformers_prefix}Config")(vocab_size=len(tokenizer), **size)
     getattr(transformers, f"{family.transformers_prefix}Model")(config).save_pretrained(folder)
     tokenizer.save_pretrained(folder)

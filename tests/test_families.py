@@ -1,7 +1,7 @@
-"""RoBERTa, XLM-RoBERTa and ELECTRA checkpoints convert as BERT's do: every source weight loads, the context alone
-is new, the converted model starts near its source, run_glue fine-tunes it, and a checkpoint of the wrong family is
-refused with the families named. (Exact parity at context_type="none" for every family and head, padding
-invariance and the fresh-process load are in test_bert_reference, test_context and test_remote_code.)"""
+"""RoBERTa, XLM-RoBERTa, ELECTRA and DeBERTa-v2 checkpoints convert as BERT's do: every source weight loads, the
+context alone is new, the converted model starts near its source, run_glue fine-tunes it, and a checkpoint of the
+wrong family is refused with the families named. (Exact parity at context_type="none" for every family and head,
+padding invariance and the fresh-process load are in test_bert_reference, test_context and test_remote_code.)"""
 
 import sys
 
@@ -16,7 +16,7 @@ from casan_hf import CasanElectraConfig, casan_class, get_family, get_head
 from casan_hf.context import is_casan_parameter
 
 
-OTHER_FAMILIES = ("roberta", "xlm-roberta", "electra", "modernbert")
+OTHER_FAMILIES = ("roberta", "xlm-roberta", "electra", "modernbert", "deberta-v2")
 
 
 @pytest.fixture(scope="module")
@@ -102,6 +102,15 @@ def test_converter_writes_a_folder_of_the_checkpoint_s_family(sources, tmp_path,
     config = read_json(tmp_path / "cls" / "config.json")
     assert config["model_type"] == "casan_roberta" and config["context_type"] == "deep"
     assert config["auto_map"]["AutoModelForSequenceClassification"].endswith("CasanRobertaForSequenceClassification")
+    convert(["--model_name_or_path", sources["deberta-v2"], "--output_dir", str(tmp_path / "deberta"),
+             "--head", "multiple-choice", "--context_type", "global"])  # fmt: skip
+    config = read_json(tmp_path / "deberta" / "config.json")
+    assert config["model_type"] == "casan_deberta-v2" and config["architectures"] == [
+        "CasanDebertaV2ForMultipleChoice"
+    ]
+    assert {"configuration_casan_deberta_v2.py", "modeling_casan_deberta_v2.py"} <= {
+        path.name for path in (tmp_path / "deberta").iterdir()
+    }
 
 
 def test_converter_writes_a_modernbert_folder(sources, tmp_path, capsys):

@@ -47,8 +47,14 @@ def build(family, head, context_type, pooling="cls"):
     return casan_class(family, head)(config)
 
 
-# The layers of the CASAN models: the encoders' (BERT families, ModernBERT, Marian) and Marian's decoder's.
-LAYER_CLASSES = ("CasanLayer", "CasanModernBertEncoderLayer", "CasanMarianEncoderLayer", "MarianDecoderLayer")
+# The layers of the CASAN models: the encoders' (BERT families, ModernBERT, DeBERTa, Marian) and Marian's decoder's.
+LAYER_CLASSES = (
+    "CasanLayer",
+    "CasanModernBertEncoderLayer",
+    "CasanDebertaV2Layer",
+    "CasanMarianEncoderLayer",
+    "MarianDecoderLayer",
+)
 
 
 @pytest.mark.parametrize(("family", "head"), EVERY_MODEL)

@@ -12,7 +12,7 @@ import pytest
 import torch
 from conftest import REPO_ROOT
 from fresh_process import run_without_casan_hf
-from tiny_models import comparable_outputs, head_inputs, padded_batch, tiny_config
+from tiny_models import attention_implementations, comparable_outputs, head_inputs, padded_batch, tiny_config
 from transformers import AutoTokenizer
 
 from casan_hf import FAMILIES, HEAD_CLASSES, HEADS, casan_class
@@ -139,7 +139,7 @@ def save_cases(tmp_path):
             "expected": {},
             "requests": {},
         }
-        for implementation in IMPLEMENTATIONS:
+        for implementation in attention_implementations(model_class):
             model.set_attn_implementation(implementation)
             case["requests"][implementation] = requests(head_name, implementation)
             with torch.no_grad():

@@ -14,6 +14,7 @@ import transformers
 from transformers_common import load_common_tests, missing_common_tests
 
 from casan_hf import CasanConfig, casan_class
+from casan_hf.configuration_casan_deberta_v2 import CasanDebertaV2Config
 from casan_hf.families import HEADS, get_family
 
 
@@ -98,11 +99,16 @@ class CasanCommonTest(BertCommonTest):
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
-        names = ExitStack()
-        for head, model_class in zip(HEADS, cls.all_model_classes, strict=True):
-            class_names = getattr(transformers, head.auto_class)._model_mapping._model_mapping
-            names.enter_context(mock.patch.dict(class_names, casan_bert=model_class.__name__))
-        cls.addClassCleanup(names.close)
+        cls.addClassCleanup(name_casan_classes(cls).close)
+
+
+def name_casan_classes(test_class):
+    """Adds a test class's CASAN classes to the auto classes' name tables under their model type, until closed."""
+    names = ExitStack()
+    for head, model_class in zip(HEADS, test_class.all_model_classes, strict=True):
+        class_names = getattr(transformers, head.auto_class)._model_mapping._model_mapping
+        names.enter_context(mock.patch.dict(class_names, {test_class.config_class.model_type: model_class.__name__}))
+    return names
 
 
 class CasanGlobalCommonTest(CasanCommonTest):
@@ -122,3 +128,48 @@ class CasanDeepGlobalCommonTest(CasanCommonTest):
 
 def test_the_common_tests_are_the_installed_releases():
     assert modeling_common.__file__.endswith(f"{transformers.__version__}/test_modeling_common.py")
+
+
+# DeBERTa-v2: transformers' own DeBERTa-v2 with v3's relative attention as the control, and CASAN's six DeBERTa
+# heads with deep_global context beside it.
+DEBERTA_V3 = {
+    "relative_attention": True,
+    "pos_att_type": ["p2c", "c2p"],
+    "position_buckets": 8,
+    "max_relative_positions": 16,
+    "share_att_key": True,
+    "norm_rel_ebd": "layer_norm",
+}
+
+
+class DebertaV2CommonTest(BertCommonTest):
+    """The control of the DeBERTa-v2 family: transformers' DeBERTa-v2, with the same tester."""
+
+    config_class = transformers.DebertaV2Config
+    options = DEBERTA_V3
+    all_model_classes = tuple(
+        getattr(transformers, get_family("deberta-v2").source_class_name(head)) for head in HEADS
+    )
+
+    @unittest.skip(
+        "transformers' DeBERTa-v2 passes the relative embeddings as a keyword: reentrant checkpointing misses them"
+    )
+    def test_training_gradient_checkpointing_use_reentrant_true(self):
+        pass
+
+
+class CasanDebertaV2CommonTest(DebertaV2CommonTest):
+    """CASAN's six DeBERTa-v2 heads (deep_global context), added to the auto classes' name tables as BERT's are."""
+
+    config_class = CasanDebertaV2Config
+    options = {**DEBERTA_V3, "context_type": "deep_global"}
+    all_model_classes = tuple(casan_class("deberta-v2", head.name) for head in HEADS)
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.addClassCleanup(name_casan_classes(cls).close)
+
+    def test_training_gradient_checkpointing_use_reentrant_true(self):
+        """Runs here, where the control skips it: CASAN's layers take the relative embeddings positionally."""
+        super(BertCommonTest, self).test_training_gradient_checkpointing_use_reentrant_true()

@@ -37,6 +37,8 @@ BERT_TWINS = {casan: source for casan, source in FAMILY_TWINS.items() if casan.f
 # What a tiny config of each family adds: ELECTRA's embeddings narrower than the hidden states (projected);
 # ModernBERT's special tokens inside the tiny vocabulary, and a window of 4 tokens, so that its sliding-window layers
 # (the second and third of three) see less than the sentences of the tests.
+# DeBERTa's: v3's relative attention (log buckets, both position terms, shared keys, LayerNorm on the relative
+# embeddings, no absolute positions) with v2's convolution after the first layer, so that every path is run.
 FAMILY_TINY = {
     "bert": {},
     "roberta": {},
@@ -50,7 +52,23 @@ FAMILY_TINY = {
         "sep_token_id": 2,
         "local_attention": 4,
     },
+    "deberta-v2": {
+        "relative_attention": True,
+        "pos_att_type": ["p2c", "c2p"],
+        "position_buckets": 8,
+        "max_relative_positions": 16,
+        "share_att_key": True,
+        "norm_rel_ebd": "layer_norm",
+        "position_biased_input": False,
+        "conv_kernel_size": 3,
+    },
 }
+
+
+def attention_implementations(model_class):
+    """The attention backends a CASAN class runs: eager and sdpa, or eager alone where its source family has no
+    sdpa (DeBERTa-v2, whose CASAN classes refuse it as transformers' do)."""
+    return ("eager", "sdpa") if model_class._supports_sdpa else ("eager",)
 
 
 def tiny_config(family="bert", **overrides):
