@@ -1,5 +1,5 @@
-"""Context-aware self-attention encoders (Yang et al., AAAI 2019) in the layout of `transformers`' BERT, RoBERTa, XLM-
-RoBERTa and ELECTRA models.
+"""Context-aware self-attention encoders (Yang et al., AAAI 2019) in the layout of `transformers`' BERT, RoBERTa,
+XLM-RoBERTa and ELECTRA models.
 
 Every submodule keeps its family's name (`roberta.embeddings`, `roberta.encoder.layer.N.attention.self.query`,
 `classifier.out_proj`, ...), so any checkpoint of the family loads unchanged and only the context parameters
