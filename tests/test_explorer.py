@@ -14,7 +14,7 @@ from tiny_models import TINY, tiny_config
 from tiny_tokenizer import tiny_tokenizer
 from transformers import BertConfig, BertModel, GPT2Config
 
-from casan_hf import CasanForSequenceClassification, CasanModel
+from casan_hf import CasanForSequenceClassification, CasanModel, casan_class
 from casan_hf.explorer.views import (
     ModelCache,
     attention_views,
@@ -142,6 +142,25 @@ def test_hops_view_shows_the_structured_pooling_hops(tokenizer):
     assert "does not pool with attention" in hops_html(
         submit(cache_of(tokenizer, cls=CasanForSequenceClassification(tiny_config())), "cls", "", TEXT, None)[0]
     )
+
+
+def test_a_deberta_v2_model_shows_its_gates_attention_and_hops(tokenizer):
+    """DeBERTa's config is no CasanConfig: the gates and hops are found all the same, with its eager attention."""
+    torch.manual_seed(0)
+    config = tiny_config("deberta-v2", context_type="global", context_layers=[1], classifier_pooling="structured")
+    model = casan_class("deberta-v2", "sequence-classification")(config)
+    (exploration,) = submit(cache_of(tokenizer, deberta=model), "deberta", "", TEXT, PAIR)
+    inspection = exploration.inspection
+    assert inspection.layers_with_context == [False, True, False]
+    gates = torch.stack([inspection.query_gates[1], inspection.key_gates[1]], dim=1).flatten().tolist()  # per token
+    assert [value for value in Cells(gates_html(exploration)).values() if value is not None] == pytest.approx(
+        gates, rel=1e-5
+    )
+    assert Cells(hops_html(exploration)).values() == pytest.approx(
+        inspection.pooling_attentions.T.flatten().tolist(), rel=1e-5
+    )
+    cells = Cells(attention_views([exploration], 2, 3))
+    assert cells.values(0) == pytest.approx(inspection.attentions[2, 3].flatten().tolist(), rel=1e-5)
 
 
 def test_long_texts_are_cut_and_the_page_says_so(tokenizer):

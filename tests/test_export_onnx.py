@@ -2,6 +2,7 @@
 
 import onnxruntime
 import pytest
+import torch
 from conftest import load_script
 from glue_helpers import make_tiny_bert
 
@@ -33,6 +34,29 @@ def test_export_takes_any_batch_and_length(export_main, minilm_path, tmp_path, c
         assert all(isinstance(axis, str) for axis in item.shape), item  # batch and length are symbolic
     checked = printed.split("padded batch ")[1].split(":")[0]
     assert checked.startswith("3x")  # the example had 2 rows: the batch axis is not fixed to the example's
+
+
+def test_a_deberta_v2_model_exports(export_main, minilm_path, tmp_path, capsys):
+    """transformers' exporter takes DeBERTa-v2 (v3's relative attention, its buckets and the convolution of the
+    tiny config): onnxruntime runs a longer, larger padded batch than the example and matches PyTorch."""
+    from tiny_models import tiny_config
+    from transformers import AutoTokenizer
+
+    from casan_hf import casan_class
+
+    tokenizer = AutoTokenizer.from_pretrained(minilm_path)
+    torch.manual_seed(0)
+    config = tiny_config("deberta-v2", vocab_size=len(tokenizer), context_type="deep_global", gate_bias_init=0.0)
+    casan_class("deberta-v2", "sequence-classification")(config).save_pretrained(tmp_path / "casan")
+    tokenizer.save_pretrained(tmp_path / "casan")
+
+    export_main(["--model_name_or_path", str(tmp_path / "casan"), "--output_dir", str(tmp_path / "onnx")])
+    printed = capsys.readouterr().out
+    assert "Exporting CasanDebertaV2ForSequenceClassification (deep_global context)" in printed
+    assert "padded batch 3x" in printed and f"Saved {tmp_path / 'onnx'}/model.onnx" in printed
+    session = onnxruntime.InferenceSession(str(tmp_path / "onnx" / "model.onnx"))
+    for item in session.get_inputs():
+        assert all(isinstance(axis, str) for axis in item.shape), item
 
 
 def test_a_non_empty_output_folder_is_refused(export_main, tmp_path, capsys):

@@ -8,10 +8,10 @@ import pytest
 import torch
 from fresh_process import run_without_casan_hf
 from peft import AutoPeftModelForSequenceClassification, LoraConfig, get_peft_model
-from tiny_models import TINY, padded_batch
+from tiny_models import TINY, padded_batch, tiny_config
 from transformers import BertConfig, BertModel
 
-from casan_hf import CasanForSequenceClassification
+from casan_hf import CasanForSequenceClassification, casan_class
 
 
 # LoRA on the attention projections; the context and the classifier are new, so they train in full.
@@ -91,3 +91,34 @@ def test_adapter_of_an_unsaved_conversion_is_refused_when_saved(tmp_path):
     plain = converted_casan(tmp_path)
     plain.add_model_tags(["casan"])
     assert plain.model_tags == ["casan"]
+
+
+def test_a_deberta_v2_adapter_reloads_as_casan_and_merges(tmp_path):
+    """DeBERTa's attention projections are `query_proj`, `key_proj`, `value_proj` (not `pos_query_proj`), and its
+    `pooler` is new beside the classifier: an adapter of a saved CASAN DeBERTa-v2 model reloads and merges."""
+    model_class = casan_class("deberta-v2", "sequence-classification")
+    torch.manual_seed(0)
+    model_class(tiny_config("deberta-v2", context_type="global", num_labels=2)).save_pretrained(tmp_path / "casan")
+    lora = dict(
+        task_type="SEQ_CLS",
+        target_modules=["query_proj", "key_proj", "value_proj"],
+        modules_to_save=["context_mixer", "pooler", "classifier"],
+    )
+    peft_model = trained(get_peft_model(model_class.from_pretrained(tmp_path / "casan"), LoraConfig(**lora)))
+    trainable = [name for name, parameter in peft_model.named_parameters() if parameter.requires_grad]
+    assert any(".query_proj.lora_A" in name for name in trainable) and not any("pos_" in name for name in trainable)
+    input_ids, attention_mask = padded_batch([6, 3])
+    inputs = {"input_ids": input_ids, "attention_mask": attention_mask}
+    with torch.no_grad():
+        expected = peft_model(**inputs).logits
+    peft_model.save_pretrained(tmp_path / "adapter")
+
+    loaded = AutoPeftModelForSequenceClassification.from_pretrained(tmp_path / "adapter").eval()
+    assert type(loaded.get_base_model()) is model_class
+    with torch.no_grad():
+        assert torch.equal(loaded(**inputs).logits, expected)
+        merged = loaded.merge_and_unload()
+        assert type(merged) is model_class
+        torch.testing.assert_close(merged(**inputs).logits, expected, atol=1e-6, rtol=1e-5)
+        untrained = model_class.from_pretrained(tmp_path / "casan").eval()
+        assert not torch.allclose(untrained(**inputs).logits, expected)

@@ -13,7 +13,7 @@ from tiny_models import TINY, tiny_config
 from tiny_tokenizer import tiny_tokenizer
 from transformers import BertConfig, BertModel
 
-from casan_hf import CasanForSequenceClassification, CasanModel
+from casan_hf import CasanForSequenceClassification, CasanModel, casan_class
 
 
 SCRIPT = REPO_ROOT / "scripts" / "plot_attention.py"
@@ -53,6 +53,12 @@ def checkpoints(tmp_path_factory):
             root / "structured", CasanForSequenceClassification(tiny_config(classifier_pooling="structured"))
         ),
         "deep": saved(root / "deep", CasanModel(tiny_config(context_type="deep"))),
+        "deberta-v2": saved(
+            root / "deberta-v2",
+            casan_class("deberta-v2", "sequence-classification")(
+                tiny_config("deberta-v2", context_type="deep_global", classifier_pooling="structured")
+            ),
+        ),
         "global": saved(root / "global", CasanModel(tiny_config(context_type="global", context_layers=[1]))),
         "bert": saved(root / "bert", BertModel(BertConfig(**TINY))),
     }
@@ -63,6 +69,7 @@ def checkpoints(tmp_path_factory):
     [
         ("structured", ["--text-pair", PAIR], 4, 4, True),
         ("deep", ["--layers", "0", "2", "--heads", "1"], 2, 0, True),
+        ("deberta-v2", ["--text-pair", PAIR, "--layers", "1", "--heads", "0", "3"], 2, 4, True),
         ("global", ["--layers", "1", "--heads", "0", "3", "--dpi", "60"], 2, 0, True),
         ("bert", ["--text-pair", PAIR, "--heads", "2"], 1, 0, False),
     ],

@@ -6,7 +6,7 @@ import torch
 import transformers
 from transformers import AutoConfig, AutoTokenizer
 
-from ..configuration_casan import CasanConfig
+from ..families import FAMILIES
 from ..options import ATTENTIVE_POOLINGS
 from .heads import checkpoint_head, model_head
 
@@ -88,7 +88,9 @@ def inspect_attention(model, tokenizer, text, text_pair=None, max_length=None):
     and returns an [`AttentionInspection`]. The model's attention implementation and training mode are
     switched to eager and eval for this call only."""
     encoded = tokenizer(text, text_pair, truncation=max_length is not None, max_length=max_length, return_tensors="pt")
-    is_casan = isinstance(model.config, CasanConfig)
+    # By model type, not config class: the ModernBERT and DeBERTa configs are no CasanConfig, and a folder loaded
+    # with trust_remote_code has its own copy of each class.
+    is_casan = model.config.model_type in {family.model_type for family in FAMILIES}
     pooling = getattr(model, "pooling", None) if is_casan else None
     attentive = pooling is not None and pooling.kind in ATTENTIVE_POOLINGS
     choices = model_head(model).takes_choices  # the text is the one choice of its example
