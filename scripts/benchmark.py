@@ -2,6 +2,7 @@
 
     python scripts/benchmark.py --json runs/benchmark.json            # the full table (docs/BENCHMARKS.md)
     python scripts/benchmark.py --quick                               # a small subset, about a minute
+    python scripts/benchmark.py --quick --family deberta-v2           # DebertaV2Model next to CasanDebertaV2Model
     python scripts/benchmark.py --device cuda --dtype bfloat16        # on a GPU
     python scripts/benchmark.py --compile reduce-overhead --device cuda   # each model also compiled (CUDA graphs)
     OMP_NUM_THREADS=1 python scripts/benchmark.py --proxy             # the host-bound proxy of a GPU step
@@ -12,6 +13,12 @@ with process CPU time, steadier on a shared machine); `flop floor` is BERT's
 FLOPs over CASAN's, and `floor` also charges the memory-bound reads of a sentence-level U (see
 casan_hf/benchmark/flops.py): the best ratio an implementation can reach.
 
+`--family NAME` compares another family's transformers base model with its CASAN base model instead (RobertaModel
+and CasanRobertaModel, ModernBertModel and CasanModernBertModel, ...): the same sizes' shape on the family's config,
+rows labelled by the family. A family without sdpa (DeBERTa-v2) runs eager, and refuses `--attn sdpa`. The floor
+columns are left out for a family whose arithmetic casan_hf/benchmark/flops.py does not count (ModernBERT,
+DeBERTa-v2), and the table says so.
+
 `--compile MODE` adds each model's compiled twin (`torch.compile(mode=MODE)`, the same weights) to the
 round-robin; compiled models take their ratio over compiled BERT, and `x eager` is each one's speed over its
 own eager run. Compilation (and CUDA-graph recording) happens in the warm-up rounds, outside the timing.
@@ -19,7 +26,7 @@ own eager run. Compilation (and CUDA-graph recording) happens in the warm-up rou
 `--proxy` measures instead the host work per layer that a host-bound GPU step pays (casan_hf/benchmark/proxy.py):
 BERT-base's depth at width 64, batch 1 x sequence 8, one thread, thread CPU time, in eager inference, eager
 training and compiled inference, `--proxy-runs` times; it takes the `--proxy-*` flags, `--compile-backend` and
-`--json`, and none of the others.
+`--json`, and none of the others; it measures BERT only, and refuses another `--family`.
 """
 
 import argparse
@@ -32,9 +39,12 @@ import torch
 from tqdm.auto import tqdm
 
 from casan_hf.benchmark import proxy
+from casan_hf.benchmark.flops import counts_floor
 from casan_hf.benchmark.runner import (
+    DEFAULT_FAMILY,
     MINILM,
     SIZES,
+    attention_backends,
     benchmark_group,
     build_model,
     compiled_twins,
@@ -42,10 +52,11 @@ from casan_hf.benchmark.runner import (
     machine_balance,
     random_inputs,
     records_for_group,
-    reference_bert,
+    source_model,
 )
 from casan_hf.cli.arguments import PositiveInt
 from casan_hf.context import CONTEXT_KINDS
+from casan_hf.families import FAMILIES
 
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -66,7 +77,17 @@ def parse_args():
     parser.add_argument("--batch-size", type=int, help="default: 4 at sequence 128, 1 at 512, else 512 // seq")
     parser.add_argument("--device", default="auto", help="auto (cuda when present, else cpu), cpu, cuda, cuda:N")
     parser.add_argument("--dtype", default="float32", choices=list(DTYPES))
-    parser.add_argument("--attn", default="sdpa", choices=["sdpa", "eager"], help="attention backend of every model")
+    parser.add_argument(
+        "--family",
+        default=DEFAULT_FAMILY,
+        choices=[family.name for family in FAMILIES],
+        help="the family whose transformers and CASAN base models are compared (default: bert)",
+    )
+    parser.add_argument(
+        "--attn",
+        choices=["sdpa", "eager"],
+        help="attention backend of every model (default: sdpa, eager for a family without sdpa)",
+    )
     parser.add_argument(
         "--context-types", nargs="+", choices=CONTEXT_KINDS, help="default: every kind, the control none first"
     )
@@ -101,6 +122,7 @@ def parse_args():
     group.add_argument("--proxy-runs", type=PositiveInt, default=3, help="whole measurements; medians over them")
     args = parser.parse_args()
     check_proxy_args(parser, args)
+    check_attention(parser, args)
     if args.quick:
         args.sizes, args.seq_lens, args.batch_size, args.repeats = [MINILM], [128], 1, 2
     if args.warmup is None:
@@ -128,6 +150,8 @@ def check_proxy_args(parser, args):
         if proxy_flags:
             parser.error(f"{' '.join(proxy_flags)}: only with --proxy")
         return
+    if args.family != DEFAULT_FAMILY:
+        parser.error(f"--proxy measures BERT only; it does not take --family {args.family}")
     if other_flags:
         parser.error(f"--proxy has a setup of its own and does not take {' '.join(other_flags)} (see --proxy-*)")
     if args.proxy_seq > 512:
@@ -135,6 +159,20 @@ def check_proxy_args(parser, args):
     heads = max(1, args.proxy_hidden // 64)
     if args.proxy_hidden % heads:
         parser.error(f"--proxy-hidden {args.proxy_hidden}: not a multiple of its {heads} heads (one per 64)")
+
+
+def check_attention(parser, args):
+    """`--attn` must be a backend the family has; left out, it is the family's first (sdpa where it has it)."""
+    if args.proxy:
+        return
+    allowed = attention_backends(args.family)
+    if args.attn is None:
+        args.attn = allowed[0]
+    elif args.attn not in allowed:
+        parser.error(
+            f"--attn {args.attn}: the {args.family} family has no {args.attn} attention in transformers; "
+            f"use --attn {' or '.join(allowed)}"
+        )
 
 
 def run_proxy(args):
@@ -148,22 +186,32 @@ def run_proxy(args):
 
 
 def format_table(records):
-    """The group's table; with compiled models, `x eager` is each one's speed over its own eager run."""
+    """The group's table; with compiled models, `x eager` is each one's speed over its own eager run. Where
+    flops.py does not count the family's arithmetic (the records' floors are None), the floor columns are left
+    out and a last line says why."""
     compiled = any(record["compile_mode"] for record in records)
+    floors = records[0]["flop_floor"] is not None
     header = (
         f"{'model':<40} {'params':>8} {'+params':>8} {'tokens/s':>9} {'ms':>8} {'cpu ms':>8} "
-        f"{'peak MB':>8} {'ratio':>6} {'cpu ratio':>9} {'flop floor':>10} {'floor':>6}"
-    ) + (f" {'x eager':>7}" if compiled else "")
-    bert_params = records[0]["params"]
+        f"{'peak MB':>8} {'ratio':>6} {'cpu ratio':>9}"
+        + (f" {'flop floor':>10} {'floor':>6}" if floors else "")
+        + (f" {'x eager':>7}" if compiled else "")
+    )
+    source_params = records[0]["params"]
     lines = [header]
     for record in records:
         peak = "n/a" if record["peak_mem_mb"] is None else f"{record['peak_mem_mb']:.0f}"
         lines.append(
-            f"{record['model']:<40} {record['params'] / 1e6:>7.1f}M {record['params'] / bert_params - 1:>+8.1%} "
+            f"{record['model']:<40} {record['params'] / 1e6:>7.1f}M {record['params'] / source_params - 1:>+8.1%} "
             f"{record['tokens_per_s']:>9.0f} {record['ms_per_step']:>8.1f} {record['cpu_ms_per_step']:>8.1f} "
-            f"{peak:>8} {record['ratio_vs_bert']:>6.3f} {record['cpu_ratio_vs_bert']:>9.3f} "
-            f"{record['flop_floor']:>10.3f} {record['floor']:>6.3f}"
+            f"{peak:>8} {record['ratio_vs_bert']:>6.3f} {record['cpu_ratio_vs_bert']:>9.3f}"
+            + (f" {record['flop_floor']:>10.3f} {record['floor']:>6.3f}" if floors else "")
             + (f" {record['speedup_vs_eager']:>7.3f}" if compiled else "")
+        )
+    if not floors:
+        lines.append(
+            f"(no floor columns: casan_hf/benchmark/flops.py counts BERT-style layers, not {records[0]['family']}'s "
+            "own arithmetic; see docs/BENCHMARKS.md)"
         )
     return "\n".join(lines)
 
@@ -191,11 +239,15 @@ def main():
         else torch.device(args.device)
     )
     dtype = DTYPES[args.dtype]
-    variants = default_variants(args.rank, args.context_types, args.compile)
-    balance = machine_balance(device, dtype)
+    variants = default_variants(args.rank, args.context_types, args.compile, family=args.family)
+    source = variants[0].label
+    named = "" if args.family == DEFAULT_FAMILY else f"{args.family}, "  # BERT's output reads as it always has
+    # The machine's balance serves the floor alone: not measured for a family whose floor is not counted.
+    balance = machine_balance(device, dtype) if counts_floor(args.family) else None
     logger.info(
-        f"device {device}, dtype {args.dtype}, attention {args.attn}, torch {torch.__version__}, "
-        f"{torch.get_num_threads()} threads, balance {balance:.1f} FLOP/byte"
+        f"{'family ' if named else ''}{named}device {device}, dtype {args.dtype}, attention {args.attn}, "
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads, balance "
+        + ("n/a (no floor)" if balance is None else f"{balance:.1f} FLOP/byte")
     )
 
     groups = [(size, seq_len) for size in args.sizes for seq_len in args.seq_lens]
@@ -204,13 +256,13 @@ def main():
     records = []
     for size, seq_len in groups:
         progress.set_description(f"{size} seq {seq_len}: building")
-        reference, weights = reference_bert(size, args.attn, dtype)
+        reference, weights = source_model(size, args.attn, dtype, args.family)
         eager = [variant for variant in variants if variant.compile_mode is None]
         models = {variant.label: build_model(variant, reference, args.attn, dtype).to(device) for variant in eager}
         models = compiled_twins(models, variants, args.compile_backend)
         del reference
         batch_size = args.batch_size or DEFAULT_BATCH.get(seq_len, max(1, 512 // seq_len))
-        inputs = random_inputs(models["bert"].config.vocab_size, batch_size, seq_len, device)
+        inputs = random_inputs(models[source].config.vocab_size, batch_size, seq_len, device)
         for mode in args.modes:
             progress.set_description(f"{size} seq {seq_len} {mode}")
             results = benchmark_group(models, variants, inputs, mode, device, args.warmup, args.repeats, progress)
@@ -219,7 +271,7 @@ def main():
             )
             records.extend(group)
             progress.write(
-                f"\n{size} ({weights} weights), seq {seq_len}, batch {batch_size}, {mode}, "
+                f"\n{named}{size} ({weights} weights), seq {seq_len}, batch {batch_size}, {mode}, "
                 f"{device} {args.dtype} {args.attn}:\n{format_table(group)}"
             )
         del models

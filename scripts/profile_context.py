@@ -33,7 +33,7 @@ from casan_hf.benchmark.runner import (
     default_variants,
     make_step,
     random_inputs,
-    reference_bert,
+    source_model,
 )
 from casan_hf.context import CONTEXT_KINDS
 from casan_hf.context_mixer import CasanContextMixer
@@ -59,7 +59,7 @@ def print_operator_counts(args):
     if args.size is None:
         config = small_bert_config()
     else:
-        config = reference_bert(args.size, args.attn, torch.float32)[0].config
+        config = source_model(args.size, args.attn, torch.float32)[0].config
     inputs = random_inputs(config.vocab_size, args.batch_size, args.seq_len, torch.device("cpu"))
     casan = [(v.label, v.casan_options()) for v in default_variants(OPERATOR_RANK) if v.context_type is not None]
     rows = count_table(config, casan, inputs, args.mode, args.attn)
@@ -94,7 +94,7 @@ def main():
         return
     args.size = args.size or BERT_BASE
 
-    reference, _ = reference_bert(args.size, args.attn, torch.float32)
+    reference, _ = source_model(args.size, args.attn, torch.float32)
     inputs = random_inputs(reference.config.vocab_size, args.batch_size, args.seq_len, torch.device("cpu"))
     for context_type in args.context_types:
         variant = Variant(context_type, None if context_type == "bert" else context_type, args.rank)

@@ -24,7 +24,7 @@ from torch.profiler import ProfilerActivity, profile, schedule
 from transformers import BertModel
 
 from casan_hf.benchmark.operators import small_bert_config
-from casan_hf.benchmark.runner import BERT_BASE, SIZES, Variant, build_model, make_step, random_inputs, reference_bert
+from casan_hf.benchmark.runner import BERT_BASE, SIZES, Variant, build_model, make_step, random_inputs, source_model
 from casan_hf.benchmark.step_trace import step_figures, top_host_operators, top_kernels
 from casan_hf.cli.arguments import PositiveInt
 from casan_hf.context import CONTEXT_KINDS
@@ -63,7 +63,7 @@ def parse_args():
 def reference_model(size, attn, dtype):
     """The BertModel whose weights every model copies."""
     if size != SMALL:
-        return reference_bert(size, attn, dtype)[0]
+        return source_model(size, attn, dtype)[0]
     torch.manual_seed(0)
     return BertModel._from_config(small_bert_config(), attn_implementation=attn, dtype=dtype)
 

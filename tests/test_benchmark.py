@@ -1,4 +1,5 @@
-"""The benchmark's `--quick` run completes and writes the records the issue asks for (no timing asserts)."""
+"""The benchmark's `--quick` run completes and writes the records the issue asks for, and `--family` runs another
+family's models (no timing asserts)."""
 
 import json
 import os
@@ -11,6 +12,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 REQUIRED = {
+    "family": str,
     "size": str,
     "context_type": (str, type(None)),
     "seq_len": int,
@@ -62,6 +64,7 @@ def test_records_have_the_required_fields(quick_records):
         for field, kind in REQUIRED.items():
             assert isinstance(record[field], kind), (field, record[field])
         assert record["size"] == "minilm" and record["device"] == "cpu" and record["dtype"] == "float32"
+        assert record["family"] == "bert" and record["attn_implementation"] == "sdpa"
         assert record["tokens_per_s"] > 0 and record["params"] > 0
         assert 0 < record["flop_floor"] <= 1 and 0 < record["floor"] <= record["flop_floor"]
 
@@ -171,6 +174,11 @@ def test_proxy_times_every_model_and_mode_beside_the_controls(tmp_path):
         (["--proxy", "--proxy-hidden", "193"], "--proxy-hidden 193: not a multiple of its 3 heads"),
         (["--proxy", "--sizes", "minilm"], "does not take --sizes"),
         (["--proxy-rounds", "10"], "--proxy-rounds: only with --proxy"),
+        (["--proxy", "--family", "modernbert"], "--proxy measures BERT only; it does not take --family modernbert"),
+        (
+            ["--family", "deberta-v2", "--attn", "sdpa"],
+            "--attn sdpa: the deberta-v2 family has no sdpa attention in transformers; use --attn eager",
+        ),
     ],
 )
 def test_proxy_refuses_bad_flags(argv, message, monkeypatch, capsys):
@@ -180,6 +188,52 @@ def test_proxy_refuses_bad_flags(argv, message, monkeypatch, capsys):
     with pytest.raises(SystemExit):
         load_script("benchmark").parse_args()
     assert message in capsys.readouterr().err
+
+
+def test_attention_defaults_to_what_the_family_has(monkeypatch):
+    """No `--attn`: sdpa (the default output unchanged), and eager for DeBERTa-v2, which has no sdpa."""
+    from conftest import load_script
+
+    script = load_script("benchmark")
+    for argv, family, attention in [([], "bert", "sdpa"), (["--family", "deberta-v2"], "deberta-v2", "eager")]:
+        monkeypatch.setattr(sys, "argv", ["benchmark.py", *argv])
+        args = script.parse_args()
+        assert (args.family, args.attn) == (family, attention)
+
+
+# A shape small enough for a test, given to the family's own config (its vocabulary and the rest stay its own).
+TINY_SIZE = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 37}
+FAMILY_RUN = ["--sizes", "tiny", "--seq-lens", "8", "--batch-size", "1", "--modes", "training", "--context-types",
+              "none", "global", "--rank", "0", "--warmup", "0", "--repeats", "1", "--device", "cpu"]  # fmt: skip
+
+
+@pytest.mark.parametrize("family, attention", [("modernbert", "sdpa"), ("deberta-v2", "eager")])
+def test_a_family_runs_against_its_own_transformers_model(family, attention, tmp_path, monkeypatch, capsys):
+    """`--family`: the family's transformers base model (labelled by the family), its control copy and the family's
+    CASAN base model with the same weights, at a size's shape (a tiny one here), in the attention the family has
+    (no `--attn`: DeBERTa-v2 runs eager), through a training step with no pooler; no floor columns, and the table
+    says why."""
+    from conftest import load_script, run_main
+
+    from casan_hf.benchmark import runner
+
+    monkeypatch.setitem(runner.SIZES, "tiny", TINY_SIZE)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    path = tmp_path / "family.json"
+    run_main(load_script("benchmark"), ["--family", family, *FAMILY_RUN, "--json", path])
+    records = json.loads(path.read_text())
+    labels = [family, f"{family} (control copy)", "casan none (control)", "casan global"]
+    assert [record["model"] for record in records] == labels
+    assert [record["context_type"] for record in records] == [None, None, "none", "global"]
+    for record in records:
+        assert record["family"] == family and record["size"] == "tiny" and record["mode"] == "training"
+        assert record["attn_implementation"] == attention and record["weights"] == "random"
+        assert record["flop_floor"] is None and record["floor"] is None and record["flops_per_byte"] is None
+        assert record["tokens_per_s"] > 0 and record["params"] == records[0]["params"] + record["context_params"]
+    assert records[0]["ratio_vs_bert"] == 1.0 and records[-1]["context_params"] > 0
+    output = capsys.readouterr().out
+    assert f"{family}, tiny (random weights), seq 8, batch 1, training" in output and "flop floor" not in output
+    assert f"not {family}'s own arithmetic" in output
 
 
 def test_gpu_busy_time_counts_overlapping_kernels_once():

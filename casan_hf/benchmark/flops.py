@@ -5,16 +5,33 @@ Only matrix products are counted (2 FLOPs per multiply-add), on both sides: BERT
 (global, deep_global) is one row per sentence, so its C U product costs few FLOPs but still reads all of
 U: a matrix-vector product is bound by memory, not arithmetic. `cost_floor` charges those bytes at the
 machine's FLOP-per-byte balance, so that the floor counts both, as docs/BENCHMARKS.md explains.
+
+The count is BERT's layer, so it holds for the families whose layers are BERT's (those of modeling_casan.py:
+BERT, RoBERTa, XLM-RoBERTa, ELECTRA). ModernBERT (a GLU feed-forward, rotary embeddings, sliding-window layers)
+and DeBERTa-v2/v3 (the relative-position terms of its attention, the convolution) do arithmetic of their own that
+this file does not count: `counts_floor` says no for them, and the benchmark shows no floor rather than BERT's.
 """
 
 from ..context import CONTEXT_KINDS
+from ..families import get_family
+from ..modeling_casan import FAMILY_MODULES
+
+
+def counts_floor(model_type):
+    """Whether `bert_forward_flops` counts the arithmetic of a family (its name, or a config's `model_type`): the
+    BERT-style families."""
+    return get_family(model_type).name in FAMILY_MODULES
 
 
 def bert_forward_flops(config, seq_len):
-    """Matrix-product FLOPs of one sequence through BERT's encoder and pooler."""
+    """Matrix-product FLOPs of one sequence through a BERT-style encoder: the embeddings' projection where they are
+    narrower than the hidden states (ELECTRA's), the layers, and the pooler where the family has one."""
     n, d, d_ff = seq_len, config.hidden_size, config.intermediate_size
     per_layer = 2 * n * d * d * 4 + 2 * n * d * d_ff * 2 + 2 * n * n * d * 2
-    return config.num_hidden_layers * per_layer + 2 * d * d
+    embedding_size = getattr(config, "embedding_size", d)
+    projection = 2 * n * embedding_size * d if embedding_size != d else 0
+    pooler = 2 * d * d if FAMILY_MODULES[get_family(config.model_type).name].pooler is not None else 0
+    return projection + config.num_hidden_layers * per_layer + pooler
 
 
 def _context_layers(config):

