@@ -1,7 +1,8 @@
 """transformers' own model tests on CASAN: `ModelTesterMixin` (test_modeling_common.py) and `ConfigTester`
 (test_configuration_common.py) of the installed release, run on BERT's six heads as the control and on CASAN's
-six BERT heads for each context type, through a tester written as transformers' `BertModelTester`. CASAN passes
-what BERT passes and skips what BERT skips, for transformers' own reasons (docs/TESTS.md). Skipped, saying why,
+six BERT heads for each context type, through a tester written as transformers' `BertModelTester`; likewise
+ModernBERT's and DeBERTa-v2's six heads and CASAN's six heads of each (deep_global context). CASAN passes what the
+source family passes and skips what it skips, for transformers' own reasons (docs/TESTS.md). Skipped, saying why,
 when the release's tests are not fetched, except in CI, where `make test` and `make test-latest` fetch them."""
 
 import os
@@ -124,6 +125,55 @@ class CasanDeepCommonTest(CasanCommonTest):
 class CasanDeepGlobalCommonTest(CasanCommonTest):
     __test__ = True
     options = {"context_type": "deep_global"}
+
+
+# ModernBERT: transformers' own ModernBERT as the control, and CASAN's six ModernBERT heads with deep_global context
+# beside it, through a tester written as transformers' `ModernBertModelTester` (its config fields; no token types).
+class ModernBertTester(EncoderTester):
+    def get_config(self):
+        return self.config_class(
+            vocab_size=self.vocab_size,
+            pad_token_id=0,
+            hidden_size=self.hidden_size,
+            num_hidden_layers=self.num_hidden_layers,
+            num_attention_heads=self.num_attention_heads,
+            intermediate_size=self.intermediate_size,
+            hidden_activation="gelu",
+            max_position_embeddings=512,
+            initializer_range=0.02,
+            **self.options,
+        )
+
+    def prepare_config_and_inputs_for_common(self):
+        config, inputs = super().prepare_config_and_inputs_for_common()
+        del inputs["token_type_ids"]
+        return config, inputs
+
+
+class ModernBertCommonTest(BertCommonTest):
+    """The control of the ModernBERT family: transformers' ModernBERT, with its tester."""
+
+    config_class = transformers.ModernBertConfig
+    all_model_classes = tuple(
+        getattr(transformers, get_family("modernbert").source_class_name(head)) for head in HEADS
+    )
+
+    def setUp(self):
+        super().setUp()
+        self.model_tester = ModernBertTester(self, self.config_class, **self.options)
+
+
+class CasanModernBertCommonTest(ModernBertCommonTest):
+    """CASAN's six ModernBERT heads (deep_global context), added to the auto classes' name tables as BERT's are."""
+
+    all_model_classes = tuple(casan_class("modernbert", head.name) for head in HEADS)
+    config_class = all_model_classes[0].config_class
+    options = {"context_type": "deep_global"}
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.addClassCleanup(name_casan_classes(cls).close)
 
 
 def test_the_common_tests_are_the_installed_releases():
