@@ -1,30 +1,38 @@
-"""LoRA adapters (PEFT) on CASAN models: an adapter trained on a saved CASAN model reloads as CASAN with the
-same outputs (also with only transformers and peft installed), merges into a plain CASAN model, and an adapter
+"""LoRA adapters (PEFT) on CASAN models: an adapter trained on a saved CASAN model (BERT's, ModernBERT's, DeBERTa's)
+reloads as CASAN with the same outputs (BERT's and ModernBERT's also with only transformers and peft installed),
+merges into a plain CASAN model, and an adapter
 of a conversion that was never saved does not name the BERT checkpoint as its base."""
 
 import json
 
 import pytest
 import torch
+import transformers
 from fresh_process import run_without_casan_hf
 from peft import AutoPeftModelForSequenceClassification, LoraConfig, get_peft_model
-from tiny_models import TINY, padded_batch, tiny_config
-from transformers import BertConfig, BertModel
+from tiny_models import padded_batch, tiny_config, tiny_source_config
 
-from casan_hf import CasanForSequenceClassification, casan_class
+from casan_hf import casan_class, get_family
 
 
 # LoRA on the attention projections; the context and the classifier are new, so they train in full.
 LORA = dict(
     task_type="SEQ_CLS", target_modules=["query", "key", "value"], modules_to_save=["context_mixer", "classifier"]
 )
+# ModernBERT's attention projects Q, K and V with one fused `Wqkv`.
+LORA_TARGETS = {"bert": LORA["target_modules"], "modernbert": ["Wqkv"]}
 
 
-def converted_casan(folder):
+def lora(family):
+    return {**LORA, "target_modules": LORA_TARGETS[family]}
+
+
+def converted_casan(folder, family="bert"):
     torch.manual_seed(0)
-    BertModel(BertConfig(**TINY)).save_pretrained(folder / "bert")
-    return CasanForSequenceClassification.from_pretrained(
-        folder / "bert", context_type="global", num_labels=2, gate_bias_init=0.0
+    source_class = getattr(transformers, f"{get_family(family).transformers_prefix}Model")
+    source_class(tiny_source_config(family)).save_pretrained(folder / family)
+    return casan_class(family, "sequence-classification").from_pretrained(
+        folder / family, context_type="global", num_labels=2, gate_bias_init=0.0
     )
 
 
@@ -49,10 +57,12 @@ print(type(model.get_base_model()).__module__.split(".")[0], torch.equal(logits,
 """
 
 
-def test_adapter_reloads_as_casan_and_merges(tmp_path):
-    converted_casan(tmp_path).save_pretrained(tmp_path / "casan")
-    base = CasanForSequenceClassification.from_pretrained(tmp_path / "casan")
-    peft_model = trained(get_peft_model(base, LoraConfig(**LORA)))
+@pytest.mark.parametrize("family", LORA_TARGETS)
+def test_adapter_reloads_as_casan_and_merges(tmp_path, family):
+    model_class = casan_class(family, "sequence-classification")
+    converted_casan(tmp_path, family).save_pretrained(tmp_path / "casan")
+    base = model_class.from_pretrained(tmp_path / "casan")
+    peft_model = trained(get_peft_model(base, LoraConfig(**lora(family))))
     assert any("context_mixer" in name for name, p in peft_model.named_parameters() if p.requires_grad)
     input_ids, attention_mask = padded_batch([6, 3])
     inputs = {"input_ids": input_ids, "attention_mask": attention_mask}
@@ -64,14 +74,14 @@ def test_adapter_reloads_as_casan_and_merges(tmp_path):
     )
 
     loaded = AutoPeftModelForSequenceClassification.from_pretrained(tmp_path / "adapter").eval()
-    assert type(loaded.get_base_model()) is CasanForSequenceClassification
+    assert type(loaded.get_base_model()) is model_class
     with torch.no_grad():
         assert torch.equal(loaded(**inputs).logits, expected)
         merged = loaded.merge_and_unload()
-        assert type(merged) is CasanForSequenceClassification
+        assert type(merged) is model_class
         torch.testing.assert_close(merged(**inputs).logits, expected, atol=1e-6, rtol=1e-5)
         # The adapter holds what training changed: the base alone gives other outputs.
-        untrained = CasanForSequenceClassification.from_pretrained(tmp_path / "casan").eval()
+        untrained = model_class.from_pretrained(tmp_path / "casan").eval()
         assert not torch.allclose(untrained(**inputs).logits, expected)
 
     torch.save(inputs, tmp_path / "inputs.pt")
