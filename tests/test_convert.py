@@ -216,13 +216,19 @@ def test_sentence_transformers_pipeline_is_kept(convert_main, minilm_path, tmp_p
     assert cosine.min() >= min_cosine, cosine
 
 
-def test_a_deberta_v2_sentence_transformers_pipeline_is_kept(convert_main, minilm_path, glue_dir, tmp_path):
-    """A sentence-transformers model on a DeBERTa-v2 encoder (tiny, random) converts as MiniLM's does: the folder
-    runs its pooling and normalisation on CasanDebertaV2Model, whose embeddings start next to the source's."""
+@pytest.mark.parametrize(
+    "family, casan_model", [("deberta-v2", "CasanDebertaV2Model"), ("modernbert", "CasanModernBertModel")]
+)
+def test_a_sentence_transformers_pipeline_on_another_family_is_kept(
+    convert_main, minilm_path, glue_dir, tmp_path, family, casan_model
+):
+    """A sentence-transformers model on a DeBERTa-v2 or ModernBERT encoder (tiny, random) converts as MiniLM's does:
+    the folder runs its pooling and normalisation on the family's CASAN base model, whose embeddings start next
+    to the source's."""
     from glue_helpers import make_tiny_source
     from sentence_transformers import SentenceTransformer, models
 
-    encoder = models.Transformer(make_tiny_source(tmp_path / "deberta", "deberta-v2", minilm_path, glue_dir))
+    encoder = models.Transformer(make_tiny_source(tmp_path / family, family, minilm_path, glue_dir))
     modules = [encoder, models.Pooling(encoder.get_embedding_dimension(), "mean"), models.Normalize()]
     SentenceTransformer(modules=modules, device="cpu").save(str(tmp_path / "source"))
     torch.manual_seed(0)
@@ -230,7 +236,7 @@ def test_a_deberta_v2_sentence_transformers_pipeline_is_kept(convert_main, minil
                   "--context_type", "deep_global", "--sentence_transformers"])  # fmt: skip
     converted = SentenceTransformer(str(tmp_path / "casan"), device="cpu", trust_remote_code=True)
     assert [type(module).__name__ for module in converted] == ["Transformer", "Pooling", "Normalize"]
-    assert type(converted[0].model).__name__ == "CasanDebertaV2Model"
+    assert type(converted[0].model).__name__ == casan_model
     original = SentenceTransformer(str(tmp_path / "source"), device="cpu").encode(SENTENCES, convert_to_tensor=True)
     cosine = torch.nn.functional.cosine_similarity(converted.encode(SENTENCES, convert_to_tensor=True), original)
     assert cosine.min() >= 0.99, cosine
