@@ -1,12 +1,13 @@
-"""scripts/export_onnx.py: any CASAN folder to ONNX with dynamic batch and length, checked against PyTorch."""
+"""scripts/export_onnx.py: any CASAN folder (BERT's heads, a ModernBERT and a DeBERTa-v2 classifier) to ONNX with
+dynamic batch and length, checked against PyTorch."""
 
 import onnxruntime
 import pytest
 import torch
 from conftest import load_script
-from glue_helpers import make_tiny_bert
+from glue_helpers import make_tiny_bert, make_tiny_source
 
-from casan_hf import HEAD_CLASSES
+from casan_hf import casan_class
 
 
 @pytest.fixture(scope="module")
@@ -15,16 +16,25 @@ def export_main():
 
 
 @pytest.mark.parametrize(
-    "head, context_type",
-    [("sequence-classification", "deep_global"), ("token-classification", "deep"), ("multiple-choice", "global")],
+    "family, head, context_type",
+    [
+        ("bert", "sequence-classification", "deep_global"),
+        ("bert", "token-classification", "deep"),
+        ("bert", "multiple-choice", "global"),
+        # ModernBERT's window is 8 tokens: the check batch's longest sentence runs its sliding-window layer.
+        ("modernbert", "sequence-classification", "deep_global"),
+    ],
 )
-def test_export_takes_any_batch_and_length(export_main, minilm_path, tmp_path, capsys, head, context_type):
+def test_export_takes_any_batch_and_length(export_main, minilm_path, tmp_path, capsys, family, head, context_type):
     from transformers import AutoTokenizer
 
-    bert = make_tiny_bert(tmp_path / "bert", minilm_path)
-    casan = HEAD_CLASSES[head].from_pretrained(bert, context_type=context_type, gate_bias_init=0.0)
+    if family == "bert":
+        source = make_tiny_bert(tmp_path / family, minilm_path)
+    else:
+        source = make_tiny_source(tmp_path / family, family, minilm_path, glue_dir=None)
+    casan = casan_class(family, head).from_pretrained(source, context_type=context_type, gate_bias_init=0.0)
     casan.save_pretrained(tmp_path / "casan")
-    AutoTokenizer.from_pretrained(bert).save_pretrained(tmp_path / "casan")
+    AutoTokenizer.from_pretrained(source).save_pretrained(tmp_path / "casan")
 
     export_main(["--model_name_or_path", str(tmp_path / "casan"), "--output_dir", str(tmp_path / "onnx")])
     printed = capsys.readouterr().out
