@@ -83,9 +83,11 @@ def cache_of(tokenizer, **models):
     return CountingCache(models, tokenizer)
 
 
-def test_gates_view_shows_every_gate_and_greys_the_layers_without_context(tokenizer):
+@pytest.mark.parametrize("family", ["bert", "modernbert"])
+def test_gates_view_shows_every_gate_and_greys_the_layers_without_context(tokenizer, family):
     torch.manual_seed(0)
-    cache = cache_of(tokenizer, casan=CasanModel(tiny_config(context_type="global", context_layers=[1])))
+    model = casan_class(family, "base")(tiny_config(family, context_type="global", context_layers=[1]))
+    cache = cache_of(tokenizer, casan=model)
     (exploration,) = submit(cache, "casan", "", TEXT, PAIR)
     inspection, layers = exploration.inspection, TINY["num_hidden_layers"]
     cells = Cells(gates_html(exploration)).cells

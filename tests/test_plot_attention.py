@@ -1,5 +1,6 @@
-"""scripts/plot_attention.py writes one valid PNG of the planned size for CASAN checkpoints of every kind
-and plain BERT, and refuses bad flags with usage errors that name the allowed range."""
+"""scripts/plot_attention.py writes one valid PNG of the planned size for CASAN checkpoints of every kind (DeBERTa
+and ModernBERT classifiers among them) and plain BERT, and refuses bad flags with usage errors that name the
+allowed range."""
 
 import re
 import struct
@@ -61,6 +62,12 @@ def checkpoints(tmp_path_factory):
         ),
         "global": saved(root / "global", CasanModel(tiny_config(context_type="global", context_layers=[1]))),
         "bert": saved(root / "bert", BertModel(BertConfig(**TINY))),
+        "modernbert": saved(
+            root / "modernbert",
+            casan_class("modernbert", "sequence-classification")(
+                tiny_config("modernbert", classifier_pooling="structured")
+            ),
+        ),
     }
 
 
@@ -72,6 +79,7 @@ def checkpoints(tmp_path_factory):
         ("deberta-v2", ["--text-pair", PAIR, "--layers", "1", "--heads", "0", "3"], 2, 4, True),
         ("global", ["--layers", "1", "--heads", "0", "3", "--dpi", "60"], 2, 0, True),
         ("bert", ["--text-pair", PAIR, "--heads", "2"], 1, 0, False),
+        ("modernbert", ["--text-pair", PAIR, "--heads", "1"], 1, 4, True),
     ],
 )
 def test_writes_a_png_of_the_planned_size(tmp_path, capsys, checkpoints, kind, flags, num_maps, num_hops, has_gates):
