@@ -4,8 +4,8 @@ XLM-RoBERTa and ELECTRA models.
 Every submodule keeps its family's name (`roberta.embeddings`, `roberta.encoder.layer.N.attention.self.query`,
 `classifier.out_proj`, ...), so any checkpoint of the family loads unchanged and only the context parameters
 (`...attention.self.context_mixer.*`) are new. These four families share one encoder (their layers are BERT's;
-ModernBERT and DeBERTa-v2 have files of their own) and differ in embeddings, pooler and heads, which are imported
-from `transformers` rather than copied and listed once per family in `FAMILY_MODULES`. BERT's classes come first
+ModernBERT and DeBERTa-v2 have files of their own) and differ in embeddings, pooler and heads, which are imported from
+`transformers` rather than copied and listed once per family in `FAMILY_MODULES`. BERT's classes come first
 (`CasanModel`, `CasanForSequenceClassification`, ...), then each other family's, in the order of `FAMILIES` x
 `HEADS`: a `PreTrainedModel` that names the family's config and prefix, and one small subclass per head
 (`CasanRobertaForSequenceClassification`, ...). `FAMILY_CLASSES` lists them all.

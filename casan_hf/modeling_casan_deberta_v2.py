@@ -25,7 +25,6 @@ from torch.nn import functional as F
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.models.deberta_v2.modeling_deberta_v2 import (
     ContextPooler,
-    ConvLayer,
     DebertaV2Embeddings,
     DebertaV2Encoder,
     DebertaV2Intermediate,
@@ -45,7 +44,7 @@ from transformers.utils.generic import can_return_tuple
 from .compat import OutputRecorder, capture_outputs, init, merge_with_config_defaults
 from .configuration_casan_deberta_v2 import CasanDebertaV2Config
 from .context import ContextPlan, check_encoder_inputs, mean_weights
-from .context_mixer import CasanContextMixer, CasanOutputGate, gates_shape, output_gate
+from .context_mixer import CasanContextMixer, CasanOutputGate, gate_head_outputs, mix_context, output_gate
 from .families import get_family, get_head
 from .modeling_casan import (
     CasanMaskedLMOutput,
@@ -91,10 +90,7 @@ class CasanDisentangledSelfAttention(DisentangledSelfAttention):
         and key are mixed with the context before the head split, and the mixed ones go into
         `disentangled_attention_bias` (content to position, position to content)."""
         query, key = self.query_proj(hidden_states), self.key_proj(hidden_states)
-        if self.context_mixer is not None and context:
-            query, key, gates = self.context_mixer(query, key, context, output_context_gates)
-        else:
-            gates = query.new_zeros(gates_shape(self.config, *query.shape[:2])) if output_context_gates else None
+        query, key, gates = mix_context(self, query, key, context, output_context_gates)
         heads = self.num_attention_heads
         query_layer = self.transpose_for_scores(query, heads)  # (batch * heads, n, d_head)
         key_layer = self.transpose_for_scores(key, heads)
@@ -113,9 +109,7 @@ class CasanDisentangledSelfAttention(DisentangledSelfAttention):
         attention_probs = self.dropout(F.softmax(attention_scores, dim=-1))
         output = torch.bmm(attention_probs.view(-1, *attention_probs.shape[-2:]), value_layer)
         output = output.view(-1, heads, *output.shape[-2:]).permute(0, 2, 1, 3)  # (batch, n, heads, d_head)
-        if self.output_gate is not None:
-            (head_gate,) = self.output_gate(hidden_states, context)
-            output = output * head_gate.view(*output.shape[:3], -1)
+        output = gate_head_outputs(self, output, hidden_states, context)
         return output.reshape(*hidden_states.shape[:-1], -1).contiguous(), attention_probs, gates
 
 
@@ -171,26 +165,10 @@ class CasanDebertaV2Encoder(DebertaV2Encoder):
     layer; the same names) whose layers attend with context, built by the encoder's `ContextPlan`."""
 
     def __init__(self, config):
-        nn.Module.__init__(
-            self
-        )  # DebertaV2Encoder.__init__ would build DeBERTa's own layers; the rest is what it builds
+        # DeBERTa's encoder as transformers builds it (relative positions, their LayerNorm, the convolution), rather
+        # than a copy of its constructor; its own layers are then replaced by the context-aware ones.
+        super().__init__(config)
         self.layer = nn.ModuleList([CasanDebertaV2Layer(config, i) for i in range(config.num_hidden_layers)])
-        self.relative_attention = getattr(config, "relative_attention", False)
-        if self.relative_attention:
-            self.max_relative_positions = getattr(config, "max_relative_positions", -1)
-            if self.max_relative_positions < 1:
-                self.max_relative_positions = config.max_position_embeddings
-            self.position_buckets = getattr(config, "position_buckets", -1)
-            pos_ebd_size = self.max_relative_positions * 2
-            if self.position_buckets > 0:
-                pos_ebd_size = self.position_buckets * 2
-            self.rel_embeddings = nn.Embedding(pos_ebd_size, config.hidden_size)
-        self.norm_rel_ebd = [x.strip() for x in getattr(config, "norm_rel_ebd", "none").lower().split("|")]
-        if "layer_norm" in self.norm_rel_ebd:
-            self.LayerNorm = nn.LayerNorm(config.hidden_size, config.layer_norm_eps, elementwise_affine=True)
-        conv_kernel_size = getattr(config, "conv_kernel_size", 0)
-        self.conv = ConvLayer(config) if conv_kernel_size > 0 else None
-        self.gradient_checkpointing = False
         self.context_plan = ContextPlan.from_config(config)
 
     def forward(self, hidden_states, token_mask, **kwargs: Unpack[TransformersKwargs]):

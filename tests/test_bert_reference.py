@@ -154,7 +154,9 @@ def test_casan_twin_of_a_loaded_model_is_that_model_at_none(casan_class, bert_cl
 
 
 def test_casan_twin_refuses_other_models():
-    with pytest.raises(ValueError, match="casan_twin takes one of BertModel, .*, ElectraForMaskedLM; got CasanModel"):
+    with pytest.raises(
+        ValueError, match="casan_twin takes one of BertModel, .*, DebertaV2ForMaskedLM; got CasanModel"
+    ):
         casan_twin(CasanModel(tiny_config()))
     with pytest.raises(
         ValueError, match=r"casan_twin takes CASAN options, one of context_type, .*; got \['context_typ'\]"

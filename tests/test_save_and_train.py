@@ -57,14 +57,17 @@ def test_saved_folder_holds_the_code_and_auto_map(tmp_path):
         "compat.py",
     }
     assert {path.name for path in tmp_path.glob("*.py")} == bert_files
-    # The package's top folder holds exactly the model files: what a saved BERT or translation folder carries, and
-    # modeling_casan_auto.py, which gathers every modeling file's classes for the library (no folder needs it).
+    # The package's top folder holds exactly the model files: what a saved BERT, ModernBERT, DeBERTa-v2 or translation
+    # folder carries, and modeling_casan_auto.py, which gathers every modeling file's classes for the library (no
+    # folder needs it).
     top_folder = {path.name for path in Path(casan_hf.__file__).parent.glob("*.py")} - {"__init__.py"}
     assert top_folder == bert_files | {
         "configuration_casan_marian.py",
         "modeling_casan_marian.py",
         "configuration_casan_modernbert.py",
         "modeling_casan_modernbert.py",
+        "configuration_casan_deberta_v2.py",
+        "modeling_casan_deberta_v2.py",
         "modeling_casan_auto.py",
     }
     auto_map = json.loads((tmp_path / "config.json").read_text())["auto_map"]
