@@ -46,9 +46,6 @@ class CasanModernBertConfig(ModernBertConfig):
     # ModernBERT's field types are checked on every assignment (transformers >= 5.4); `classifier_pooling` takes
     # CASAN's values, which `OPTION_CHECKS` checks in `__setattr__`, so ModernBERT's `Literal` check is dropped.
     __validators__ = {**getattr(ModernBertConfig, "__validators__", {}), "classifier_pooling": []}
-    # ModernBERT's config has neither: CASAN models read them to refuse a decoder.
-    is_decoder = False
-    add_cross_attention = False
 
     # The CASAN options, as `CasanConfig` declares them (tests/test_modernbert.py holds the two equal).
     context_type: str = "deep_global"
