@@ -119,6 +119,9 @@ def parse_args():
     group.add_argument("--proxy-batch", type=PositiveInt, default=shape.batch, help="batch size")
     group.add_argument("--proxy-seq", type=PositiveInt, default=shape.seq, help="sequence length (at most 512)")
     group.add_argument("--proxy-rounds", type=PositiveInt, default=300, help="timed rounds per mode and run")
+    group.add_argument(
+        "--proxy-block", type=PositiveInt, default=proxy.BLOCK, help="steps of one model in a row in each round"
+    )
     group.add_argument("--proxy-runs", type=PositiveInt, default=3, help="whole measurements; medians over them")
     args = parser.parse_args()
     check_proxy_args(parser, args)
@@ -178,8 +181,11 @@ def check_attention(parser, args):
 def run_proxy(args):
     """The proxy's table (medians over the runs, then each run's ratios) and, with `--json`, its raw records."""
     shape = proxy.ProxyShape(args.proxy_layers, args.proxy_hidden, args.proxy_batch, args.proxy_seq)
-    progress = tqdm(total=proxy.progress_steps(args.proxy_rounds, args.proxy_runs), unit="step", desc="proxy")
-    records = proxy.measure(shape, args.proxy_rounds, args.proxy_runs, args.compile_backend, progress)
+    steps = proxy.progress_steps(args.proxy_rounds, args.proxy_runs, args.proxy_block)
+    progress = tqdm(total=steps, unit="step", desc="proxy")
+    records = proxy.measure(
+        shape, args.proxy_rounds, args.proxy_runs, args.compile_backend, progress, block=args.proxy_block
+    )
     progress.close()
     print(proxy.format_summary(records))
     return records

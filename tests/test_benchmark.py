@@ -139,12 +139,42 @@ def test_every_compiled_model_keeps_its_own_graphs():
         torch._dynamo.config.recompile_limit = limit
 
 
+def test_a_round_runs_each_model_its_block_of_steps_in_a_row():
+    """`benchmark_group(..., block=3)`: in every round each model runs three steps one after the other, in the
+    round's order, and each step is timed."""
+    import torch
+
+    from casan_hf.benchmark.runner import Variant, benchmark_group
+
+    calls = []
+
+    class Recorder(torch.nn.Module):
+        def __init__(self, label):
+            super().__init__()
+            self.label = label
+
+        def forward(self, **inputs):
+            calls.append(self.label)
+
+    labels = ["a", "b", "c"]
+    variants = [Variant(label) for label in labels]
+    models = {label: Recorder(label) for label in labels}
+    results = benchmark_group(models, variants, {}, "inference", torch.device("cpu"), 0, 4, seed=1, block=3)
+    timed = calls[-4 * 3 * len(labels) :]
+    blocks = [timed[index : index + 3] for index in range(0, len(timed), 3)]
+    assert all(len(set(block)) == 1 for block in blocks)
+    rounds = [[block[0] for block in blocks[index : index + 3]] for index in range(0, len(blocks), 3)]
+    assert all(sorted(order) == labels for order in rounds) and len({tuple(order) for order in rounds}) > 1
+    assert all(len(results[label][0]) == len(results[label][1]) == 4 * 3 for label in labels)
+
+
 def test_proxy_times_every_model_and_mode_beside_the_controls(tmp_path):
-    """`--proxy` at a toy size (2 layers, 3 rounds, one run; compiled with the eager backend: the tracing, not
-    inductor): one record per model and mode, the controls among them, and the table of medians printed."""
+    """`--proxy` at a toy size (2 layers, 3 rounds of 2 steps, one run; compiled with the eager backend: the
+    tracing, not inductor): one record per model and mode, the controls among them, and the table of medians
+    printed."""
     path = tmp_path / "proxy.json"
     command = [sys.executable, str(ROOT / "scripts" / "benchmark.py"), "--proxy", "--proxy-layers", "2",
-               "--proxy-rounds", "3", "--proxy-runs", "1", "--compile-backend", "eager",
+               "--proxy-rounds", "3", "--proxy-block", "2", "--proxy-runs", "1", "--compile-backend", "eager",
                "--json", str(path)]  # fmt: skip
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
     completed = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
@@ -155,7 +185,7 @@ def test_proxy_times_every_model_and_mode_beside_the_controls(tmp_path):
     modes = ["eager inference", "eager training", "compiled inference"]
     assert [(record["mode"], record["model"]) for record in records] == [(m, model) for m in modes for model in models]
     for record in records:
-        assert record["layers"] == 2 and record["threads"] == 1 and len(record["step_us"]) == 3
+        assert record["layers"] == 2 and record["threads"] == 1 and len(record["step_us"]) == 3 * 2
         assert record["host_us"] > 0 and record["ratio_vs_bert"] > 0
         if record["model"] == "bert":
             assert record["ratio_vs_bert"] == 1.0 and record["extra_us_per_layer"] == 0.0

@@ -8,10 +8,10 @@ thread, and each step's CPU time of the calling thread (`time.thread_time`: on t
 runs on the calling thread), so that the other jobs of a shared machine barely count.
 
 Every model holds BERT's weights (`runner.build_model`) and all run in one process, interleaved step by step
-(`runner.benchmark_group`), in three modes: eager inference, eager training, and inference compiled by
-`torch.compile` (inductor's default mode) against compiled BERT. The controls (BERT's copy, CASAN `none`) show
-the noise. Beside the times: the compute operators per layer CASAN adds over BERT (`operators.count_table`),
-forward from an inference step, backward from a training step.
+(`runner.benchmark_group`; or in blocks of steps, `block`), in three modes: eager inference, eager training, and
+inference compiled by `torch.compile` (inductor's default mode) against compiled BERT. The controls (BERT's copy,
+CASAN `none`) show the noise. Beside the times: the compute operators per layer CASAN adds over BERT
+(`operators.count_table`), forward from an inference step, backward from a training step.
 """
 
 import statistics
@@ -43,6 +43,11 @@ OUTPUT_GATE_VARIANTS = (
 )
 # Untimed rounds of each mode in each run: the first compiles (in the first run), the rest settle caches.
 WARMUP_ROUNDS = 5
+# Steps of one model in a row in each timed round. One step at a time (the default), a model whose code no other
+# model runs could find it cold more often than BERT, whose control copy runs BERT's own code (compiled, BERT's very
+# graph); in blocks, all but a block's first step find their code warm, as a training run's steps do. The two agree
+# (docs/BENCHMARKS.md, "Interleaved or in blocks").
+BLOCK = 1
 ATTENTION = "sdpa"
 
 
@@ -93,9 +98,10 @@ def operators_per_layer(shape, variants, inputs):
     return {label: (forward[key], backward[key]) for label, key in counted.items()}
 
 
-def run_records(models, variants, inputs, shape, rounds, run, progress=None):
-    """One run of every mode: per mode and model a record with its step's median thread CPU time, the ratio
-    BERT's median over it, and the extra host time per layer over BERT; `step_us` keeps every timed step."""
+def run_records(models, variants, inputs, shape, rounds, run, progress=None, block=BLOCK):
+    """One run of every mode (`rounds` rounds of `block` steps in a row per model): per mode and model a record with
+    its step's median thread CPU time, the ratio BERT's median over it, and the extra host time per layer over BERT;
+    `step_us` keeps every timed step."""
     records = []
     for mode, (step_mode, compile_mode) in PROXY_MODES.items():
         group = [variant for variant in variants if variant.compile_mode == compile_mode]
@@ -110,6 +116,7 @@ def run_records(models, variants, inputs, shape, rounds, run, progress=None):
             progress,
             cpu_clock=time.thread_time,
             seed=run,
+            block=block,
         )
         seconds = {variant.eager_label: results[variant.label][1] for variant in group}
         bert_s = statistics.median(seconds["bert"])
@@ -129,9 +136,9 @@ def run_records(models, variants, inputs, shape, rounds, run, progress=None):
     return records
 
 
-def measure(shape=ProxyShape(), rounds=100, runs=3, compile_backend="inductor", progress=None):
-    """The proxy's raw records: `runs` runs of `rounds` timed rounds per mode, one thread, after warm-up; each
-    record also carries the model's operators per layer and the setup."""
+def measure(shape=ProxyShape(), rounds=300, runs=3, compile_backend="inductor", progress=None, block=BLOCK):
+    """The proxy's raw records: `runs` runs of `rounds` timed rounds of `block` steps per model and mode, one
+    thread, after warm-up; each record also carries the model's operators per layer and the setup."""
     torch.set_num_threads(1)  # before compiling: inductor's CPU kernels take the thread count it sees
     variants, models = proxy_models(shape, compile_backend)
     config = models["bert"].config
@@ -140,6 +147,7 @@ def measure(shape=ProxyShape(), rounds=100, runs=3, compile_backend="inductor", 
     setup = {
         **vars(shape),
         "rounds": rounds,
+        "block": block,
         "warmup_rounds": WARMUP_ROUNDS,
         "compile_backend": compile_backend,
         "attn_implementation": ATTENTION,
@@ -149,16 +157,16 @@ def measure(shape=ProxyShape(), rounds=100, runs=3, compile_backend="inductor", 
     }
     records = []
     for run in range(1, runs + 1):
-        for record in run_records(models, variants, inputs, shape, rounds, run, progress):
+        for record in run_records(models, variants, inputs, shape, rounds, run, progress, block):
             forward, backward = operators[record["model"]]
             records.append({**record, "forward_ops_per_layer": forward, "backward_ops_per_layer": backward, **setup})
     return records
 
 
-def progress_steps(rounds, runs):
+def progress_steps(rounds, runs, block=BLOCK):
     """How many steps `measure` runs (its progress bar's total)."""
     models = sum(variant.compile_mode is None for variant in proxy_variants())
-    return runs * len(PROXY_MODES) * (WARMUP_ROUNDS + 1 + rounds) * models
+    return runs * len(PROXY_MODES) * (WARMUP_ROUNDS + 1 + rounds * block) * models
 
 
 def summary(records):
@@ -190,7 +198,8 @@ def format_summary(records):
     title = (
         f"host-bound proxy: {first['layers']} layers, hidden {first['hidden']}, batch {first['batch']} x seq "
         f"{first['seq']}, {first['dtype']}, {first['attn_implementation']}, {first['threads']} thread, thread CPU "
-        f"time; medians of {len({record['run'] for record in records})} runs of {first['rounds']} rounds"
+        f"time; medians of {len({record['run'] for record in records})} runs of {first['rounds']} rounds of "
+        f"{first['block']} steps in a row"
     )
     header = "| model |" + "".join(f" {mode}: us | ratio | +us/layer |" for mode in PROXY_MODES)
     header += " +ops/layer forward | +ops/layer backward |"

@@ -248,15 +248,30 @@ def weights_mb(model):
 
 
 def benchmark_group(
-    models, variants, inputs, mode, device, warmup, repeats, progress=None, *, cpu_clock=time.process_time, seed=None
+    models,
+    variants,
+    inputs,
+    mode,
+    device,
+    warmup,
+    repeats,
+    progress=None,
+    *,
+    cpu_clock=time.process_time,
+    seed=None,
+    block=1,
 ):
-    """Times every model on the same inputs round-robin; returns `{label: (wall_s list, cpu_s list, peak_mb)}`.
+    """Times every model on the same inputs round-robin, `repeats` rounds of `block` steps in a row each; returns
+    `{label: (wall_s list, cpu_s list, peak_mb)}`.
 
     `cpu_clock` reads the CPU time: the process's by default; `time.thread_time` for a one-thread step alone.
     Each round starts one model later, so each model always follows the same one; with a `seed`, each round
-    runs in a random order instead, so that every model follows every other. That matters where steps are short:
-    a model that follows one of its own class finds its code warm (on the host-bound proxy, `benchmark.proxy`,
-    BERT's control copy after BERT ran 3-4% faster eager, 15% compiled).
+    runs in a random order instead, so that every model follows every other. In each round a model runs `block`
+    steps in a row (each timed). Both matter where steps are short, because a step finds warm the code that the
+    step before it ran: a model that follows one of its own class is favoured (on the host-bound proxy,
+    `benchmark.proxy`, BERT's control copy after BERT ran 3-4% faster eager, 15% compiled), and one step at a
+    time favours the models whose code others share (BERT's copy runs BERT's very compiled graph); in blocks, all
+    but a block's first step run warm, as every step of a training run does.
     """
     shuffle = None if seed is None else random.Random(seed).sample
     steps = {variant.label: make_step(models[variant.label], inputs, mode) for variant in variants}
@@ -276,14 +291,15 @@ def benchmark_group(
     for round_index in range(repeats):
         shift = round_index % len(labels)
         for label in labels[shift:] + labels[:shift] if shuffle is None else shuffle(labels, len(labels)):
-            _synchronize(device)
-            wall, cpu = time.perf_counter(), cpu_clock()
-            steps[label]()
-            _synchronize(device)
-            timings[label][0].append(time.perf_counter() - wall)
-            timings[label][1].append(cpu_clock() - cpu)
-            if progress is not None:
-                progress.update(1)
+            for _ in range(block):
+                _synchronize(device)
+                wall, cpu = time.perf_counter(), cpu_clock()
+                steps[label]()
+                _synchronize(device)
+                timings[label][0].append(time.perf_counter() - wall)
+                timings[label][1].append(cpu_clock() - cpu)
+                if progress is not None:
+                    progress.update(1)
     return {label: (*timings[label], peaks[label]) for label in labels}
 
 
