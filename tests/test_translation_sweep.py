@@ -1,7 +1,7 @@
 """scripts/translation_sweep.py end to end on a slice of Multi30k: every arm and seed trained, scored with beam
 search and greedily, its record (cross-entropy, scores, scores by length, time per step, the encoder's gates, what
 the run received) in the results file, and the paired tables against `none`, the primary metric relative to the
-twin and the runs' time per commit."""
+twin and between the other arms, and the runs' time per commit."""
 
 import json
 import subprocess
@@ -117,3 +117,24 @@ def test_the_tables_give_the_primary_metric_relative_to_the_twin_and_the_runs_pe
     assert f"| deep | +1.50% | {detectable:.2f}% |" in table
     assert "| aaaaaaa | 2026-11-25 | 2 | 60.0-66.0 | 36.000-39.600 | 2.1 |" in table
     assert "| bbbbbbb+changes | 2026-11-26 | 2 | 30.0-33.0 | 18.000-19.800 | 1.1 |" in table
+
+
+def test_the_primary_metric_is_paired_between_the_arms_other_than_the_twin():
+    """Each arm but the twin against each arm before it, over the seeds both ran: the context-driven output gate
+    against the token-only one is the output-gate study's second question. A pair with one shared seed has no
+    interval and no row."""
+
+    def record(variant, seed, cross_entropy):
+        return {"model_size": "micro", "epochs": 5, "variant": variant, "seed": seed, "gates": None,
+                "test_cross_entropy": cross_entropy, "seconds_per_step": 1.0, "wall_seconds": 60}  # fmt: skip
+
+    token, context, lone = "none:output_gate=elementwise", "global:output_gate=elementwise", "deep"
+    scores = {"none": [2.0, 2.1, 2.2], token: [2.01, 2.12, 2.2], context: [2.0, 2.09, 2.18], lone: [2.3]}
+    records = [record(arm, seed, score) for arm, seeds in scores.items() for seed, score in enumerate(seeds, 1)]
+    table = tables(records)
+    section = table.split("lower is better): between the arms")[1].split("###")[0]
+    rows = [line for line in section.splitlines() if line.startswith(f"| {context} ")]
+    assert len(rows) == 1 and rows[0].startswith(f"| {context} | {token} | -0.020 ± 0.010 | ")
+    detectable = detectable_difference([-0.01, -0.03, -0.02])
+    assert rows[0].endswith(f" | 3/3 (p=0.25) | no | {detectable:.3f} |")
+    assert f"| {lone} |" not in section

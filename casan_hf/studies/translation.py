@@ -1,9 +1,10 @@
 """The translation study's records and tables: what a finished run of `scripts/run_translation.py` leaves in its
 folder becomes a record (`collect`), and the records of a results file become the paired tables of each arm
-against `none` of the same seed, per score and source length, with the primary metric relative to the twin, the
-final gates and the runs' time per commit (`tables`: the figures a study's prose quotes), and the drawn comparisons
-(`comparisons`). `scripts/translation_sweep.py` runs the grid."""
+against `none` of the same seed, per score and source length, with the primary metric relative to the twin and
+between the other arms, the final gates and the runs' time per commit (`tables`: the figures a study's prose
+quotes), and the drawn comparisons (`comparisons`). `scripts/translation_sweep.py` runs the grid."""
 
+import itertools
 import json
 import statistics
 from pathlib import Path
@@ -13,7 +14,7 @@ from ..training.gates import SPARSE_BELOW
 from ..translation import LENGTH_BUCKETS, bucket_name
 from .arms import CONTEXT_OPTIONS, arm_order, check_cells, study_variants
 from .gates import final_gates, has_output_gate, mean_gates, mean_output_gates
-from .paired import Comparison, detectable_difference, paired_table
+from .paired import PAIRED_COLUMNS, Comparison, detectable_difference, paired, paired_table
 
 
 TWIN = "none"
@@ -190,6 +191,33 @@ def relative_to_twin(comparison):
     return f"\n### {comparison.title}: as % of the twin's mean\n\n" + header + "\n".join(lines) + "\n"
 
 
+def between_arms(comparison):
+    """The paired difference of each arm but the twin to each one before it in the table, over the seeds both ran:
+    what one arm adds to another (the output-gate study's rule asks it of the context-driven gate against the
+    token-only one). Empty where no two arms share two seeds."""
+    arms = [(labels[-1], runs) for labels, runs, twin_runs in comparison.rows if twin_runs is not None]
+    lines = []
+    for (base, base_runs), (arm, runs) in itertools.combinations(arms, 2):
+        differences = list(comparison.differences(runs, base_runs).values())
+        if len(differences) < 2:
+            continue
+        power = f"{detectable_difference(differences):.{comparison.digits}f}"
+        cells = [arm, base, *paired(differences, comparison.lower_is_better, comparison.digits), power]
+        lines.append("| " + " | ".join(cells) + " |")
+    if not lines:
+        return ""
+    header = ["variant", "against", *(column.replace("twin", "the other") for column in PAIRED_COLUMNS[1:])]
+    return (
+        f"\n### {comparison.title}: between the arms\n\n| "
+        + " | ".join(header)
+        + " |\n|"
+        + " --- |" * len(header)
+        + "\n"
+        + "\n".join(lines)
+        + "\n"
+    )
+
+
 def runs_by_commit(of_budget):
     """The runs of a budget per commit they ran (records made before it was kept: one group): how many, when the
     first started, each one's wall time and seconds per training step (the range), and their wall time in all."""
@@ -234,7 +262,8 @@ def tables(records):
     for size, epochs, of_budget in budgets(records):
         scored = budget_comparisons(size, epochs, of_budget)
         text += "".join(paired_table(comparison, extra) for comparison in scored)
-        text += "".join(relative_to_twin(c) for c in scored if c.title.split(": ", 1)[1] == PRIMARY)
+        primary = [comparison for comparison in scored if comparison.title.split(": ", 1)[1] == PRIMARY]
+        text += "".join(relative_to_twin(comparison) + between_arms(comparison) for comparison in primary)
         text += gates_per_layer(of_budget, present_variants(records))
         text += runs_by_commit(of_budget)
     return text
