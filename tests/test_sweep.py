@@ -30,6 +30,7 @@ from casan_hf.studies import (
     paired_table,
     run_sweep,
 )
+from casan_hf.studies.figure import ARM_LINE, arm_label
 from casan_hf.studies.grid import time_left
 from casan_hf.studies.paired import POWER
 
@@ -235,6 +236,24 @@ def test_the_figure_draws_each_seeds_difference_to_the_twin_and_their_interval(t
     for comparisons in ([], [Comparison("u: score", ("size", "variant"), unpaired, lambda r: r["s"])]):
         with pytest.raises(ValueError, match="nothing to draw"):
             paired_figure(comparisons, path)
+
+
+def test_the_figure_breaks_long_arms_after_their_commas_and_gives_the_metrics_digits(tmp_path):
+    """An arm's options go on lines of at most `ARM_LINE` characters, broken after a comma and never inside an
+    option; the mean beside each row has the comparison's digits (3 for a cross-entropy)."""
+    arm = 'global:context_targets=[],output_gate="elementwise",output_gate_context=true'
+    label = arm_label(arm)
+    lines = label.split("\n")
+    assert lines == ["global:", "context_targets=[],", 'output_gate="elementwise",', "output_gate_context=true"]
+    assert all(len(line) <= ARM_LINE for line in lines) and "".join(lines) == arm
+    assert arm_label("none") == "none" and arm_label("rte deep_global") == "rte deep_global"
+    twin = [{"seed": seed, "s": score} for seed, score in ((1, 2.40), (2, 2.41), (3, 2.42))]
+    casan = [{"seed": seed, "s": score} for seed, score in ((1, 2.401), (2, 2.414), (3, 2.421))]
+    rows = [(["none"], twin, None), ([arm], casan, twin)]
+    comparison = Comparison("t: cross-entropy", ("variant",), rows, lambda r: r["s"], lower_is_better=True, digits=3)
+    (axis,) = paired_figure([comparison], tmp_path / "figure.png").axes
+    assert [text.get_text() for text in axis.texts] == ["+0.002, won 0/3"]
+    assert [tick.get_text() for tick in axis.get_yticklabels()] == [label]
 
 
 def test_sweeps_sharing_a_results_file_keep_each_others_records(tmp_path):
