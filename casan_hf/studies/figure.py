@@ -35,24 +35,6 @@ def paired_figure(comparisons, path):
 
     panels = []
     for comparison in comparisons:
-        paired_rows = [
-            (labels, list(comparison.differences(runs, twin_runs).values()))
-            for labels, runs, twin_runs in comparison.rows
-            if twin_runs is not None
-        ]
-        paired_rows = [(labels, differences) for labels, differences in paired_rows if differences]
-        if paired_rows:
-            panels.append((comparison, paired_rows))
-    if not panels:
-        raise ValueError("no variant has runs of its twin's seeds to be compared with: nothing to draw")
-    # A row is as tall as its label's lines need (a short arm: one line and its options).
-    heights = [
-        0.9 + sum(max(0.45, 0.17 * (len(arm_label(str(labels[-1])).split("\n")))) for labels, _ in paired_rows)
-        for _, paired_rows in panels
-    ]
-    figure = Figure(figsize=(7.5, sum(heights)))
-    axes = figure.subplots(len(panels), 1, height_ratios=heights, squeeze=False)[:, 0]
-    for axis, (comparison, paired_rows) in zip(axes, panels, strict=True):
         # Rows are named by the labels that tell them apart (the variant, not the size every row shares).
         columns = range(len(comparison.label_columns))
         all_labels = [labels for labels, *_ in comparison.rows]
@@ -61,6 +43,23 @@ def paired_figure(comparisons, path):
         def name(labels, varying=varying):
             return " ".join(str(labels[i]) for i in varying)
 
+        paired_rows = [
+            (arm_label(name(labels)), list(comparison.differences(runs, twin_runs).values()))
+            for labels, runs, twin_runs in comparison.rows
+            if twin_runs is not None
+        ]
+        paired_rows = [(label, differences) for label, differences in paired_rows if differences]
+        if paired_rows:
+            panels.append((comparison, name, paired_rows))
+    if not panels:
+        raise ValueError("no variant has runs of its twin's seeds to be compared with: nothing to draw")
+    # A row is as tall as its label's lines need (a short arm: one line and its options).
+    heights = [
+        0.9 + sum(max(0.45, 0.17 * len(label.split("\n"))) for label, _ in paired_rows) for *_, paired_rows in panels
+    ]
+    figure = Figure(figsize=(7.5, sum(heights)))
+    axes = figure.subplots(len(panels), 1, height_ratios=heights, squeeze=False)[:, 0]
+    for axis, (comparison, name, paired_rows) in zip(axes, panels, strict=True):
         twins = "; ".join(
             f"{name(labels)}: {mean_std(list(comparison.scores(runs).values()), comparison.digits)}"
             for labels, runs, twin_runs in comparison.rows
@@ -77,8 +76,7 @@ def paired_figure(comparisons, path):
                 axis.annotate(label, (1.01, position), xycoords=("axes fraction", "data"), va="center", fontsize=8)
         axis.axvline(0.0, color="0.1", linewidth=1.2, zorder=1.5)
         # An arm's options go on lines of their own, a long title on as many as it needs: both stay on the page.
-        arm_lines = [arm_label(name(labels)) for labels, _ in paired_rows]
-        axis.set_yticks(range(len(paired_rows)), arm_lines)
+        axis.set_yticks(range(len(paired_rows)), [label for label, _ in paired_rows])
         axis.set_ylim(len(paired_rows) - 0.5, -0.5)
         axis.set_title(textwrap.fill(f"{comparison.title}; twin {twins}", 70), fontsize=9, loc="left")
         axis.grid(axis="x", color="0.9", zorder=0)

@@ -101,6 +101,14 @@ PAIRED_COLUMNS = [
 ]
 
 
+def paired_cells(comparison, runs, other_runs):
+    """The cells of `PAIRED_COLUMNS` but the score for `runs` against `other_runs` over the seeds both have: the
+    paired difference, its interval, the seeds won, beyond the spread, and the power ("-" under two seeds)."""
+    differences = list(comparison.differences(runs, other_runs).values())
+    power = f"{detectable_difference(differences):.{comparison.digits}f}" if len(differences) > 1 else "-"
+    return [*paired(differences, comparison.lower_is_better, comparison.digits), power]
+
+
 def paired_table(comparison, extra_columns=()):
     """A markdown table of `comparison`: each row's score and its paired difference to the twin; `extra_columns`:
     `(name, cell(runs))` pairs, e.g. the gates."""
@@ -110,9 +118,7 @@ def paired_table(comparison, extra_columns=()):
         if twin_runs is None:
             pair = ["(twin)"] * (len(PAIRED_COLUMNS) - 1)  # every column but the score
         else:
-            differences = list(comparison.differences(runs, twin_runs).values())
-            power = f"{detectable_difference(differences):.{comparison.digits}f}" if len(differences) > 1 else "-"
-            pair = [*paired(differences, comparison.lower_is_better, comparison.digits), power]
+            pair = paired_cells(comparison, runs, twin_runs)
         score_cell = mean_std(list(comparison.scores(runs).values()), comparison.digits)
         cells = [*labels, score_cell, *pair, *(cell(runs) for _, cell in extra_columns)]
         lines.append("| " + " | ".join(cells) + " |")

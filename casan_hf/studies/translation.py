@@ -14,7 +14,7 @@ from ..training.gates import SPARSE_BELOW
 from ..translation import LENGTH_BUCKETS, bucket_name
 from .arms import CONTEXT_OPTIONS, arm_order, check_cells, study_variants
 from .gates import final_gates, has_output_gate, mean_gates, mean_output_gates
-from .paired import PAIRED_COLUMNS, Comparison, detectable_difference, paired, paired_table
+from .paired import PAIRED_COLUMNS, Comparison, detectable_difference, paired_cells, paired_table
 
 
 TWIN = "none"
@@ -198,12 +198,8 @@ def between_arms(comparison):
     arms = [(labels[-1], runs) for labels, runs, twin_runs in comparison.rows if twin_runs is not None]
     lines = []
     for (base, base_runs), (arm, runs) in itertools.combinations(arms, 2):
-        differences = list(comparison.differences(runs, base_runs).values())
-        if len(differences) < 2:
-            continue
-        power = f"{detectable_difference(differences):.{comparison.digits}f}"
-        cells = [arm, base, *paired(differences, comparison.lower_is_better, comparison.digits), power]
-        lines.append("| " + " | ".join(cells) + " |")
+        if len(comparison.differences(runs, base_runs)) > 1:
+            lines.append("| " + " | ".join([arm, base, *paired_cells(comparison, runs, base_runs)]) + " |")
     if not lines:
         return ""
     header = ["variant", "against", *(column.replace("twin", "the other") for column in PAIRED_COLUMNS[1:])]
