@@ -2,6 +2,7 @@
 
     python scripts/profile_training_step.py                                   # BERT-base, bf16, 128 x 32, on CUDA
     python scripts/profile_training_step.py --trace-dir runs/traces           # also a chrome trace per model
+    python scripts/profile_training_step.py --compile default                  # compiled: inductor's fused kernels
     python scripts/profile_training_step.py --device cpu --size small --seq-len 8 --batch-size 1   # a dry run
 
 Each model (`--models`: bert and CASAN context types; BERT's weights in every one, as scripts/benchmark.py builds
@@ -11,6 +12,11 @@ a step ending in a device synchronisation). Per step: wall time, GPU busy time (
 intervals), busy over wall, kernels; then the kernels with most GPU time and the host operators with most self
 CPU time. A GPU that is busy for most of the step is bound by the arithmetic; the rest of the wall time is the
 GPU waiting on the host (casan_hf/benchmark/step_trace.py). On a CPU only the host side is traced.
+
+`--compile MODE` profiles each model through `torch.compile(mode=MODE)` (compiled in the warm-up, so give it at
+least 3 warm-up steps): with the launches gone, what CASAN adds to the GPU's busy time is what keeps compiled CASAN
+from compiled BERT, and the kernel table names the fused kernels it runs. Under "reduce-overhead" the kernels run
+inside CUDA graphs; "default" keeps each kernel a launch of its own.
 """
 
 import argparse
@@ -56,6 +62,13 @@ def parse_args():
     parser.add_argument("--warmup", type=PositiveInt, default=3, help="unprofiled steps before the profiled ones")
     parser.add_argument("--steps", type=PositiveInt, default=3, help="profiled steps")
     parser.add_argument("--rows", type=PositiveInt, default=10, help="kernels and host operators shown per model")
+    parser.add_argument(
+        "--compile",
+        dest="compile_mode",
+        choices=["default", "reduce-overhead", "max-autotune"],
+        help="profile each model compiled with torch.compile in this mode",
+    )
+    parser.add_argument("--compile-backend", default="inductor", help="torch.compile backend of --compile")
     parser.add_argument("--trace-dir", type=Path, help="write each model's chrome trace here (<model>.json.gz)")
     return parser.parse_args()
 
@@ -134,13 +147,16 @@ def main():
     if args.trace_dir is not None:
         args.trace_dir.mkdir(parents=True, exist_ok=True)
     gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else "no GPU traced"
+    compiled = "" if args.compile_mode is None else f", compiled ({args.compile_mode}, {args.compile_backend})"
     print(
         f"{args.mode} step, {args.size}, seq {args.seq_len} x batch {args.batch_size}, {args.dtype}, {args.attn}, "
-        f"{device} ({gpu}), torch {torch.__version__}"
+        f"{device} ({gpu}), torch {torch.__version__}{compiled}"
     )
     for name in args.models:
         variant = Variant(name) if name == "bert" else Variant(f"casan {name}", name)
         model = build_model(variant, reference, args.attn, dtype).to(device)
+        if args.compile_mode is not None:
+            model = torch.compile(model, mode=args.compile_mode, backend=args.compile_backend)
         step = synchronized(make_step(model, inputs, args.mode), device)
         trace_path = None if args.trace_dir is None else args.trace_dir / f"{name}.json.gz"
         unprofiled, events = profile_model(step, device, args.warmup, args.steps, trace_path)

@@ -287,3 +287,17 @@ def test_training_step_profile_dry_runs_on_the_cpu(tmp_path, capsys):
     assert len(steps) == 4 and all(line.endswith("| n/a | n/a | n/a | n/a |") for line in steps)
     assert "| host operator (self CPU time) |" in output and "aten::" in output
     assert sorted(path.name for path in tmp_path.iterdir()) == ["bert.json.gz", "global.json.gz"]
+
+
+def test_training_step_profile_compiles_each_model(capsys):
+    """`--compile MODE` profiles each model through torch.compile (dynamo's eager backend here: inductor would
+    compile for minutes on a CPU); the header names the mode and the backend."""
+    from conftest import load_script, run_main
+
+    args = ["--device", "cpu", "--size", "small", "--seq-len", "8", "--batch-size", "1", "--dtype", "float32",
+            "--warmup", "3", "--steps", "1", "--rows", "2",
+            "--compile", "default", "--compile-backend", "eager"]  # fmt: skip
+    run_main(load_script("profile_training_step"), args)
+    output = capsys.readouterr().out
+    assert "compiled (default, eager)" in output.splitlines()[0]
+    assert "## bert: unprofiled step" in output and "## casan global: unprofiled step" in output

@@ -7,12 +7,12 @@
 #   bash scripts/device/shard.sh SHARD --dry-run   on this machine's CPU, with .venv: the same steps at a toy size
 #
 # SHARD: speed (the kernel parity tests on CUDA; the benchmark in bf16 at 128 x 32, eager and compiled with
-# reduce-overhead; the profile of a training step of BERT and CASAN global; then, as the budget allows, compiled
-# with inductor's default mode, bf16 at 512 x 8 and the fp32 pair), translation (the study at the small preset,
-# four runs at a time), glue (the teaching study's cheap recipes on RTE and MRPC). Each sweep skips the runs that
-# have a record in its results file in docs/results/, so a shard stopped at BUDGET_S goes on in the next job; a
-# translation run cut off resumes from its last epoch's checkpoint, a GLUE run is redone. The results files are
-# written to $OUT: copy them over docs/results/.
+# reduce-overhead; the profile of a training step of BERT and CASAN global, eager and compiled; then, as the budget
+# allows, compiled with inductor's default mode, bf16 at 512 x 8 and the fp32 pair), translation (the study at the
+# small preset, four runs at a time), glue (the teaching study's cheap recipes on RTE and MRPC). Each sweep skips
+# the runs that have a record in its results file in docs/results/, so a shard stopped at BUDGET_S goes on in the
+# next job; a translation run cut off resumes from its last epoch's checkpoint, a GLUE run is redone. The results
+# files are written to $OUT: copy them over docs/results/.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 SHARD=${1:-}
@@ -99,11 +99,13 @@ compiled() {
 }
 
 # A training step of BERT and CASAN global under torch.profiler: GPU busy time against wall time, into the log (no
-# chrome traces: with them the shard would write more than the 8 files a lent device machine hands back).
+# chrome traces: with them the shard would write more than the 8 files a lent device machine hands back). Extra
+# arguments go to the script (`--compile default`: the dry run compiles with dynamo's eager backend).
 profile_step() {
 	local size=()
 	[[ $MODE == --dry-run ]] && size=(--size small --seq-len 8 --batch-size 2 --steps 1)
-	within_budget $PY scripts/profile_training_step.py --device "$DEVICE" "${size[@]}"
+	[[ $MODE == --dry-run && $* == *--compile* ]] && size+=(--compile-backend eager)
+	within_budget $PY scripts/profile_training_step.py --device "$DEVICE" "${size[@]}" "$@"
 }
 
 case $SHARD in
@@ -114,6 +116,7 @@ speed)
 	benchmark --dtype bfloat16 --seq-lens 128 --batch-size 32 --json "$OUT/speed_bfloat16_128x32.json"
 	compiled reduce-overhead
 	profile_step
+	profile_step --compile default --rows 40
 	compiled default
 	benchmark --dtype bfloat16 --seq-lens 512 --batch-size 8 --json "$OUT/speed_bfloat16_512x8.json"
 	benchmark --dtype float32 --seq-lens 128 --batch-size 32 --json "$OUT/speed_float32_128x32.json"
