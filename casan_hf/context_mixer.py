@@ -73,6 +73,22 @@ class _SplitProjection(torch.autograd.Function):
         return grad_weight, *grad_sources
 
 
+def _row_dots(rows, vectors, added=None):
+    """Each target's rows dotted with its vector, `rows` (T, R, k) and `vectors` (T, k) -> (T, R, 1), plus `added`
+    (broadcast to that shape) where given.
+
+    Eager, one batched matrix-vector product (`bmm`, or `baddbmm` with the addition): one kernel. Compiled, a
+    product and a sum, which inductor fuses with the gate's sigmoid and mix (forward and backward): given `bmm`, it
+    would call a matrix-product kernel with one column on a GPU, and one more per gradient, where on a CPU it
+    already writes the product and sum itself; so the compiled gate is the same code on both."""
+    if torch.compiler.is_compiling():
+        dots = (rows * vectors.unsqueeze(1)).sum(-1, keepdim=True)
+        return dots if added is None else dots + added
+    if added is None:
+        return torch.bmm(rows, vectors.unsqueeze(-1))
+    return torch.baddbmm(added, rows, vectors.unsqueeze(-1))
+
+
 # `config._attn_implementation` -> the attention function, resolved at every call as transformers' layers do (the
 # implementation may be changed on a built model).
 attention_interface = attention_function(ALL_ATTENTION_FUNCTIONS)
@@ -267,17 +283,18 @@ class CasanContextMixer(nn.Module):
         """lambda = sigmoid(X v^H + (C U) v^C + b) for every target, token and head: `(T, batch, n, heads)`.
 
         Each head's d_head-slice of X (and C U) is a row of its own (one row per token with a shared gate), so that
-        one batched matrix-vector product per side gives every target's logits: the context side once per sentence
-        (or token), with the bias; a per-token context adds it into the hidden side's product."""
+        one batched matrix-vector product per side gives every target's logits (`_row_dots`: products and sums when
+        compiled): the context side once per sentence (or token), with the bias; a per-token context adds it into the
+        hidden side's product."""
         num_targets, batch, _, d = plain.shape
         heads = self.gate_heads
         hidden = plain.view(num_targets, -1, d // heads)
         context_rows = projected.reshape(num_targets, -1, d // heads)
-        logits = torch.baddbmm(self.gate_bias.view(num_targets, 1, 1), context_rows, self.gate_context.unsqueeze(-1))
+        logits = _row_dots(context_rows, self.gate_context, self.gate_bias.view(num_targets, 1, 1))
         if self.per_token:
-            logits = torch.baddbmm(logits, hidden, self.gate_hidden.unsqueeze(-1))
+            logits = _row_dots(hidden, self.gate_hidden, logits)
             return torch.sigmoid(logits).view(num_targets, batch, -1, heads)
-        hidden_logits = torch.bmm(hidden, self.gate_hidden.unsqueeze(-1)).view(num_targets, batch, -1, heads)
+        hidden_logits = _row_dots(hidden, self.gate_hidden).view(num_targets, batch, -1, heads)
         return torch.sigmoid(hidden_logits + logits.view(num_targets, batch, 1, heads))
 
     def forward(self, query, key, context, return_gates=True):
