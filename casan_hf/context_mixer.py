@@ -80,10 +80,13 @@ def _row_dots(rows, vectors, added=None):
     Eager, one batched matrix-vector product (`bmm`, or `baddbmm` with the addition): one kernel. Compiled, a
     product and a sum, which inductor fuses with the gate's sigmoid and mix (forward and backward): given `bmm`, it
     would call a matrix-product kernel with one column on a GPU, and one more per gradient, where on a CPU it
-    already writes the product and sum itself; so the compiled gate is the same code on both."""
+    already writes the product and sum itself; so the compiled gate is the same code on both. Both compute in
+    autocast's dtype where autocast is on, as `bmm` does (else the fp32 parameters would make the gate fp32 and the
+    mix of bf16 states fail)."""
     if torch.compiler.is_compiling():
-        dots = (rows * vectors.unsqueeze(1)).sum(-1, keepdim=True)
-        return dots if added is None else dots + added
+        dtype = _autocast_dtype(rows.device.type) or rows.dtype
+        dots = (rows.to(dtype) * vectors.to(dtype).unsqueeze(1)).sum(-1, keepdim=True)
+        return dots if added is None else dots + added.to(dtype)
     if added is None:
         return torch.bmm(rows, vectors.unsqueeze(-1))
     return torch.baddbmm(added, rows, vectors.unsqueeze(-1))

@@ -265,6 +265,32 @@ def test_compiled_training_step_matches_eager(context_type, device):
 
 
 @pytest.mark.parametrize("gate_per_head", [False, True], ids=["shared-gate", "gate-per-head"])
+@pytest.mark.parametrize("context_type", ["global", "deep", "deep_global"])
+def test_compiled_training_step_under_autocast_matches_eager(context_type, gate_per_head, device):
+    """float32 weights under bf16 autocast (Trainer's `--bf16`), compiled: the gate logits are computed in bf16 as
+    eager's matrix-vector products are, so the mix of bf16 states runs, and the gates, outputs and context gradients
+    are eager's within bf16 rounding."""
+    torch._dynamo.reset()
+    model = context_model(context_type, device, gate_per_head=gate_per_head)
+    input_ids, attention_mask = (tensor.to(device) for tensor in padded_batch([6, 3]))
+    results = []
+    for forward in (model, torch.compile(model, backend="eager", fullgraph=True)):
+        model.zero_grad(set_to_none=True)
+        with torch.autocast(device.type, dtype=torch.bfloat16):
+            outputs = forward(input_ids, attention_mask=attention_mask, output_context_gates=True)
+        weighted_sum(outputs.last_hidden_state.float()).backward()
+        grads = {name: p.grad for name, p in model.named_parameters() if "context_mixer" in name}
+        results.append((outputs.last_hidden_state, torch.stack(outputs.context_gates), grads))
+    (hidden, gates, grads), (compiled_hidden, compiled_gates, compiled_grads) = results
+    assert compiled_gates.dtype == gates.dtype == torch.bfloat16
+    torch.testing.assert_close(compiled_gates, gates, rtol=2e-2, atol=2e-2)
+    torch.testing.assert_close(compiled_hidden, hidden, rtol=2e-2, atol=2e-2)
+    for name, grad in grads.items():
+        assert grad.norm() > 1e-5, name
+        torch.testing.assert_close(compiled_grads[name], grad, rtol=5e-2, atol=5e-2, msg=name)
+
+
+@pytest.mark.parametrize("gate_per_head", [False, True], ids=["shared-gate", "gate-per-head"])
 @pytest.mark.parametrize("context_type", ["global", "deep"])
 def test_training_under_autocast_is_as_close_as_autograd(context_type, gate_per_head, device, monkeypatch):
     """bf16 autocast: the mixer computes in bf16 and returns float32 gradients, the custom function of deep's C U
