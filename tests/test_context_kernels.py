@@ -125,8 +125,10 @@ def mixer_inputs(config, layer, device, batch=3, n=5):
     return [tensor.to(device).requires_grad_() for tensor in (query, key, *context)]
 
 
-@pytest.mark.parametrize("options", CONFIGS, ids=config_id)
-def test_mixer_forward_and_gradients_equal_the_reference(options, device):
+def assert_mixer_equals_the_reference(device, forward=None, **options):
+    """A float64 mixer of layer 2 with large parameters (`options`: the config's), run as it is or through
+    `forward(mixer)`, against `reference_mixer`: its outputs and the gradients of every input and parameter on one
+    weighted loss."""
     torch.manual_seed(0)
     config = tiny_config(**options)
     layer = 2
@@ -137,8 +139,26 @@ def test_mixer_forward_and_gradients_equal_the_reference(options, device):
     query, key, *context = mixer_inputs(config, layer, device)
     # the fast mixer takes deep_global's context concatenated, as layer_context builds it
     fast_context = tuple(context) if config.context_type == "deep" else (torch.cat(context, dim=-1),)
-    reference = mixer_results(mixer, None, query, key, fast_context, context)
-    assert_results_equal(mixer_results(mixer, mixer, query, key, fast_context, context), reference)
+    fast = mixer if forward is None else forward(mixer)
+    results = {}
+    for name, function in (("fast", fast), ("reference", lambda q, k, c: reference_mixer(mixer, q, k, context))):
+        outputs = function(query, key, fast_context)
+        loss = sum(weighted_sum(output) for output in outputs)
+        inputs = [query, key, *context, *mixer.parameters()]
+        grads = torch.autograd.grad(loss, inputs, allow_unused=True)
+        results[name] = (outputs, grads)
+    for fast_output, reference in zip(results["fast"][0], results["reference"][0], strict=True):
+        torch.testing.assert_close(fast_output, reference, **TOLERANCE)
+    for fast_grad, reference in zip(results["fast"][1], results["reference"][1], strict=True):
+        if reference is None:
+            assert fast_grad is None or not fast_grad.any()
+        else:
+            torch.testing.assert_close(fast_grad, reference, **TOLERANCE)
+
+
+@pytest.mark.parametrize("options", CONFIGS, ids=config_id)
+def test_mixer_forward_and_gradients_equal_the_reference(options, device):
+    assert_mixer_equals_the_reference(device, **options)
 
 
 @pytest.mark.parametrize("gate_per_head", [False, True], ids=["shared-gate", "gate-per-head"])
@@ -148,40 +168,12 @@ def test_compiled_mixer_forward_and_gradients_equal_the_reference(context_type, 
     the same outputs and gradients as the paper's formulas, in float64 (dynamo's eager backend runs the traced
     operators as they are)."""
     torch._dynamo.reset()
-    torch.manual_seed(0)
-    config = tiny_config(context_type=context_type, gate_per_head=gate_per_head)
-    layer = 2
-    mixer = CasanContextMixer(config, config.context_size(layer)).double()
-    for parameter in mixer.parameters():
-        torch.nn.init.normal_(parameter, std=0.3)
-    mixer.to(device)
-    query, key, *context = mixer_inputs(config, layer, device)
-    fast_context = tuple(context) if context_type == "deep" else (torch.cat(context, dim=-1),)
-    compiled = torch.compile(mixer, backend="eager", fullgraph=True)
-    reference = mixer_results(mixer, None, query, key, fast_context, context)
-    assert_results_equal(mixer_results(mixer, compiled, query, key, fast_context, context), reference)
-
-
-def mixer_results(mixer, forward, query, key, context, reference_context):
-    """Outputs and the gradients of every input and parameter of `forward` (the mixer, compiled or not, or the
-    reference when it is None) on one weighted loss."""
-    if forward is None:
-        outputs = reference_mixer(mixer, query, key, reference_context)
-    else:
-        outputs = forward(query, key, context)
-    loss = sum(weighted_sum(output) for output in outputs)
-    grads = torch.autograd.grad(loss, [query, key, *reference_context, *mixer.parameters()], allow_unused=True)
-    return outputs, grads
-
-
-def assert_results_equal(fast, reference):
-    for fast_output, reference_output in zip(fast[0], reference[0], strict=True):
-        torch.testing.assert_close(fast_output, reference_output, **TOLERANCE)
-    for fast_grad, reference_grad in zip(fast[1], reference[1], strict=True):
-        if reference_grad is None:
-            assert fast_grad is None or not fast_grad.any()
-        else:
-            torch.testing.assert_close(fast_grad, reference_grad, **TOLERANCE)
+    assert_mixer_equals_the_reference(
+        device,
+        lambda mixer: torch.compile(mixer, backend="eager", fullgraph=True),
+        context_type=context_type,
+        gate_per_head=gate_per_head,
+    )
 
 
 @pytest.mark.parametrize("gate_per_head", [False, True], ids=["shared-gate", "gate-per-head"])
