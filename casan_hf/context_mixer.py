@@ -6,8 +6,12 @@ and the self-attention that uses them (BERT's and Marian's encoders share `self_
 and the same for K, on the full d-dimensional Q and K before the head split (`gate_per_head`: a gate per head,
 `CasanContextMixer.forward`); the 1/sqrt(d_head) scaling is left to the attention function, as in BERT. The gate
 and the mix are plain operators, so autograd differentiates them; deep context's C U has a hand-written backward
-(`_SplitProjection`).
+(`_SplitProjection`). On a GPU the gate and the mix run as fused Triton kernels instead (`fused_mixer.py`), where
+Triton imports; `CASAN_FUSED_MIXER=0` in the environment, or `set_fused_mixer(model, False)`, keeps the PyTorch
+path, the reference.
 """
+
+import os
 
 import torch
 from torch import nn
@@ -17,6 +21,31 @@ from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
 from .compat import attention_function, eager_attention_forward, init
 from .context import CONTEXT_TARGETS, context_kind
+from .fused_mixer import FusedMix, fused_mix, fused_mix_available, prepare
+
+
+# The environment variable that turns the fused kernels off ("0") or on ("1", the default) for every mixer built.
+FUSED_MIXER_VARIABLE = "CASAN_FUSED_MIXER"
+FUSED_MIXER_VALUES = {"1": True, "0": False}
+
+
+def fused_mixer_default():
+    """Whether new mixers use the fused kernels where they can: `CASAN_FUSED_MIXER`, "1" (default) or "0"."""
+    value = os.environ.get(FUSED_MIXER_VARIABLE, "1")
+    if value not in FUSED_MIXER_VALUES:
+        raise ValueError(f"{FUSED_MIXER_VARIABLE}={value!r}: use one of {', '.join(map(repr, FUSED_MIXER_VALUES))}")
+    return FUSED_MIXER_VALUES[value]
+
+
+def set_fused_mixer(model, enabled):
+    """Lets every context mixer of `model` run the fused kernels where they can (`enabled`), or keeps them all on
+    the PyTorch path, for comparison and debugging. Returns the number of mixers set."""
+    if not isinstance(enabled, bool):
+        raise TypeError(f"set_fused_mixer: enabled must be True or False, got {enabled!r}")
+    mixers = [module for module in model.modules() if isinstance(module, CasanContextMixer)]
+    for mixer in mixers:
+        mixer.fused = enabled
+    return len(mixers)
 
 
 def _autocast_dtype(device_type):
@@ -228,6 +257,8 @@ class CasanContextMixer(nn.Module):
         channel = CONTEXT_TARGETS.index(self.targets[0])
         self.missing_channels = (channel, len(CONTEXT_TARGETS) - len(self.targets) - channel)
         num_targets = len(self.targets)
+        # The fused kernels where they take the tensors (CUDA, Triton): `set_fused_mixer`.
+        self.fused = fused_mixer_default()
 
         # Full rank: U_Q and U_K stacked, (T * d) x d_c. Low rank (U = A B): A_Q and A_K stacked,
         # (T * r) x d_c, then one B (r x d) per target in `context_up`.
@@ -304,43 +335,61 @@ class CasanContextMixer(nn.Module):
         """Mixes the context into the targets among `query` and `key` (each `(batch, n, d)`).
 
         Returns the mixed query and key (a target without context comes back as it was) and the gates `(batch, 2,
-        n)`, or `(batch, 2, heads, n)` with `gate_per_head`: channel 0 lambda_Q, channel 1 lambda_K, 0 for a target
-        that takes no context (None with `return_gates=False`: the attention asks for them only when they are
-        returned).
+        n)`, or `(batch, 2, heads, n)` with `gate_per_head`, in the mixed states' dtype: channel 0 lambda_Q, channel
+        1 lambda_K, 0 for a target that takes no context (None with `return_gates=False`: the attention asks for
+        them only when they are returned).
 
-        The targets' states are stacked first, `(T, batch, n, d)`, so that each step of the gate and the mix (and
-        its backward) is one operator for both and the mixed query and key are slices of one tensor. With
-        `gate_per_head` (the authors' code), each head's d_head-slice of Q (or K) and of C U has a gate of its own,
-        from the v^H and v^C of d_head that every head shares.
+        The fused kernels (`FusedMix`) mix every target in one pass where they take the tensors; otherwise
+        `mix` does it with PyTorch operators.
         """
-        if self.both_targets:
-            plain = torch.stack((query, key))
-        else:
-            plain = (query if self.targets[0] == "query" else key).unsqueeze(0)
+        targets = tuple(query if target == "query" else key for target in self.targets)
         projected = self.project(context)  # (T, batch, 1 or n, d)
-        if not self.dynamic:
-            gate = None
-            mixed = torch.lerp(plain, projected, self.fixed_gate)
-        elif self.gate_heads == 1:
-            gate = self.gate(plain, projected)  # (T, batch, n, 1)
-            mixed = torch.lerp(plain, projected, gate)
+        if self.fused and fused_mix_available(query):
+            mixed, gate = self.fused_mix(targets, projected, return_gates)
         else:
-            gate = self.gate(plain, projected)
-            per_head = (*plain.shape[:2], -1, self.gate_heads, plain.shape[-1] // self.gate_heads)
-            mixed = torch.lerp(plain.view(per_head), projected.view(per_head), gate.unsqueeze(-1)).view(plain.shape)
-        if self.both_targets:
-            query, key = mixed.unbind()
-        elif self.targets[0] == "query":
-            query = mixed[0]
-        else:
-            key = mixed[0]
+            mixed, gate = self.mix(targets, projected)
+        for target, states in zip(self.targets, mixed, strict=True):
+            if target == "query":
+                query = states
+            else:
+                key = states
         if not return_gates:
             return query, key, None
         if gate is None:
-            gate = plain.new_full((*plain.shape[:3], 1), self.fixed_gate)
-        gates = gate.permute(1, 0, 3, 2)  # (batch, T, heads, n)
+            gate = query.new_full((len(self.targets), *query.shape[:2], 1), self.fixed_gate)
+        gates = gate.to(query.dtype).permute(1, 0, 3, 2)  # (batch, T, heads, n)
         if not self.gate_per_head:
             gates = gates.squeeze(2)
         if len(self.targets) < len(CONTEXT_TARGETS):
             gates = F.pad(gates, (0, 0) * (gates.dim() - 2) + self.missing_channels)
         return query, key, gates
+
+    def mix(self, targets, projected):
+        """The PyTorch path: the targets' states stacked, `(T, batch, n, d)`, so that each step of the gate and the
+        mix (and its backward) is one operator for both and the mixed states are slices of one tensor. With
+        `gate_per_head` (the authors' code), each head's d_head-slice of Q (or K) and of C U has a gate of its own,
+        from the v^H and v^C of d_head that every head shares. Returns the mixed states and the gate `(T, batch, n,
+        heads)` (None for the fixed gate)."""
+        plain = torch.stack(targets) if len(targets) > 1 else targets[0].unsqueeze(0)
+        if not self.dynamic:
+            return torch.lerp(plain, projected, self.fixed_gate).unbind(), None
+        gate = self.gate(plain, projected)  # (T, batch, n, heads)
+        if self.gate_heads == 1:
+            return torch.lerp(plain, projected, gate).unbind(), gate
+        per_head = (*plain.shape[:2], -1, self.gate_heads, plain.shape[-1] // self.gate_heads)
+        mixed = torch.lerp(plain.view(per_head), projected.view(per_head), gate.unsqueeze(-1)).view(plain.shape)
+        return mixed.unbind(), gate
+
+    def fused_mix(self, targets, projected, return_gates):
+        """The fused path: the mixed states and the gate `(T, batch, n, heads)` in fp32 (None for the fixed gate),
+        written only where they are returned or a gradient needs them; through `FusedMix` where a gradient will be
+        asked for, else the kernel alone (no autograd's bookkeeping)."""
+        parameters = (self.gate_hidden, self.gate_context, self.gate_bias) if self.dynamic else (None, None, None)
+        projected, targets = prepare(projected, targets)
+        tracked = torch.is_grad_enabled() and any(
+            tensor is not None and tensor.requires_grad for tensor in (projected, *parameters, *targets)
+        )
+        fixed_gate = 0.0 if self.dynamic else self.fixed_gate
+        mix = FusedMix.apply if tracked else fused_mix
+        *mixed, gate = mix(projected, *parameters, fixed_gate, self.gate_heads, return_gates or tracked, *targets)
+        return mixed, gate if self.dynamic else None

@@ -1,0 +1,403 @@
+"""The fused gate-and-mix kernels (casan_hf/fused_mixer.py) against the paper's formulas in float64 and against the
+mixer's PyTorch path: outputs, gates and every gradient, for every form of the mixer, in fp32, fp16 and bf16.
+
+They need the kernels to run: on the CPU through Triton's interpreter, in a process of its own, which
+tests/test_fused_mixer.py starts (`TRITON_INTERPRET=1 pytest tests/fused_mixer_cases.py`); on a GPU directly
+(`pytest tests/fused_mixer_cases.py --device cuda`, scripts/device/shard.sh speed)."""
+
+import copy
+
+import pytest
+import torch
+from test_context_kernels import CONFIGS, config_id, reference_mixer
+from test_translation_model import TINY_MARIAN
+from tiny_models import padded_batch, tiny_config
+
+from casan_hf import CasanMarianConfig, CasanMarianMTModel, casan_class, context_mixer, get_family
+from casan_hf.context_mixer import CasanContextMixer, set_fused_mixer
+from casan_hf.fused_mixer import FusedMix, fused_mix_available, prepare
+
+
+# The largest error allowed, relative to the float64 result's norm: one rounding to the dtype (bf16 keeps 8 bits,
+# fp16 11), as the kernels compute in fp32 and round where they write; fp32's own rounding for fp32.
+RELATIVE_ERROR = {torch.float32: 1e-5, torch.float16: 1e-3, torch.bfloat16: 8e-3}
+# Tokens per sentence: more than one forward block of rows (8), and a ragged last block in each pass.
+TOKENS = 11
+LAYER = 2
+
+
+@pytest.fixture(autouse=True)
+def kernels_run(device):
+    """Every case here runs the kernels: a CPU outside Triton's interpreter would only test the PyTorch path."""
+    probe = torch.zeros(1, device=device)
+    if not fused_mix_available(probe):
+        pytest.fail(f"the fused kernels do not run on {device}: on a CPU, set TRITON_INTERPRET=1 (and install triton)")
+
+
+@pytest.fixture
+def fused_calls(monkeypatch):
+    """How many times the kernels ran, through `FusedMix` or, where no gradient is asked for, `fused_mix`."""
+    calls = []
+
+    def counted(function):
+        def run(*args):
+            calls.append(1)
+            return function(*args)
+
+        return run
+
+    monkeypatch.setattr(FusedMix, "apply", counted(FusedMix.apply))
+    monkeypatch.setattr(context_mixer, "fused_mix", counted(context_mixer.fused_mix))
+    return calls
+
+
+def assert_close_in_norm(actual, expected, name, relative_error=RELATIVE_ERROR[torch.float32]):
+    """`actual` within `relative_error` of `expected`, in norm: sums over many terms, summed in another order, differ
+    in their last digits element by element."""
+    assert actual.shape == expected.shape and actual.dtype == expected.dtype, name
+    error = (actual.double() - expected.double()).norm() / expected.double().norm().clamp(min=1e-12)
+    assert error <= relative_error, f"{name}: relative error {error:.2e}"
+
+
+def mixer_and_inputs(options, dtype, device, batch=2, tokens=TOKENS):
+    """A mixer of layer 2 with large parameters in `dtype`, and its query, key and context, each a leaf."""
+    torch.manual_seed(0)
+    config = tiny_config(**options)
+    mixer = CasanContextMixer(config, config.context_size(LAYER))
+    for parameter in mixer.parameters():
+        torch.nn.init.normal_(parameter, std=0.3)
+    mixer.to(device=device, dtype=dtype)
+    d = config.hidden_size
+    if config.context_type == "deep":
+        context = [torch.randn(batch, tokens, d) for _ in range(LAYER)]
+    elif config.context_type == "deep_global":
+        context = [torch.randn(batch, d) for _ in range(LAYER + 1)]
+    else:
+        context = [torch.randn(batch, d)]
+    query, key = torch.randn(batch, tokens, d), torch.randn(batch, tokens, d)
+    inputs = [tensor.to(device=device, dtype=dtype).requires_grad_() for tensor in (query, key, *context)]
+    return mixer, inputs
+
+
+def mixer_context(mixer, context):
+    """The context as a layer hands it to the mixer: deep's inputs as they are, sentence means concatenated."""
+    return tuple(context) if mixer.per_token else (torch.cat(context, dim=-1),)
+
+
+def weighted_loss(outputs):
+    """A fixed random weighting of every output, summed in float64. The weights are bf16 numbers, so that the
+    incoming gradients are exact in every dtype and the float64 formulas see the same ones."""
+    generator = torch.Generator().manual_seed(1)
+    weights = [torch.randn(output.shape, generator=generator).bfloat16().double() for output in outputs]
+    pairs = zip(outputs, weights, strict=True)
+    return sum((output.double() * weight.to(output.device)).sum() for output, weight in pairs)
+
+
+def formula_mix(projected, gate_hidden, gate_context, gate_bias, fixed_gate, heads, *states):
+    """The gate and the mix as the paper writes them, target by target, on each gate head's slice (float64)."""
+    mixed, gates = [], []
+    for index, plain in enumerate(states):
+        plain_heads = plain.unflatten(-1, (heads, -1))  # (batch, n, heads, d / heads)
+        context_heads = projected[index].unflatten(-1, (heads, -1))
+        if gate_hidden is None:
+            lam = torch.full(plain_heads.shape[:-1], fixed_gate, dtype=plain.dtype, device=plain.device)
+        else:
+            lam = torch.sigmoid(
+                plain_heads @ gate_hidden[index] + context_heads @ gate_context[index] + gate_bias[index]
+            )
+        mixed.append(((1 - lam[..., None]) * plain_heads + lam[..., None] * context_heads).flatten(-2))
+        gates.append(lam)
+    return *mixed, torch.stack(gates)
+
+
+KERNEL_FORMS = [
+    dict(targets=targets, heads=heads, per_token=per_token, dynamic=dynamic)
+    for targets in (2, 1)
+    for heads in (1, 4)
+    for per_token in (False, True)
+    for dynamic in (True, False)
+    if dynamic or heads == 1
+]
+
+
+def kernel_form_id(form):
+    return "-".join(f"{name}={value}" for name, value in form.items())
+
+
+def kernel_inputs(form, dtype, parameter_dtype, device, batch=2, tokens=TOKENS, d=32):
+    """The function's inputs, each a leaf: C U, the gate's vectors and bias (None for the fixed gate), the states."""
+    torch.manual_seed(0)
+    targets, heads = form["targets"], form["heads"]
+    projected = torch.randn(targets, batch, tokens if form["per_token"] else 1, d)
+    parameters = [torch.randn(targets, d // heads), torch.randn(targets, d // heads), torch.randn(targets)]
+    states = [torch.randn(batch, tokens, d) for _ in range(targets)]
+    leaves = [projected.to(dtype), *(p.to(parameter_dtype) for p in parameters), *(s.to(dtype) for s in states)]
+    leaves = [tensor.to(device).requires_grad_() for tensor in leaves]
+    if not form["dynamic"]:
+        leaves[1:4] = [None, None, None]
+    return leaves
+
+
+def prepare_arguments(arguments):
+    """`FusedMix`'s arguments from `formula_mix`'s: C U and the states laid out as the kernels read them, and the gates
+    stored."""
+    projected, *parameters_and_settings = arguments[:6]
+    projected, states = prepare(projected, arguments[6:])
+    return projected, *parameters_and_settings, True, *states
+
+
+def call(function, leaves, heads, fixed_gate=0.3):
+    projected, gate_hidden, gate_context, gate_bias, *states = leaves
+    return function(projected, gate_hidden, gate_context, gate_bias, fixed_gate, heads, *states)
+
+
+@pytest.mark.parametrize(
+    ("dtype", "parameter_dtype"),
+    [(torch.float32,) * 2, (torch.float16,) * 2, (torch.bfloat16,) * 2, (torch.bfloat16, torch.float32)],
+    ids=["fp32", "fp16", "bf16", "bf16-states-fp32-parameters"],
+)
+@pytest.mark.parametrize("form", KERNEL_FORMS, ids=kernel_form_id)
+def test_kernels_equal_the_formulas(form, dtype, parameter_dtype, device):
+    """`FusedMix` on the same inputs as the float64 formulas: the mixed states, the gates and the gradients of every
+    input within one rounding to their dtype (the kernels compute in fp32 and round where they write), for a
+    shared gate and a gate per head, one target or two, sentence and token context, the fixed gate, in fp32, fp16,
+    bf16 and bf16 states with fp32 parameters (autocast's mix)."""
+    leaves = kernel_inputs(form, dtype, parameter_dtype, device)
+    leaves_64 = [None if leaf is None else leaf.detach().double().requires_grad_() for leaf in leaves]
+    heads = form["heads"]
+    outputs = call(lambda *args: FusedMix.apply(*prepare_arguments(args)), leaves, heads)
+    expected = call(formula_mix, leaves_64, heads)
+    if not form["dynamic"]:  # the fixed gate's gates are not the kernel's to write
+        outputs, expected = outputs[:-1], expected[:-1]
+    inputs = [leaf for leaf in leaves if leaf is not None]
+    grads = torch.autograd.grad(weighted_loss(outputs), inputs)
+    expected_grads = torch.autograd.grad(weighted_loss(expected), [leaf for leaf in leaves_64 if leaf is not None])
+    names = [*(f"mixed {i}" for i in range(form["targets"])), "gates"]
+    input_names = ["projected", "gate_hidden", "gate_context", "gate_bias"][: 4 if form["dynamic"] else 1]
+    input_names += [f"states {i}" for i in range(form["targets"])]
+    for name, actual, reference, leaf in zip(
+        [*names[: len(outputs)], *(f"d {name}" for name in input_names)],
+        [*outputs, *grads],
+        [*expected, *expected_grads],
+        [*outputs, *inputs],
+        strict=True,
+    ):
+        assert actual.shape == reference.shape, name
+        assert actual.dtype == (torch.float32 if name == "gates" else leaf.dtype), name
+        error = (actual.double() - reference).norm() / reference.norm()
+        assert error <= RELATIVE_ERROR[actual.dtype], f"{name}: {error:.2e} from the formulas in {actual.dtype}"
+
+
+def run(function, inputs, parameters):
+    """The outputs of `function(query, key, context)` and the gradients of every input and parameter on
+    `weighted_loss` of them (the gates included: a loss on the gates reaches their logits on every path)."""
+    query, key, *context = inputs
+    outputs = function(query, key, context)
+    grads = torch.autograd.grad(weighted_loss(outputs), [*inputs, *parameters], allow_unused=True)
+    return [output.detach() for output in outputs], grads
+
+
+def assert_fused_matches(mixer, inputs, dtype, fused_calls):
+    """`mixer` run fused on `inputs` against the paper's formulas (`reference_mixer`, on a float64 copy of the mixer
+    and of the inputs) and against its own PyTorch path: outputs, gates and every gradient. Upstream of the kernels
+    C U is a product in the dtype on both paths, so the fused path is held to being as close to the formulas as
+    the PyTorch path, or twice as close as that, whichever is looser than one rounding of the dtype."""
+    mixer_64 = copy.deepcopy(mixer).double()
+    inputs_64 = [tensor.detach().double().requires_grad_() for tensor in inputs]
+    fused = run(lambda q, k, c: mixer(q, k, mixer_context(mixer, c)), inputs, list(mixer.parameters()))
+    assert fused_calls, "the fused kernels did not run"
+    formulas = run(lambda q, k, c: reference_mixer(mixer_64, q, k, c), inputs_64, list(mixer_64.parameters()))
+    set_fused_mixer(mixer, False)
+    pytorch = run(lambda q, k, c: mixer(q, k, mixer_context(mixer, c)), inputs, list(mixer.parameters()))
+    set_fused_mixer(mixer, True)
+    output_names = ["query", "key", "gates"]
+    grad_names = ["query", "key", *(f"context {i}" for i in range(len(inputs) - 2)), *dict(mixer.named_parameters())]
+    for names, (fused_results, formula_results, pytorch_results) in (
+        (output_names, (fused[0], formulas[0], pytorch[0])),
+        ([f"d {name}" for name in grad_names], (fused[1], formulas[1], pytorch[1])),
+    ):
+        for name, actual, formula, path in zip(names, fused_results, formula_results, pytorch_results, strict=True):
+            if formula is None or not formula.any():  # a gradient the loss does not reach, or a target's zero gate
+                assert actual is None or not actual.any(), name
+                continue
+            assert actual.dtype == path.dtype == dtype and actual.shape == formula.shape, name
+            scale = formula.double().norm()
+            error = (actual.double() - formula).norm() / scale
+            path_error = (path.double() - formula).norm() / scale
+            bound = max(RELATIVE_ERROR[dtype], 2 * path_error)
+            assert error <= bound, f"{name}: {error:.2e} from the formulas in {dtype}, PyTorch's {path_error:.2e}"
+
+
+# Every form of the mixer in fp32, and each context kind with both gate shapes in bf16 (the kernels' own dtype
+# handling is test_kernels_equal_the_formulas').
+MIXER_CASES = [(options, torch.float32) for options in CONFIGS] + [
+    (dict(context_type=context_type, gate_per_head=per_head), torch.bfloat16)
+    for context_type in ("global", "deep", "deep_global")
+    for per_head in (False, True)
+]
+
+
+@pytest.mark.parametrize(
+    ("options", "dtype"), MIXER_CASES, ids=[f"{config_id(o)}-{str(d).removeprefix('torch.')}" for o, d in MIXER_CASES]
+)
+def test_fused_mixer_equals_the_formulas_and_the_pytorch_path(options, dtype, device, fused_calls):
+    """Every form (targets, gate shape, fixed gate, each context kind, low rank): outputs, gates and gradients."""
+    mixer, inputs = mixer_and_inputs(options, dtype, device)
+    assert_fused_matches(mixer, inputs, dtype, fused_calls)
+
+
+@pytest.mark.parametrize(
+    ("batch", "tokens"), [(1, TOKENS), (2, 1), (2, 16)], ids=["one-sentence", "one-token", "whole-blocks"]
+)
+@pytest.mark.parametrize("context_type", ["global", "deep"])
+def test_fused_mixer_at_edge_sizes(context_type, batch, tokens, device, fused_calls):
+    """A batch of one, sentences of one token, and lengths that fill the kernels' blocks exactly."""
+    mixer, inputs = mixer_and_inputs(dict(context_type=context_type), torch.float32, device, batch, tokens)
+    assert_fused_matches(mixer, inputs, torch.float32, fused_calls)
+
+
+def gradients_of(mixer, inputs, loss):
+    query, key, *context = inputs
+    query, key, gates = mixer(query, key, mixer_context(mixer, context))
+    return torch.autograd.grad(loss(query, key, gates), [*inputs, *mixer.parameters()], allow_unused=True)
+
+
+@pytest.mark.parametrize(
+    "loss",
+    [
+        lambda query, key, gates: query.sum() + key.sum(),  # incoming gradients of stride 0
+        lambda query, key, gates: (query * 2).sum(),  # the key's output unused: its gradient is None
+        lambda query, key, gates: gates.square().sum(),  # the gates alone
+    ],
+    ids=["broadcast-gradient", "one-output-used", "gates-only"],
+)
+def test_fused_mixer_takes_every_incoming_gradient(loss, device, fused_calls):
+    mixer, inputs = mixer_and_inputs(dict(context_type="deep_global", gate_per_head=True), torch.float32, device)
+    fused = gradients_of(mixer, inputs, loss)
+    assert fused_calls
+    set_fused_mixer(mixer, False)
+    for name, actual, expected in zip(range(len(fused)), fused, gradients_of(mixer, inputs, loss), strict=True):
+        if expected is None:
+            assert actual is None or not actual.any(), name
+        else:
+            assert_close_in_norm(actual, expected, name)
+
+
+def test_fused_mixer_reads_strided_states(device, fused_calls):
+    """Query and key as slices of one projection's output (rows of 3 d, as a fused QKV projection gives them)."""
+    mixer, (query, key, *context) = mixer_and_inputs(dict(context_type="global"), torch.float32, device)
+    packed = torch.cat([query.detach(), key.detach(), torch.randn_like(query)], dim=-1).requires_grad_()
+    d = query.shape[-1]
+    strided = [packed[..., :d], packed[..., d : 2 * d]]
+    assert not strided[0].is_contiguous()
+    results = []
+    for fused in (True, False):
+        set_fused_mixer(mixer, fused)
+        outputs = mixer(*strided, mixer_context(mixer, context))
+        loss = sum((output * torch.linspace(-1, 1, output.shape[-1], device=device)).sum() for output in outputs)
+        results.append((outputs, torch.autograd.grad(loss, [packed, *context])))
+    assert fused_calls
+    for name, actual, expected in zip(
+        ("query", "key", "gates", "d packed", "d context"),
+        (*results[0][0], *results[0][1]),
+        (*results[1][0], *results[1][1]),
+        strict=True,
+    ):
+        assert_close_in_norm(actual, expected, name)
+
+
+def family_model(family, context_type):
+    """A tiny float32 base model of `family` (or the translation model's encoder, "marian") with large context
+    parameters."""
+    torch.manual_seed(0)
+    if family == "marian":
+        config = CasanMarianConfig(**TINY_MARIAN, context_type=context_type, gate_bias_init=0.0, gate_per_head=True)
+        model = CasanMarianMTModel(config).get_encoder()
+    else:
+        config = tiny_config(family, context_type=context_type, gate_bias_init=0.0, gate_per_head=True)
+        model = casan_class(get_family(family), "base")(config)
+    for name, parameter in model.named_parameters():
+        if "context_mixer" in name:
+            torch.nn.init.normal_(parameter, std=0.3)
+    return model.eval()  # no dropout (gradients flow all the same)
+
+
+@pytest.mark.parametrize("context_type", ["global", "deep"])
+@pytest.mark.parametrize("family", ["bert", "modernbert", "deberta-v2", "marian"])
+def test_models_run_the_fused_kernels_as_their_pytorch_path(family, context_type, device, fused_calls):
+    """Whole models on a padded batch, the families whose attention calls `mix_context` (ModernBERT, DeBERTa-v2) and
+    the translation model's encoder among them: outputs, gates and every parameter's gradient equal the PyTorch
+    path's, and the kernels ran in every layer that mixes."""
+    model = family_model(family, context_type).to(device)
+    pad = model.config.pad_token_id or 0
+    input_ids, attention_mask = (tensor.to(device) for tensor in padded_batch([6, 3, 5], 50, pad_token_id=pad))
+
+    def step():
+        model.zero_grad(set_to_none=True)
+        outputs = model(input_ids=input_ids, attention_mask=attention_mask, output_context_gates=True)
+        hidden = outputs.last_hidden_state
+        generator = torch.Generator().manual_seed(1)
+        (hidden * torch.randn(hidden.shape, generator=generator).to(device)).sum().backward()
+        grads = {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
+        return hidden.detach(), torch.stack(outputs.context_gates).detach(), grads
+
+    fused = step()
+    mixing_layers = sum(bool(model.config.layer_has_context(layer)) for layer in range(3))
+    assert len(fused_calls) == mixing_layers
+    assert set_fused_mixer(model, False) == mixing_layers
+    reference = step()
+    assert_close_in_norm(fused[0], reference[0], "outputs")
+    assert_close_in_norm(fused[1], reference[1], "gates")
+    assert fused[2].keys() == reference[2].keys()
+    # Every gradient at once (a few are zero but for rounding: the first layer's key bias, which softmax ignores),
+    # and the context parameters' one by one.
+    assert_close_in_norm(
+        *(torch.cat([grad.flatten() for grad in grads.values()]) for grads in (fused[2], reference[2])), "gradients"
+    )
+    for name, grad in fused[2].items():
+        if "context_mixer" in name:  # sums over every token of fp32 products, in another order
+            assert_close_in_norm(grad, reference[2][name], name, relative_error=1e-4)
+
+
+@pytest.mark.parametrize("context_type", ["global", "deep"])
+def test_compiled_mixer_on_the_cpu_keeps_the_pytorch_path(context_type, device, fused_calls):
+    """torch.compile cannot trace interpreted kernels: compiled on the CPU, the mixer runs its PyTorch path, as it does
+    without Triton (on a GPU the compiled mixer runs the kernels, scripts/device/shard.sh speed)."""
+    if device.type != "cpu":
+        pytest.skip("the CPU's compiled path")
+    torch._dynamo.reset()
+    mixer, (query, key, *context) = mixer_and_inputs(dict(context_type=context_type), torch.float32, device)
+    compiled = torch.compile(mixer, backend="eager", fullgraph=True)
+    actual = compiled(query, key, mixer_context(mixer, context))
+    assert not fused_calls
+    set_fused_mixer(mixer, False)
+    expected = mixer(query, key, mixer_context(mixer, context))
+    for name, output, reference in zip(("query", "key", "gates"), actual, expected, strict=True):
+        assert_close_in_norm(output, reference, name)  # compiled, the gate's logits are products and sums
+
+
+@pytest.mark.parametrize(("context_type", "mode"), [("global", "default"), ("deep_global", "reduce-overhead")])
+def test_compiled_fused_mixer_on_a_gpu(context_type, mode, device):
+    """On a GPU, torch.compile traces the fused function (its kernels are user-defined Triton kernels to inductor),
+    in one graph, also under CUDA graphs: a training step's outputs and gradients equal eager's."""
+    if device.type != "cuda":
+        pytest.skip("inductor compiles the kernels on a GPU only")
+    torch._dynamo.reset()
+    model = family_model("bert", context_type).to(device)
+    input_ids, attention_mask = (tensor.to(device) for tensor in padded_batch([6, 3, 5]))
+    compiled = torch.compile(model, mode=mode, fullgraph=True)
+    results = []
+    for forward in (model, compiled, compiled):  # the second compiled step replays the recorded graph
+        torch.compiler.cudagraph_mark_step_begin()
+        model.zero_grad(set_to_none=True)
+        outputs = forward(input_ids=input_ids, attention_mask=attention_mask, output_context_gates=True)
+        weighted_loss([outputs.last_hidden_state]).backward()
+        grads = torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
+        results.append(
+            (outputs.last_hidden_state.detach().clone(), torch.stack(outputs.context_gates).detach(), grads)
+        )
+    for compiled_results in results[1:]:
+        for name, actual, expected in zip(
+            ("outputs", "gates", "gradients"), compiled_results, results[0], strict=True
+        ):
+            assert_close_in_norm(actual, expected, name, relative_error=1e-4)
