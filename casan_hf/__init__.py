@@ -3,8 +3,9 @@ Marian-layout translation model.
 
 The package's top folder holds the model files only: `options.py` (the option table), `families.py` (the
 head and family tables), `configuration_casan.py`, `modeling_casan.py`, `context.py`, `context_mixer.py`,
-`pooling.py` and `compat.py`, which `save_pretrained` copies next to the weights for `trust_remote_code=True`
-(they import only torch, transformers and each other, and run on transformers 4.56 or later: what differs
+`fused_mixer.py`, `pooling.py` and `compat.py`, which `save_pretrained` copies next to the weights for
+`trust_remote_code=True` (they import only torch, transformers, each other and, inside a try, Triton for the GPU
+kernels of `fused_mixer.py`; they run on transformers 4.56 or later: what differs
 between 4.x and 5.x is in `compat.py`), and the translation model's `configuration_casan_marian.py` and
 `modeling_casan_marian.py` (for transformers 5; their folders carry those two and the encoder's files except
 `modeling_casan.py` and `pooling.py`). The tools around a model live in subpackages: `casan_hf.glue` (data

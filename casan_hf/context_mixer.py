@@ -7,8 +7,7 @@ and the same for K, on the full d-dimensional Q and K before the head split (`ga
 `CasanContextMixer.forward`); the 1/sqrt(d_head) scaling is left to the attention function, as in BERT. The gate
 and the mix are plain operators, so autograd differentiates them; deep context's C U has a hand-written backward
 (`_SplitProjection`). On a GPU the gate and the mix run as fused Triton kernels instead (`fused_mixer.py`), where
-Triton imports; `CASAN_FUSED_MIXER=0` in the environment, or `set_fused_mixer(model, False)`, keeps the PyTorch
-path, the reference.
+Triton imports, in eager mode; `FUSED_MIXER_MODES` says when, set by `CASAN_FUSED_MIXER` or `set_fused_mixer`.
 """
 
 import os
@@ -24,27 +23,34 @@ from .context import CONTEXT_TARGETS, context_kind
 from .fused_mixer import FusedMix, fused_mix, fused_mix_available, prepare
 
 
-# The environment variable that turns the fused kernels off ("0") or on ("1", the default) for every mixer built.
+# When a mixer runs the fused kernels, where they take the tensors (CUDA, Triton): one of these, the first the default.
+# "eager": in eager mode, while torch.compile traces the PyTorch path (inductor fuses it itself; the kernels inside a
+# compiled graph have not yet been timed on a GPU: docs/BENCHMARKS.md); "compiled": in compiled graphs too; "off":
+# never (the PyTorch path everywhere, the reference).
+FUSED_MIXER_MODES = ("eager", "compiled", "off")
+# The environment variable that sets the mode of every mixer built.
 FUSED_MIXER_VARIABLE = "CASAN_FUSED_MIXER"
-FUSED_MIXER_VALUES = {"1": True, "0": False}
+
+
+def check_fused_mixer_mode(mode, source):
+    """`mode` if it is one of `FUSED_MIXER_MODES`, else a ValueError naming `source`, the value and the modes."""
+    if mode not in FUSED_MIXER_MODES:
+        raise ValueError(f"{source}={mode!r}: use one of {', '.join(map(repr, FUSED_MIXER_MODES))}")
+    return mode
 
 
 def fused_mixer_default():
-    """Whether new mixers use the fused kernels where they can: `CASAN_FUSED_MIXER`, "1" (default) or "0"."""
-    value = os.environ.get(FUSED_MIXER_VARIABLE, "1")
-    if value not in FUSED_MIXER_VALUES:
-        raise ValueError(f"{FUSED_MIXER_VARIABLE}={value!r}: use one of {', '.join(map(repr, FUSED_MIXER_VALUES))}")
-    return FUSED_MIXER_VALUES[value]
+    """The mode new mixers take: `CASAN_FUSED_MIXER`, or "eager" where it is not set."""
+    return check_fused_mixer_mode(os.environ.get(FUSED_MIXER_VARIABLE, FUSED_MIXER_MODES[0]), FUSED_MIXER_VARIABLE)
 
 
-def set_fused_mixer(model, enabled):
-    """Lets every context mixer of `model` run the fused kernels where they can (`enabled`), or keeps them all on
-    the PyTorch path, for comparison and debugging. Returns the number of mixers set."""
-    if not isinstance(enabled, bool):
-        raise TypeError(f"set_fused_mixer: enabled must be True or False, got {enabled!r}")
+def set_fused_mixer(model, mode):
+    """Sets when every context mixer of `model` runs the fused kernels (`mode`, one of `FUSED_MIXER_MODES`): "off"
+    keeps the PyTorch path, for comparison and debugging. Returns the number of mixers set."""
+    check_fused_mixer_mode(mode, "set_fused_mixer: mode")
     mixers = [module for module in model.modules() if isinstance(module, CasanContextMixer)]
     for mixer in mixers:
-        mixer.fused = enabled
+        mixer.fused = mode
     return len(mixers)
 
 
@@ -257,7 +263,7 @@ class CasanContextMixer(nn.Module):
         channel = CONTEXT_TARGETS.index(self.targets[0])
         self.missing_channels = (channel, len(CONTEXT_TARGETS) - len(self.targets) - channel)
         num_targets = len(self.targets)
-        # The fused kernels where they take the tensors (CUDA, Triton): `set_fused_mixer`.
+        # When the fused kernels run (`FUSED_MIXER_MODES`): `set_fused_mixer`.
         self.fused = fused_mixer_default()
 
         # Full rank: U_Q and U_K stacked, (T * d) x d_c. Low rank (U = A B): A_Q and A_K stacked,
@@ -344,7 +350,7 @@ class CasanContextMixer(nn.Module):
         """
         targets = tuple(query if target == "query" else key for target in self.targets)
         projected = self.project(context)  # (T, batch, 1 or n, d)
-        if self.fused and fused_mix_available(query):
+        if self.runs_fused(query):
             mixed, gate = self.fused_mix(targets, projected, return_gates)
         else:
             mixed, gate = self.mix(targets, projected)
@@ -379,6 +385,13 @@ class CasanContextMixer(nn.Module):
         per_head = (*plain.shape[:2], -1, self.gate_heads, plain.shape[-1] // self.gate_heads)
         mixed = torch.lerp(plain.view(per_head), projected.view(per_head), gate.unsqueeze(-1)).view(plain.shape)
         return mixed.unbind(), gate
+
+    def runs_fused(self, query):
+        """Whether this call takes the fused kernels: the mode allows it here (compiled or not), and they take the
+        tensors."""
+        if self.fused == "off" or not fused_mix_available(query):
+            return False
+        return self.fused == "compiled" or not torch.compiler.is_compiling()
 
     def fused_mix(self, targets, projected, return_gates):
         """The fused path: the mixed states and the gate `(T, batch, n, heads)` in fp32 (None for the fixed gate),

@@ -46,11 +46,9 @@ def fused_mix_available(states):
     """Whether the fused kernels take `states` (a target's query or key): Triton imports, and the tensor is on CUDA
     (or on the CPU under Triton's interpreter, outside torch.compile, which cannot trace interpreted kernels) in a
     dtype the kernels compute from."""
-    if triton is None or states.dtype not in KERNEL_DTYPES:
+    if triton is None or not (states.is_cuda or INTERPRETED) or states.dtype not in KERNEL_DTYPES:
         return False
-    if states.is_cuda:
-        return True
-    return INTERPRETED and states.device.type == "cpu" and not torch.compiler.is_compiling()
+    return states.is_cuda or (states.device.type == "cpu" and not torch.compiler.is_compiling())
 
 
 if triton is not None:

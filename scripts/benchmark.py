@@ -19,6 +19,10 @@ rows labelled by the family. A family without sdpa (DeBERTa-v2) runs eager, and 
 columns are left out for a family whose arithmetic casan_hf/benchmark/flops.py does not count (ModernBERT,
 DeBERTa-v2), and the table says so.
 
+On a GPU the CASAN models' mixers run the fused Triton kernels (casan_hf/fused_mixer.py); `--pytorch-mixer` adds
+each kind's twin on the mixer's PyTorch path (labelled "[pytorch mixer]"), and each record says which path ran
+(`mixer`).
+
 `--compile MODE` adds each model's compiled twin (`torch.compile(mode=MODE)`, the same weights) to the
 round-robin; compiled models take their ratio over compiled BERT, and `x eager` is each one's speed over its
 own eager run. Compilation (and CUDA-graph recording) happens in the warm-up rounds, outside the timing.
@@ -92,6 +96,11 @@ def parse_args():
         "--context-types", nargs="+", choices=CONTEXT_KINDS, help="default: every kind, the control none first"
     )
     parser.add_argument("--rank", type=int, default=DEFAULT_RANK, help="context_rank of the low-rank rows (0: none)")
+    parser.add_argument(
+        "--pytorch-mixer",
+        action="store_true",
+        help="also time each CASAN kind with its mixer on the PyTorch path, beside the fused kernels (on a GPU)",
+    )
     parser.add_argument(
         "--compile",
         choices=["default", "reduce-overhead", "max-autotune"],
@@ -245,7 +254,9 @@ def main():
         else torch.device(args.device)
     )
     dtype = DTYPES[args.dtype]
-    variants = default_variants(args.rank, args.context_types, args.compile, family=args.family)
+    variants = default_variants(
+        args.rank, args.context_types, args.compile, family=args.family, pytorch_mixer=args.pytorch_mixer
+    )
     source = variants[0].label
     named = "" if args.family == DEFAULT_FAMILY else f"{args.family}, "  # BERT's output reads as it always has
     # The machine's balance serves the floor alone: not measured for a family whose floor is not counted.

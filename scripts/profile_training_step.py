@@ -13,6 +13,9 @@ intervals), busy over wall, kernels; then the kernels with most GPU time and the
 CPU time. A GPU that is busy for most of the step is bound by the arithmetic; the rest of the wall time is the
 GPU waiting on the host (casan_hf/benchmark/step_trace.py). On a CPU only the host side is traced.
 
+On a GPU the CASAN models' mixers run the fused Triton kernels; `--pytorch-mixer` profiles each one's twin on the
+mixer's PyTorch path after it, and each model's heading says which path its mixer ran.
+
 `--compile MODE` profiles each model through `torch.compile(mode=MODE)` (compiled in the warm-up, so give it at
 least 3 warm-up steps): with the launches gone, what CASAN adds to the GPU's busy time is what keeps compiled CASAN
 from compiled BERT, and the kernel table names the fused kernels it runs. Under "reduce-overhead" the kernels run
@@ -30,7 +33,17 @@ from torch.profiler import ProfilerActivity, profile, schedule
 from transformers import BertModel
 
 from casan_hf.benchmark.operators import small_bert_config
-from casan_hf.benchmark.runner import BERT_BASE, SIZES, Variant, build_model, make_step, random_inputs, source_model
+from casan_hf.benchmark.runner import (
+    BERT_BASE,
+    PYTORCH_MIXER,
+    SIZES,
+    Variant,
+    build_model,
+    make_step,
+    mixer_path,
+    random_inputs,
+    source_model,
+)
 from casan_hf.benchmark.step_trace import step_figures, top_host_operators, top_kernels
 from casan_hf.cli.arguments import PositiveInt
 from casan_hf.context import CONTEXT_KINDS
@@ -70,7 +83,26 @@ def parse_args():
     )
     parser.add_argument("--compile-backend", default="inductor", help="torch.compile backend of --compile")
     parser.add_argument("--trace-dir", type=Path, help="write each model's chrome trace here (<model>.json.gz)")
+    parser.add_argument(
+        "--pytorch-mixer",
+        action="store_true",
+        help="also profile each CASAN model with its mixer on the PyTorch path, after the one with the fused kernels",
+    )
     return parser.parse_args()
+
+
+def profiled_variants(models, pytorch_mixer):
+    """The `Variant` of each model name (bert or a context type), with each CASAN one's twin on the mixer's PyTorch
+    path after it where `pytorch_mixer` asks for them."""
+    variants = []
+    for name in models:
+        if name == "bert":
+            variants.append(Variant(name))
+            continue
+        variants.append(Variant(f"casan {name}", name))
+        if pytorch_mixer:
+            variants.append(Variant(f"casan {name}{PYTORCH_MIXER}", name, fused_mixer="off"))
+    return variants
 
 
 def reference_model(size, attn, dtype):
@@ -152,15 +184,17 @@ def main():
         f"{args.mode} step, {args.size}, seq {args.seq_len} x batch {args.batch_size}, {args.dtype}, {args.attn}, "
         f"{device} ({gpu}), torch {torch.__version__}{compiled}"
     )
-    for name in args.models:
-        variant = Variant(name) if name == "bert" else Variant(f"casan {name}", name)
+    for variant in profiled_variants(args.models, args.pytorch_mixer):
         model = build_model(variant, reference, args.attn, dtype).to(device)
+        mixer = mixer_path(model, device, dtype, compiled=args.compile_mode is not None)
+        label = variant.label if mixer is None else f"{variant.label} (mixer: {mixer})"
         if args.compile_mode is not None:
             model = torch.compile(model, mode=args.compile_mode, backend=args.compile_backend)
         step = synchronized(make_step(model, inputs, args.mode), device)
-        trace_path = None if args.trace_dir is None else args.trace_dir / f"{name}.json.gz"
+        trace_name = variant.label.removeprefix("casan ").replace(PYTORCH_MIXER, "-pytorch-mixer")
+        trace_path = None if args.trace_dir is None else args.trace_dir / f"{trace_name}.json.gz"
         unprofiled, events = profile_model(step, device, args.warmup, args.steps, trace_path)
-        print("\n" + format_report(variant.label, unprofiled, events, args.steps, args.rows))
+        print("\n" + format_report(label, unprofiled, events, args.steps, args.rows))
         del model
 
 

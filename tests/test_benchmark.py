@@ -282,7 +282,7 @@ def test_training_step_profile_dry_runs_on_the_cpu(tmp_path, capsys):
             "--warmup", "2", "--steps", "2", "--rows", "3", "--trace-dir", tmp_path]  # fmt: skip
     run_main(load_script("profile_training_step"), args)
     output = capsys.readouterr().out
-    assert "## bert: unprofiled step" in output and "## casan global: unprofiled step" in output
+    assert "## bert: unprofiled step" in output and "## casan global (mixer: pytorch): unprofiled step" in output
     steps = [line for line in output.splitlines() if line.startswith(("| 1 | ", "| 2 | "))]
     assert len(steps) == 4 and all(line.endswith("| n/a | n/a | n/a | n/a |") for line in steps)
     assert "| host operator (self CPU time) |" in output and "aten::" in output
@@ -300,4 +300,4 @@ def test_training_step_profile_compiles_each_model(capsys):
     run_main(load_script("profile_training_step"), args)
     output = capsys.readouterr().out
     assert "compiled (default, eager)" in output.splitlines()[0]
-    assert "## bert: unprofiled step" in output and "## casan global: unprofiled step" in output
+    assert "## bert: unprofiled step" in output and "## casan global (mixer: pytorch): unprofiled step" in output

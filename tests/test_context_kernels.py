@@ -11,7 +11,7 @@ import torch
 from tiny_models import padded_batch, tiny_config
 
 from casan_hf import CasanModel
-from casan_hf.context_mixer import CasanContextMixer, _SplitProjection
+from casan_hf.context_mixer import CasanContextMixer, _SplitProjection, set_fused_mixer
 
 
 TOLERANCE = dict(rtol=0, atol=1e-10)
@@ -84,12 +84,14 @@ def reference_per_head_mixer(mixer, query, key, context):
 
 
 def context_model(context_type, device, **options):
-    """A tiny float32 model whose context parameters are large enough for their gradients to be compared."""
+    """A tiny float32 model whose context parameters are large enough for their gradients to be compared, its mixers on
+    their PyTorch path on every device (the fused kernels are tests/fused_mixer_cases.py's)."""
     torch.manual_seed(0)
     model = CasanModel(tiny_config(context_type=context_type, gate_bias_init=0.0, **options))
     for name, parameter in model.named_parameters():
         if "context_mixer" in name:
             torch.nn.init.normal_(parameter, std=0.3)
+    set_fused_mixer(model, "off")
     return model.to(device)
 
 

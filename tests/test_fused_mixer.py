@@ -14,7 +14,7 @@ from fresh_process import run_without_casan_hf
 from tiny_models import padded_batch, tiny_config
 
 from casan_hf import CasanModel
-from casan_hf.context_mixer import FUSED_MIXER_VARIABLE, CasanContextMixer, set_fused_mixer
+from casan_hf.context_mixer import FUSED_MIXER_MODES, FUSED_MIXER_VARIABLE, CasanContextMixer, set_fused_mixer
 from casan_hf.fused_mixer import FusedMix, fused_mix_available
 
 
@@ -23,10 +23,13 @@ TESTS = os.path.dirname(os.path.abspath(__file__))
 
 def test_kernels_match_the_formulas_through_the_interpreter():
     """tests/fused_mixer_cases.py with TRITON_INTERPRET=1: every form, dtype and edge case, and the families' models,
-    fused against the formulas and the PyTorch path."""
+    fused against the formulas and the PyTorch path; all but the compiled GPU case, which only a GPU runs."""
     pytest.importorskip("triton", reason="triton is in the test extra: `make install` installs it")
     result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", os.path.join(TESTS, "fused_mixer_cases.py")],
+        [
+            *(sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"),
+            *(os.path.join(TESTS, "fused_mixer_cases.py"), "-k", "not on_a_gpu"),
+        ],
         env={**os.environ, "TRITON_INTERPRET": "1"},
         capture_output=True,
         text=True,
@@ -39,11 +42,11 @@ def test_kernels_match_the_formulas_through_the_interpreter():
 
 
 def test_the_cpu_runs_the_pytorch_path(monkeypatch):
-    """Without Triton's interpreter a CPU tensor never goes to the kernels, whatever the switch says."""
+    """Without Triton's interpreter a CPU tensor never goes to the kernels, whatever the mode says."""
     monkeypatch.setattr(FusedMix, "apply", lambda *args: pytest.fail("the fused kernels ran on the CPU"))
     assert not fused_mix_available(torch.zeros(1))
     model = CasanModel(tiny_config(context_type="deep_global"))
-    assert all(module.fused for module in model.modules() if isinstance(module, CasanContextMixer))
+    set_fused_mixer(model, "compiled")
     input_ids, attention_mask = padded_batch([5, 3])
     model(input_ids, attention_mask=attention_mask).last_hidden_state.sum().backward()
 
@@ -53,26 +56,28 @@ def test_float64_stays_on_the_pytorch_path():
     assert not fused_mix_available(torch.zeros(1, dtype=torch.float64))
 
 
-def test_the_switch_turns_the_kernels_off(monkeypatch):
+def mixer_modes(model):
+    return {module.fused for module in model.modules() if isinstance(module, CasanContextMixer)}
+
+
+def test_mixers_run_fused_in_eager_mode_unless_told_otherwise(monkeypatch):
     model = CasanModel(tiny_config(context_type="global"))
-    assert set_fused_mixer(model, False) == model.config.num_hidden_layers
-    assert not any(module.fused for module in model.modules() if isinstance(module, CasanContextMixer))
-    monkeypatch.setenv(FUSED_MIXER_VARIABLE, "0")
-    assert not any(
-        module.fused for module in CasanModel(tiny_config()).modules() if isinstance(module, CasanContextMixer)
-    )
+    assert mixer_modes(model) == {"eager"}
+    assert set_fused_mixer(model, "off") == model.config.num_hidden_layers
+    assert mixer_modes(model) == {"off"}
+    for mode in FUSED_MIXER_MODES:
+        monkeypatch.setenv(FUSED_MIXER_VARIABLE, mode)
+        assert mixer_modes(CasanModel(tiny_config())) == {mode}
 
 
-@pytest.mark.parametrize("value", ["2", "off", ""])
-def test_a_bad_switch_value_is_refused_by_name(monkeypatch, value):
+@pytest.mark.parametrize("value", ["0", "on", ""])
+def test_a_bad_mode_is_refused_by_name(monkeypatch, value):
     monkeypatch.setenv(FUSED_MIXER_VARIABLE, value)
-    with pytest.raises(ValueError, match=rf"CASAN_FUSED_MIXER={value!r}: use one of '1', '0'"):
+    with pytest.raises(ValueError, match=rf"CASAN_FUSED_MIXER={value!r}: use one of 'eager', 'compiled', 'off'"):
         CasanModel(tiny_config())
-
-
-def test_set_fused_mixer_takes_a_bool():
-    with pytest.raises(TypeError, match="enabled must be True or False, got 'no'"):
-        set_fused_mixer(CasanModel(tiny_config()), "no")
+    monkeypatch.delenv(FUSED_MIXER_VARIABLE)
+    with pytest.raises(ValueError, match=rf"set_fused_mixer: mode={value!r}: use one of 'eager', 'compiled', 'off'"):
+        set_fused_mixer(CasanModel(tiny_config()), value)
 
 
 def test_a_saved_folder_loads_and_runs_where_triton_is_missing(tmp_path):

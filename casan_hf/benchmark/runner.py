@@ -20,7 +20,9 @@ import transformers
 from torch.nn import functional as F
 
 from ..context import CONTEXT_KINDS, is_casan_parameter
+from ..context_mixer import CasanContextMixer, set_fused_mixer
 from ..families import get_family, get_head
+from ..fused_mixer import fused_mix_available
 from ..modeling_casan_auto import FAMILY_CONFIGS, casan_class
 from .flops import context_param_count, cost_floor, counts_floor
 from .peak_memory import step_peak_mb
@@ -70,6 +72,9 @@ class Variant:
     context_rank: int | None = None
     compile_mode: str | None = None
     options: tuple = ()  # further CasanConfig options, (name, value) pairs: e.g. (("output_gate", "elementwise"),)
+    # When the context mixers run the fused kernels (`set_fused_mixer`'s mode; "off": the PyTorch path, the kernels'
+    # reference); None: as the mixers are built (`CASAN_FUSED_MIXER`, "eager" by default).
+    fused_mixer: str | None = None
 
     def casan_options(self):
         """The CasanConfig options of this variant."""
@@ -81,18 +86,27 @@ class Variant:
         return self.label.removesuffix(f" [compiled {self.compile_mode}]")
 
 
-def default_variants(rank, context_types=None, compile_mode=None, extra=(), family=DEFAULT_FAMILY):
+# The label suffix of a CASAN variant whose mixer runs its PyTorch path.
+PYTORCH_MIXER = " [pytorch mixer]"
+
+
+def default_variants(
+    rank, context_types=None, compile_mode=None, extra=(), family=DEFAULT_FAMILY, pytorch_mixer=False
+):
     """The family's source model first (the reference, labelled by the family's name: "bert"), its control copy,
-    then CASAN per context type (default: every kind, `none` the control first); `rank` (0: none) adds low-rank
-    rows for the kinds whose context grows with depth, and `extra` (CASAN `Variant`s with options of their own)
-    comes after them. With a `compile_mode`, each is followed by its compiled twin (the same model through
-    `torch.compile(mode=compile_mode)`), the compiled source model the reference of the compiled ones."""
+    then CASAN per context type (default: every kind, `none` the control first), each kind with context followed by
+    its twin on the mixer's PyTorch path with `pytorch_mixer`; `rank` (0: none) adds low-rank rows for the kinds
+    whose context grows with depth, and `extra` (CASAN `Variant`s with options of their own) comes after them. With
+    a `compile_mode`, each is followed by its compiled twin (the same model through `torch.compile(mode=
+    compile_mode)`), the compiled source model the reference of the compiled ones."""
     if context_types is None:
         context_types = sorted(CONTEXT_KINDS, key=lambda name: name != CONTROL)
     variants = [Variant(family), Variant(f"{family} (control copy)")]
     for context_type in context_types:
         label = f"casan {CONTROL} (control)" if context_type == CONTROL else f"casan {context_type}"
         variants.append(Variant(label, context_type))
+        if pytorch_mixer and context_type != CONTROL:
+            variants.append(Variant(label + PYTORCH_MIXER, context_type, fused_mixer="off"))
     for context_type in context_types:
         if rank and CONTEXT_KINDS[context_type].grows_with_depth:
             variants.append(Variant(f"casan {context_type} r{rank}", context_type, rank))
@@ -160,19 +174,34 @@ def source_model(size, attn_implementation, dtype, family=DEFAULT_FAMILY):
 
 def build_model(variant, reference, attn_implementation, dtype):
     """A model of `variant` holding `reference`'s weights: a copy of the source model, or the CASAN base model of
-    its family (whose context and output-gate parameters keep their own init)."""
+    its family (whose context and output-gate parameters keep their own init, from a fixed seed: the same in a
+    variant and its twin on the PyTorch path)."""
     if variant.context_type is None:
         model = type(reference)._from_config(reference.config, attn_implementation=attn_implementation, dtype=dtype)
     else:
         family = get_family(reference.config.model_type)
         config = FAMILY_CONFIGS[family.name].from_dict({**reference.config.to_dict(), **variant.casan_options()})
+        torch.manual_seed(0)
         model = casan_class(family, "base")._from_config(config, attn_implementation=attn_implementation, dtype=dtype)
+        if variant.fused_mixer is not None:
+            set_fused_mixer(model, variant.fused_mixer)
     missing, unexpected = model.load_state_dict(reference.state_dict(), strict=False)
     if unexpected or not all(map(is_casan_parameter, missing)):
         raise RuntimeError(
             f"{variant.label} does not take {type(reference).__name__}'s weights: {missing=} {unexpected=}"
         )
     return model
+
+
+def mixer_path(model, device, dtype, compiled=False):
+    """Which path the model's context mixers run on `device` in `dtype`, eager or `compiled`: "fused" (the Triton
+    kernels), "pytorch", or None for a model without one."""
+    mixers = [module for module in model.modules() if isinstance(module, CasanContextMixer)]
+    if not mixers:
+        return None
+    modes = ("compiled",) if compiled else ("eager", "compiled")
+    fused = all(mixer.fused in modes for mixer in mixers)
+    return "fused" if fused and fused_mix_available(torch.empty(0, device=device, dtype=dtype)) else "pytorch"
 
 
 def make_step(model, inputs, mode):
@@ -335,6 +364,7 @@ def records_for_group(
                 "context_type": variant.context_type,
                 "context_rank": variant.context_rank,
                 "compile_mode": variant.compile_mode,
+                "mixer": mixer_path(model, device, dtype, compiled=variant.compile_mode is not None),
                 "seq_len": seq_len,
                 "batch_size": batch_size,
                 "mode": mode,

@@ -6,9 +6,11 @@
 #   bash scripts/device/shard.sh SHARD --carry     the folders of .device/ the shard needs, one a line
 #   bash scripts/device/shard.sh SHARD --dry-run   on this machine's CPU, with .venv: the same steps at a toy size
 #
-# SHARD: speed (the kernel parity tests on CUDA; the benchmark in bf16 at 128 x 32, eager and compiled with
-# reduce-overhead; the profile of a training step of BERT and CASAN global, eager and compiled; then, as the budget
-# allows, compiled with inductor's default mode, bf16 at 512 x 8 and the fp32 pair), translation (the study at the
+# SHARD: speed (the fused mixer's and the kernels' parity tests on CUDA; the benchmark in bf16 at 128 x 32, eager with
+# each kind fused and on the mixer's PyTorch path; the profile of a training step of BERT, global and deep_global,
+# both paths; compiled with reduce-overhead, the graphs tracing the PyTorch path (the default mode) and the fused
+# kernels (CASAN_FUSED_MIXER=compiled); bf16 at 512 x 8; then, as the budget allows, the compiled profile, compiled
+# with inductor's default mode and the fp32 pair), translation (the study at the
 # small preset, four runs at a time), glue (the teaching study's cheap recipes on RTE and MRPC). Each sweep skips
 # the runs that have a record in its results file in docs/results/, so a shard stopped at BUDGET_S goes on in the
 # next job; a translation run cut off resumes from its last epoch's checkpoint, a GLUE run is redone. The results
@@ -91,11 +93,19 @@ benchmark() {
 	within_budget $PY scripts/benchmark.py --device "$DEVICE" --rank 64 "$@"
 }
 
-# Compiled: the dry run traces with dynamo's eager backend (inductor would compile for minutes on a CPU).
+# Compiled: the dry run traces with dynamo's eager backend (inductor would compile for minutes on a CPU). A second
+# argument is the mixers' mode (CASAN_FUSED_MIXER; "compiled": the fused kernels inside the graphs), with dynamo's
+# recompiles logged.
 compiled() {
-	local backend=()
+	local backend=() suffix=""
 	[[ $MODE == --dry-run ]] && backend=(--compile-backend eager)
-	benchmark --dtype bfloat16 --seq-lens 128 --batch-size 32 --compile "$1" "${backend[@]}" --json "$OUT/compiled_$1.json"
+	[[ -n ${2:-} ]] && suffix="_fused_$2"
+	(
+		export CASAN_FUSED_MIXER=${2:-eager}
+		[[ -n ${2:-} ]] && export TORCH_LOGS=recompiles
+		benchmark --dtype bfloat16 --seq-lens 128 --batch-size 32 --context-types global deep_global --rank 0 \
+			--compile "$1" "${backend[@]}" --json "$OUT/compiled_$1$suffix.json"
+	)
 }
 
 # A training step of BERT and CASAN global under torch.profiler: GPU busy time against wall time, into the log (no
@@ -110,15 +120,24 @@ profile_step() {
 
 case $SHARD in
 speed)
-	# The context kernels against the paper's formulas (float64) and under bf16 autocast, then sdpa's flash kernel.
+	# The fused mixer against the formulas and its PyTorch path, eager and compiled (the dry run's kernels run through
+	# Triton's interpreter), the context kernels against the paper's formulas (float64) and under bf16 autocast, then
+	# sdpa's flash kernel.
+	interpreter=()
+	[[ $MODE == --dry-run ]] && interpreter=(env TRITON_INTERPRET=1)
+	within_budget "${interpreter[@]}" $PY -m pytest -q -p no:cacheprovider tests/fused_mixer_cases.py --device "$DEVICE"
 	within_budget $PY -m pytest -q -p no:cacheprovider tests/test_context_kernels.py tests/test_cuda_attention.py \
 		--device "$DEVICE"
-	benchmark --dtype bfloat16 --seq-lens 128 --batch-size 32 --json "$OUT/speed_bfloat16_128x32.json"
+	# Eager, each CASAN kind with context fused and on the mixer's PyTorch path; then kernels a step, then compiled.
+	benchmark --dtype bfloat16 --seq-lens 128 --batch-size 32 --context-types none global deep_global --rank 0 \
+		--pytorch-mixer --json "$OUT/speed_bfloat16_128x32.json"
+	profile_step --models bert global deep_global --pytorch-mixer
 	compiled reduce-overhead
-	profile_step
-	profile_step --compile default --rows 40
+	compiled reduce-overhead compiled
+	benchmark --dtype bfloat16 --seq-lens 512 --batch-size 8 --context-types none global deep_global --rank 0 \
+		--pytorch-mixer --json "$OUT/speed_bfloat16_512x8.json"
+	profile_step --models bert global --compile default --rows 40
 	compiled default
-	benchmark --dtype bfloat16 --seq-lens 512 --batch-size 8 --json "$OUT/speed_bfloat16_512x8.json"
 	benchmark --dtype float32 --seq-lens 128 --batch-size 32 --json "$OUT/speed_float32_128x32.json"
 	benchmark --dtype float32 --seq-lens 512 --batch-size 8 --json "$OUT/speed_float32_512x8.json"
 	;;
