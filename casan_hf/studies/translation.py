@@ -14,7 +14,7 @@ from ..training.gates import SPARSE_BELOW
 from ..translation import LENGTH_BUCKETS, bucket_name
 from .arms import CONTEXT_OPTIONS, arm_order, check_cells, study_variants
 from .gates import final_gates, has_output_gate, mean_gates, mean_output_gates
-from .paired import PAIRED_COLUMNS, Comparison, detectable_difference, paired_cells, paired_table
+from .paired import PAIRED_COLUMNS, Comparison, detectable_difference, paired_cells, paired_interval, paired_table
 
 
 TWIN = "none"
@@ -143,7 +143,13 @@ def budget_comparisons(size, epochs, of_budget):
     labels = ("size", "epochs", "variant")
     scores = [
         Comparison(
-            f"{size}, {epochs:g} epochs: {title}", labels, rows, lambda r, f=field: r.get(f), lower, 3 if lower else 2
+            f"{size}, {epochs:g} epochs: {title}",
+            labels,
+            rows,
+            lambda r, f=field: r.get(f),
+            lower,
+            3 if lower else 2,
+            metric=field,
         )
         for title, field, lower in SCORES
     ]
@@ -155,11 +161,40 @@ def budget_comparisons(size, epochs, of_budget):
             labels,
             rows,
             length_score(first, last),
+            metric=f"test_bleu_{bucket_name(first, last)}",
         )
         for first, last in LENGTH_BUCKETS
         if bucket_name(first, last) in counts
     ]
     return [comparison for comparison in scores if any(comparison.scores(runs) for _, runs, _ in rows)]
+
+
+RULE_METRICS = ("test_cross_entropy", "validation_cross_entropy", "test_bleu")  # the primary metric first
+
+
+def rule_verdict(scored, labels):
+    """The studies' decision rule, written before their runs (docs/TRANSLATION.md), for the arm of the rows
+    labelled `labels` (size, epochs, variant) in the comparisons `scored`, against the twin: it *pays* if its
+    paired difference in test cross-entropy has a 95% interval entirely below zero and its validation cross-entropy
+    and test BLEU move the same way on the mean; it is *worse* if that interval lies entirely above zero; otherwise
+    it is *level*."""
+    pairs = {
+        comparison.metric: comparison.paired(runs, twin_runs)
+        for comparison in scored
+        if comparison.metric in RULE_METRICS
+        for row_labels, runs, twin_runs in comparison.rows
+        if row_labels == list(labels) and twin_runs is not None
+    }
+    if len(pairs) < len(RULE_METRICS) or len(pairs[RULE_METRICS[0]].differences) < 2:
+        raise ValueError(
+            f"The rule needs two seeds of {'/'.join(labels)} and its twin in each of {', '.join(RULE_METRICS)}; the "
+            f"records have {', '.join(pairs) or 'none of them'}."
+        )
+    primary, validation, bleu = (pairs[metric] for metric in RULE_METRICS)
+    mean, _, half = paired_interval(primary.differences)
+    if mean + half < 0 and validation.mean < 0 and bleu.mean > 0:
+        return "pays"
+    return "worse" if mean - half > 0 else "level"
 
 
 def comparisons(records):
