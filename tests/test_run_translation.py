@@ -120,6 +120,8 @@ def test_a_resumed_run_keeps_its_first_start_and_lists_the_resume(run_translatio
     assert "--resume_from_checkpoint" not in started["argv"]
     [resume] = started["resumes"]
     assert resume["checkpoint"] == str(checkpoint) and "--resume_from_checkpoint" in resume["argv"]
+    # The time spent up to the checkpoint, which the checkpoint kept: the resumed run is timed whole.
+    assert resume["before"]["step"] == 1 and 0 < resume["before"]["train_seconds"] <= resume["before"]["wall_seconds"]
     assert json.loads((output_dir / "trainer_state.json").read_text())["global_step"] == 2
 
 

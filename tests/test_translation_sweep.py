@@ -10,6 +10,7 @@ import sys
 from conftest import REPO_ROOT, load_script
 
 from casan_hf.studies import detectable_difference
+from casan_hf.studies.grid import run_time, with_wall_time
 from casan_hf.studies.translation import tables
 
 
@@ -117,6 +118,29 @@ def test_the_tables_give_the_primary_metric_relative_to_the_twin_and_the_runs_pe
     assert f"| deep | +1.50% | {detectable:.2f}% |" in table
     assert "| aaaaaaa | 2026-11-25 | 2 | 60.0-66.0 | 36.000-39.600 | 2.1 |" in table
     assert "| bbbbbbb+changes | 2026-11-26 | 2 | 30.0-33.0 | 18.000-19.800 | 1.1 |" in table
+
+    # A run resumed from a checkpoint: its process's time covers only the part after the resume, the part before
+    # was not kept, so the record says so and the tables' times leave it out rather than count it short.
+    resumes = [{"started": "2026-11-26T02:00:00+0000", "checkpoint": "/runs/none/seed3/checkpoint-60"}]
+    received = {"commit": second, "started": "2026-11-26T01:00:00+0000", "resumes": resumes}
+    timed = run_time(received, 100, 600.0)
+    assert timed["train_runtime"] is None and timed["seconds_per_step"] is None and timed["steps"] == 100
+    resumed = with_wall_time({**record("none", 3, 2.0, second, "", 0), **timed, "received": received}, 700)
+    first_part, last_part = resumed["resumed"]["segments"]
+    assert (first_part["first_step"], first_part["last_step"], first_part["train_seconds"]) == (0, 60, None)
+    assert (last_part["first_step"], last_part["last_step"], last_part["train_seconds"]) == (60, 100, 600.0)
+    assert last_part["wall_seconds"] == 700 and resumed["wall_seconds"] is None
+    table = tables([*records, resumed])
+    assert "| bbbbbbb+changes | 2026-11-26 | 3 (1 resumed) | 30.0-33.0 | 18.000-19.800 | 1.1 |" in table
+    assert "1 run(s) resumed from a checkpoint kept no time of the part before the resume" in table
+    # Its checkpoint kept the time spent up to it (run_start.RunClock): the run is timed whole.
+    resumes[0]["before"] = {"train_seconds": 500.0, "wall_seconds": 550.0}
+    timed = run_time(received, 100, 600.0)
+    assert (timed["train_runtime"], timed["seconds_per_step"]) == (1100.0, 11.0)
+    resumed = with_wall_time({**record("none", 3, 2.0, second, "", 0), **timed, "received": received}, 700)
+    assert [part["wall_seconds"] for part in resumed["resumed"]["segments"]] == [550.0, 700]
+    assert resumed["wall_seconds"] == 1250 and "time" not in resumed["resumed"]
+    assert "| bbbbbbb+changes | 2026-11-26 | 3 | 20.8-33.0 | 11.000-19.800 | 1.4 |" in tables([*records, resumed])
 
 
 def test_the_primary_metric_is_paired_between_the_arms_other_than_the_twin():

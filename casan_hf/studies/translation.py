@@ -14,6 +14,7 @@ from ..training.gates import SPARSE_BELOW
 from ..translation import LENGTH_BUCKETS, bucket_name
 from .arms import CONTEXT_OPTIONS, arm_order, check_cells, study_variants
 from .gates import final_gates, has_output_gate, mean_gates, mean_output_gates
+from .grid import run_time, timed_whole
 from .paired import PAIRED_COLUMNS, Comparison, detectable_difference, paired_cells, paired_interval, paired_table
 
 
@@ -41,8 +42,9 @@ def read(path):
 
 def collect(run):
     """A finished run's record: validation and test cross-entropy and scores (beam and greedy), test scores per
-    source length, training time and steps, the encoder's final gates per layer (and head), the context options
-    its model had, and what it received as it started (`run_start.json`: command line, commit, versions)."""
+    source length, training time and steps over the whole run (`grid.run_time`), the encoder's final gates per
+    layer (and head), the context options its model had, and what it received as it started (`run_start.json`:
+    command line, commit, versions)."""
     train = read(run.folder / "train_results.json")
     steps = read(run.folder / "trainer_state.json")["global_step"]
     validation, test = read(run.folder / "eval_results.json"), read(run.folder / "predict_results.json")
@@ -59,9 +61,7 @@ def collect(run):
         "greedy_test_bleu": greedy["predict_bleu"],
         "greedy_test_chrf": greedy["predict_chrf"],
         "train_loss": train["train_loss"],
-        "train_runtime": train["train_runtime"],
-        "steps": steps,
-        "seconds_per_step": train["train_runtime"] / steps,
+        **run_time(started, steps, train["train_runtime"]),
         "gates": final_gates(run.folder / "trainer_state.json"),
         "context_options": {name: started["settings"][name] for name in CONTEXT_OPTIONS},
         "received": started,
@@ -250,8 +250,9 @@ def between_arms(comparison):
 
 
 def runs_by_commit(of_budget):
-    """The runs of a budget per commit they ran (records made before it was kept: one group): how many, when the
-    first started, each one's wall time and seconds per training step (the range), and their wall time in all."""
+    """The runs of a budget per commit they ran (records made before it was kept: one group): how many (and how
+    many were resumed), when the first started, each one's wall time and seconds per training step (the range),
+    and their wall time in all; the times over the runs timed whole (`grid.timed_whole`)."""
     groups = {}
     for record in sorted(of_budget, key=lambda record: record.get("received", {}).get("started", "")):
         groups.setdefault(record.get("received", {}).get("commit"), []).append(record)
@@ -260,22 +261,34 @@ def runs_by_commit(of_budget):
         "| commit | first started | runs | wall time of a run (min) | s / step | wall time in all (h) |",
         "| --- | --- | --- | --- | --- | --- |",
     ]
+    untimed = 0
     for commit, runs in groups.items():
-        minutes = [run["wall_seconds"] / 60 for run in runs]
-        per_step = [run["seconds_per_step"] for run in runs]
+        whole = timed_whole(runs)
+        untimed += len(runs) - len(whole)
+        minutes = [run["wall_seconds"] / 60 for run in whole]
+        per_step = [run["seconds_per_step"] for run in whole]
         started = runs[0].get("received", {}).get("started", "")[:10] or "not recorded"
         name = "not recorded" if commit is None else commit[:7] + commit[40:]  # the short hash, and "+changes"
+        count = f"{len(runs)}" + (f" ({len(runs) - len(whole)} resumed)" if len(whole) < len(runs) else "")
+        times = "- | - | -"
+        if whole:
+            times = f"{min(minutes):.1f}-{max(minutes):.1f} | {min(per_step):.3f}-{max(per_step):.3f} | "
+            times += f"{sum(minutes) / 60:.1f}"
+        lines.append(f"| {name} | {started} | {count} | {times} |")
+    if untimed:
         lines.append(
-            f"| {name} | {started} | {len(runs)} | {min(minutes):.1f}-{max(minutes):.1f} | "
-            f"{min(per_step):.3f}-{max(per_step):.3f} | {sum(minutes) / 60:.1f} |"
+            f"\nThe times are over the runs timed whole: {untimed} run(s) resumed from a checkpoint kept no time of "
+            "the part before the resume, and are left out of them."
         )
     return "\n".join(lines) + "\n"
 
 
 def tables(records):
     def time_per_step(runs):
-        """The median: one run that shared the machine with more jobs than the others does not move it."""
-        return f"{statistics.median(run['seconds_per_step'] for run in runs):.3f}" if runs else "-"
+        """The median over the runs timed whole: one run that shared the machine with more jobs than the others
+        does not move it."""
+        whole = timed_whole(runs)
+        return f"{statistics.median(run['seconds_per_step'] for run in whole):.3f}" if whole else "-"
 
     extra = [
         ("s / step (median)", time_per_step),
