@@ -300,6 +300,7 @@ def main():
         training_args,
         {name: getattr(model.config, name) for name in (*option_names("context"), *sizes, "vocab_size")},
         resumed_from=checkpoint,
+        data_files=data.files,
     )
 
     tokenized = tokenize(data, tokenizer, data_args, training_args)

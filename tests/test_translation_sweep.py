@@ -9,6 +9,7 @@ import sys
 
 from conftest import REPO_ROOT, load_script
 
+from casan_hf.cli.run_start import data_fingerprint
 from casan_hf.studies import detectable_difference
 from casan_hf.studies.grid import run_time, with_wall_time
 from casan_hf.studies.translation import tables
@@ -133,6 +134,7 @@ def test_the_tables_give_the_primary_metric_relative_to_the_twin_and_the_runs_pe
     table = tables([*records, resumed])
     assert "| bbbbbbb+changes | 2026-11-26 | 3 (1 resumed) | 30.0-33.0 | 18.000-19.800 | 1.1 |" in table
     assert "1 run(s) resumed from a checkpoint kept no time of the part before the resume" in table
+    assert "read different data" not in table  # none recorded its data
     # Its checkpoint kept the time spent up to it (run_start.RunClock): the run is timed whole.
     resumes[0]["before"] = {"train_seconds": 500.0, "wall_seconds": 550.0}
     timed = run_time(received, 100, 600.0)
@@ -141,6 +143,28 @@ def test_the_tables_give_the_primary_metric_relative_to_the_twin_and_the_runs_pe
     assert [part["wall_seconds"] for part in resumed["resumed"]["segments"]] == [550.0, 700]
     assert resumed["wall_seconds"] == 1250 and "time" not in resumed["resumed"]
     assert "| bbbbbbb+changes | 2026-11-26 | 3 | 20.8-33.0 | 11.000-19.800 | 1.4 |" in tables([*records, resumed])
+
+
+def test_the_tables_say_when_the_arms_read_different_data(tmp_path):
+    (tmp_path / "train.en").write_text("a cat\n")
+    (tmp_path / "train.de").write_text("eine Katze\n")
+    data = data_fingerprint([tmp_path / "train.en", tmp_path / "train.de"])
+    assert set(data["files"]) == {"train.en", "train.de"}
+    (tmp_path / "train.de").write_text("ein Hund\n")
+    other = data_fingerprint([tmp_path / "train.de", tmp_path / "train.en"])
+    assert other["files"]["train.en"] == data["files"]["train.en"] and other["sha256"] != data["sha256"]
+
+    def record(variant, seed, data):
+        return {"model_size": "micro", "epochs": 5, "variant": variant, "seed": seed, "gates": None,
+                "test_cross_entropy": 2.0 + seed / 100, "seconds_per_step": 1.0, "wall_seconds": 60,
+                "data": data}  # fmt: skip
+
+    same = [record(variant, seed, data) for variant in ("none", "deep") for seed in (1, 2)]
+    assert "read different data" not in tables(same)
+    table = tables([*same[:3], record("deep", 2, other)])
+    head = "**The runs read different data** (sha256 of the data files, first 12 digits)"
+    assert f"{head}: `none` {data['sha256'][:12]};" in table
+    assert f"`deep` {', '.join(sorted([data['sha256'][:12], other['sha256'][:12]]))}." in table
 
 
 def test_the_primary_metric_is_paired_between_the_arms_other_than_the_twin():

@@ -1,7 +1,9 @@
 """What a run received, written as it starts (`run_start.json`): the record a study keeps of what ran; and the time
 it has spent, written into each checkpoint (`RunClock`), so that a run cut off and resumed is timed whole."""
 
+import hashlib
 import json
+import os
 import subprocess
 import sys
 import time
@@ -70,12 +72,26 @@ def code_commit():
     return f"{commit}+changes" if changes else commit
 
 
-def record_run_start(training_args, settings, resumed_from=None):
+def data_fingerprint(paths):
+    """The sha256 of each data file a run read (by name) and of them all together: two runs read the same data
+    exactly when their `sha256` is equal, wherever the files lay."""
+    files = {}
+    for path in sorted(paths):
+        digest = hashlib.sha256()
+        with open(path, "rb") as handle:
+            for chunk in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(chunk)
+        files[os.path.basename(path)] = digest.hexdigest()
+    return {"sha256": hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest(), "files": files}
+
+
+def record_run_start(training_args, settings, resumed_from=None, data_files=()):
     """Writes `run_start.json` into the output folder as a run starts (first process only): the command line as
     the run received it, the `settings` it resolved it to (e.g. the model's options), the commit of the code, the
     versions it runs on, torch's CPU threads and the CPU kernels it picked (another thread count or instruction
     set sums in another order, and a run's weights drift apart from step one). A study's record keeps it, so it
-    says what ran rather than what was meant to. A run `resumed_from` a checkpoint keeps the first start and adds
+    says what ran rather than what was meant to, with the `data_fingerprint` of the local `data_files` it reads
+    (None for data from the Hub). A run `resumed_from` a checkpoint keeps the first start and adds
     this one to its `resumes`, with the time the run had spent `before` it (`time_before`)."""
     if not training_args.should_save:
         return
@@ -87,6 +103,7 @@ def record_run_start(training_args, settings, resumed_from=None):
         "threads": torch.get_num_threads(),
         "cpu_capability": torch.backends.cpu.get_cpu_capability(),
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "data": data_fingerprint(data_files) if data_files else None,
     }
     path = Path(training_args.output_dir) / RUN_START_NAME
     if resumed_from is not None and path.is_file():

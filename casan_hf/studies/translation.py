@@ -43,8 +43,8 @@ def read(path):
 def collect(run):
     """A finished run's record: validation and test cross-entropy and scores (beam and greedy), test scores per
     source length, training time and steps over the whole run (`grid.run_time`), the encoder's final gates per
-    layer (and head), the context options its model had, and what it received as it started (`run_start.json`:
-    command line, commit, versions)."""
+    layer (and head), the context options its model had, the hash of the data it read, and what it received as it
+    started (`run_start.json`: command line, commit, versions)."""
     train = read(run.folder / "train_results.json")
     steps = read(run.folder / "trainer_state.json")["global_step"]
     validation, test = read(run.folder / "eval_results.json"), read(run.folder / "predict_results.json")
@@ -64,6 +64,7 @@ def collect(run):
         **run_time(started, steps, train["train_runtime"]),
         "gates": final_gates(run.folder / "trainer_state.json"),
         "context_options": {name: started["settings"][name] for name in CONTEXT_OPTIONS},
+        "data": started["data"],
         "received": started,
     }
 
@@ -283,6 +284,20 @@ def runs_by_commit(of_budget):
     return "\n".join(lines) + "\n"
 
 
+def differing_data(of_budget):
+    """A note naming each arm's data (the sha256 of its files, `run_start.data_fingerprint`) where the runs of a
+    budget read different data; empty where they read the same, or none recorded its data."""
+    hashes = {}
+    for record in of_budget:
+        data = record.get("data") or {}
+        hashes.setdefault(record["variant"], set()).add((data.get("sha256") or "not recorded")[:12])
+    found = set().union(*hashes.values())
+    if len(found) < 2:
+        return ""
+    arms = "; ".join(f"`{variant}` {', '.join(sorted(seen))}" for variant, seen in hashes.items())
+    return f"\n**The runs read different data** (sha256 of the data files, first 12 digits): {arms}.\n"
+
+
 def tables(records):
     def time_per_step(runs):
         """The median over the runs timed whole: one run that shared the machine with more jobs than the others
@@ -309,5 +324,5 @@ def tables(records):
         primary = [comparison for comparison in scored if comparison.title.split(": ", 1)[1] == PRIMARY]
         text += "".join(relative_to_twin(comparison) + between_arms(comparison) for comparison in primary)
         text += gates_per_layer(of_budget, present_variants(records))
-        text += runs_by_commit(of_budget)
+        text += runs_by_commit(of_budget) + differing_data(of_budget)
     return text
