@@ -38,7 +38,7 @@ from casan_hf.cli.arguments import check_positive
 from casan_hf.cli.launch import padding_multiple, parse_run_args, prepare_or_exit, setup_logging
 from casan_hf.cli.resume import find_checkpoint
 from casan_hf.cli.run_inputs import check_tokenizer, first_examples
-from casan_hf.cli.run_start import record_run_start
+from casan_hf.cli.run_start import RunClock, record_run_start, time_before
 from casan_hf.hub import is_hub_id
 from casan_hf.options import option_names
 from casan_hf.training import (
@@ -300,6 +300,7 @@ def main():
         training_args,
         {name: getattr(model.config, name) for name in (*option_names("context"), *sizes, "vocab_size")},
         resumed_from=checkpoint,
+        data_files=data.files,
     )
 
     tokenized = tokenize(data, tokenizer, data_args, training_args)
@@ -340,6 +341,7 @@ def main():
         card_kwargs=card_kwargs,
         context_learning_rate=casan_training.context_learning_rate,
         gate_monitor=gate_monitor_for(model, casan_training),
+        callbacks=[RunClock(time_before(checkpoint) if checkpoint else None)],
     )
 
     if training_args.do_train:

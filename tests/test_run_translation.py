@@ -103,6 +103,9 @@ def test_the_run_records_what_it_received_as_it_starts(trained):
     assert started["commit"] is None or len(started["commit"].removesuffix("+changes")) == 40
     assert set(started["versions"]) == {"torch", "transformers"} and started["threads"] == torch.get_num_threads()
     assert started["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
+    # The data files it read, hashed: a study's tables say when two arms' data differ.
+    assert len(started["data"]["sha256"]) == 64 and started["data"]["files"]
+    assert all(name.endswith((".en", ".de")) for name in started["data"]["files"])
 
 
 def test_a_resumed_run_keeps_its_first_start_and_lists_the_resume(run_translation_module, multi30k_dir, tmp_path):
@@ -120,6 +123,8 @@ def test_a_resumed_run_keeps_its_first_start_and_lists_the_resume(run_translatio
     assert "--resume_from_checkpoint" not in started["argv"]
     [resume] = started["resumes"]
     assert resume["checkpoint"] == str(checkpoint) and "--resume_from_checkpoint" in resume["argv"]
+    # The time spent up to the checkpoint, which the checkpoint kept: the resumed run is timed whole.
+    assert resume["before"]["step"] == 1 and 0 < resume["before"]["train_seconds"] <= resume["before"]["wall_seconds"]
     assert json.loads((output_dir / "trainer_state.json").read_text())["global_step"] == 2
 
 

@@ -9,7 +9,9 @@ import sys
 
 from conftest import REPO_ROOT, load_script
 
+from casan_hf.cli.run_start import data_fingerprint
 from casan_hf.studies import detectable_difference
+from casan_hf.studies.grid import run_time, with_wall_time
 from casan_hf.studies.translation import tables
 
 
@@ -117,6 +119,52 @@ def test_the_tables_give_the_primary_metric_relative_to_the_twin_and_the_runs_pe
     assert f"| deep | +1.50% | {detectable:.2f}% |" in table
     assert "| aaaaaaa | 2026-11-25 | 2 | 60.0-66.0 | 36.000-39.600 | 2.1 |" in table
     assert "| bbbbbbb+changes | 2026-11-26 | 2 | 30.0-33.0 | 18.000-19.800 | 1.1 |" in table
+
+    # A run resumed from a checkpoint: its process's time covers only the part after the resume, the part before
+    # was not kept, so the record says so and the tables' times leave it out rather than count it short.
+    resumes = [{"started": "2026-11-26T02:00:00+0000", "checkpoint": "/runs/none/seed3/checkpoint-60"}]
+    received = {"commit": second, "started": "2026-11-26T01:00:00+0000", "resumes": resumes}
+    timed = run_time(received, 100, 600.0)
+    assert timed["train_runtime"] is None and timed["seconds_per_step"] is None and timed["steps"] == 100
+    resumed = with_wall_time({**record("none", 3, 2.0, second, "", 0), **timed, "received": received}, 700)
+    first_part, last_part = resumed["resumed"]["segments"]
+    assert (first_part["first_step"], first_part["last_step"], first_part["train_seconds"]) == (0, 60, None)
+    assert (last_part["first_step"], last_part["last_step"], last_part["train_seconds"]) == (60, 100, 600.0)
+    assert last_part["wall_seconds"] == 700 and resumed["wall_seconds"] is None
+    table = tables([*records, resumed])
+    assert "| bbbbbbb+changes | 2026-11-26 | 3 (1 resumed) | 30.0-33.0 | 18.000-19.800 | 1.1 |" in table
+    assert "1 run(s) resumed from a checkpoint kept no time of the part before the resume" in table
+    assert "read different data" not in table  # none recorded its data
+    # Its checkpoint kept the time spent up to it (run_start.RunClock): the run is timed whole.
+    resumes[0]["before"] = {"train_seconds": 500.0, "wall_seconds": 550.0}
+    timed = run_time(received, 100, 600.0)
+    assert (timed["train_runtime"], timed["seconds_per_step"]) == (1100.0, 11.0)
+    resumed = with_wall_time({**record("none", 3, 2.0, second, "", 0), **timed, "received": received}, 700)
+    assert [part["wall_seconds"] for part in resumed["resumed"]["segments"]] == [550.0, 700]
+    assert resumed["wall_seconds"] == 1250 and "time" not in resumed["resumed"]
+    assert "| bbbbbbb+changes | 2026-11-26 | 3 | 20.8-33.0 | 11.000-19.800 | 1.4 |" in tables([*records, resumed])
+
+
+def test_the_tables_say_when_the_arms_read_different_data(tmp_path):
+    (tmp_path / "train.en").write_text("a cat\n")
+    (tmp_path / "train.de").write_text("eine Katze\n")
+    data = data_fingerprint([tmp_path / "train.en", tmp_path / "train.de"])
+    assert set(data["files"]) == {"train.en", "train.de"}
+    (tmp_path / "train.de").write_text("ein Hund\n")
+    other = data_fingerprint([tmp_path / "train.de", tmp_path / "train.en"])
+    assert other["files"]["train.en"] == data["files"]["train.en"] and other["sha256"] != data["sha256"]
+
+    def record(variant, seed, data):
+        return {"model_size": "micro", "epochs": 5, "variant": variant, "seed": seed, "gates": None,
+                "test_cross_entropy": 2.0 + seed / 100, "seconds_per_step": 1.0, "wall_seconds": 60,
+                "data": data}  # fmt: skip
+
+    same = [record(variant, seed, data) for variant in ("none", "deep") for seed in (1, 2)]
+    assert "read different data" not in tables(same)
+    table = tables([*same[:3], record("deep", 2, other)])
+    head = "**The runs read different data** (sha256 of the data files, first 12 digits)"
+    assert f"{head}: `none` {data['sha256'][:12]};" in table
+    assert f"`deep` {', '.join(sorted([data['sha256'][:12], other['sha256'][:12]]))}." in table
 
 
 def test_the_primary_metric_is_paired_between_the_arms_other_than_the_twin():

@@ -95,7 +95,11 @@ def comparisons(classifier_pooling, records):
             ]
             found.append(
                 Comparison(
-                    f"{task}: {metric} (%)", ("recipe", "variant"), rows, lambda r, m=metric: 100 * r[f"eval_{m}"]
+                    f"{task}: {metric} (%)",
+                    ("recipe", "variant"),
+                    rows,
+                    lambda r, m=metric: 100 * r[f"eval_{m}"],
+                    metric=f"{task}_{metric}",
                 )
             )
     return found

@@ -135,6 +135,73 @@ def add_record(results_path, record, render_tables):
     return records
 
 
+NOT_TIMED = (
+    "not recorded: a segment cut off before its checkpoint kept the run's time, so the run's train and wall time, "
+    "and its seconds per step, are unknown"
+)
+
+
+LAST_SEGMENT_LOSS = "the trainer's train_loss of a resumed run is the mean over its last segment's steps alone"
+
+
+def checkpoint_step(checkpoint):
+    """The training step of a `checkpoint-<step>` folder."""
+    return int(Path(checkpoint).name.rpartition("-")[2])
+
+
+def run_time(received, steps, train_seconds):
+    """A run's time over its whole training: `steps`, and `train_runtime` with `seconds_per_step`. One process that
+    trained it all: its `train_seconds`. A run resumed from a checkpoint (`received["resumes"]`, from
+    `run_start.json`) is one segment per process, each from the step it started at to the checkpoint the next
+    resumed from (steps trained after it were lost and trained again), in `resumed`; a segment cut off is timed by
+    the time its checkpoint kept (`run_start.RunClock`, each resume's `before`), the last by its process's
+    `train_seconds`. Where a checkpoint kept no time, the whole run's is None and `resumed` says why; it says too
+    that the trainer's loss is the last segment's."""
+    resumes = received.get("resumes", [])
+    if not resumes:
+        return {"train_runtime": train_seconds, "steps": steps, "seconds_per_step": train_seconds / steps}
+    starts = [received["started"], *(resume["started"] for resume in resumes)]
+    bounds = [0, *(checkpoint_step(resume["checkpoint"]) for resume in resumes), steps]
+    spent = [{"train_seconds": 0.0, "wall_seconds": 0.0}, *(resume.get("before") for resume in resumes)]
+    segments = []
+    for started, first, last, before, after in zip(
+        starts, bounds[:-1], bounds[1:], spent, [*spent[1:], None], strict=True
+    ):
+        timed = {
+            name: after[name] - before[name] if before and after else None
+            for name in ("train_seconds", "wall_seconds")
+        }
+        segments.append({"started": started, "first_step": first, "last_step": last, **timed})
+    segments[-1]["train_seconds"] = train_seconds
+    resumed = {"segments": segments, "train_loss": LAST_SEGMENT_LOSS}
+    if any(segment["train_seconds"] is None for segment in segments):
+        resumed["time"] = NOT_TIMED
+        return {"train_runtime": None, "steps": steps, "seconds_per_step": None, "resumed": resumed}
+    whole = spent[-1]["train_seconds"] + train_seconds
+    return {
+        "train_runtime": whole,
+        "steps": steps,
+        "seconds_per_step": whole / steps,
+        "resumed": resumed,
+    }
+
+
+def with_wall_time(record, seconds):
+    """`record` with the `wall_seconds` of the process that finished it: the run's, or where it was resumed its
+    last segment's, the run's then the sum of its segments' (None where one is unknown)."""
+    if "resumed" not in record:
+        return {**record, "wall_seconds": seconds}
+    segments = [*record["resumed"]["segments"][:-1], {**record["resumed"]["segments"][-1], "wall_seconds": seconds}]
+    walls = [segment["wall_seconds"] for segment in segments]
+    whole = None if None in walls else round(sum(walls))
+    return {**record, "resumed": {**record["resumed"], "segments": segments}, "wall_seconds": whole}
+
+
+def timed_whole(records):
+    """The records whose train and wall time cover the whole run (not those resumed after a segment was cut off)."""
+    return [record for record in records if record.get("seconds_per_step") is not None]
+
+
 def run_sweep(
     runs, results_path, collect, render_tables, parallel=1, threads_per_run=None, dry_run=False, draw_figure=None
 ):
@@ -176,7 +243,7 @@ def run_sweep(
         record = None
         if not returncode:
             record = {**run.identity, "settings": run.settings, **collect(run)}
-            record["wall_seconds"] = round(time.time() - began)
+            record = with_wall_time(record, round(time.time() - began))
         with lock:
             done.append(run)
             run_seconds.append(time.time() - began)

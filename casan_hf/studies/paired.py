@@ -45,26 +45,71 @@ def beyond_the_spread(mean, half):
     return abs(mean) > half
 
 
+@dataclass(frozen=True)
+class Paired:
+    """The per-seed differences of an arm to another (the twin) as every table and quoted figure writes them, at
+    `digits`; one place for their format, so a figure quoted in the docs is the table's to the character."""
+
+    differences: tuple
+    lower_is_better: bool = False
+    digits: int = 2
+
+    def signed(self, value):
+        return f"{value:+.{self.digits}f}"
+
+    @property
+    def mean(self):
+        return statistics.mean(self.differences)
+
+    @property
+    def difference(self):
+        """The mean difference with its sign: `+0.008`."""
+        return self.signed(self.mean)
+
+    @property
+    def interval(self):
+        """Its 95% t interval: `[-0.002, +0.017]`."""
+        mean, _, half = paired_interval(self.differences)
+        return f"[{self.signed(mean - half)}, {self.signed(mean + half)}]"
+
+    @property
+    def spread(self):
+        """Mean ± std: `+0.008 ± 0.008`."""
+        return f"{self.difference} ± {statistics.stdev(self.differences):.{self.digits}f}"
+
+    @property
+    def wins(self):
+        return sum(won(d, self.lower_is_better) for d in self.differences)
+
+    @property
+    def seeds_won(self):
+        """The seeds won with the two-sided sign test's p: `4/5 (p=0.38)`."""
+        losses = sum(won(-d, self.lower_is_better) for d in self.differences)
+        p = stats.binomtest(self.wins, self.wins + losses).pvalue if self.wins + losses else 1.0
+        return f"{self.wins}/{len(self.differences)} (p={p:.2f})"
+
+    @property
+    def beyond(self):
+        """Whether the difference is beyond the spread (its interval excludes 0), and which way."""
+        mean, _, half = paired_interval(self.differences)
+        if not beyond_the_spread(mean, half):
+            return "no"
+        return "yes, better" if won(mean, self.lower_is_better) else "yes, worse"
+
+    @property
+    def power(self):
+        """The detectable difference (`detectable_difference`): `0.013`."""
+        return f"{detectable_difference(self.differences):.{self.digits}f}"
+
+
 def paired(differences, lower_is_better=False, digits=2):
     """Mean ± std of the per-seed differences to the twin, their 95% t interval, the seeds won with the
     two-sided sign test's p, and whether the difference is beyond the spread (its interval excludes 0), and
     which way: "better" or "worse" than the twin."""
     if len(differences) < 2:
         return ["-"] * 4
-    mean, std, half = paired_interval(differences)
-    wins = sum(won(d, lower_is_better) for d in differences)
-    losses = sum(won(-d, lower_is_better) for d in differences)
-    p = stats.binomtest(wins, wins + losses).pvalue if wins + losses else 1.0
-    if not beyond_the_spread(mean, half):
-        verdict = "no"
-    else:
-        verdict = "yes, better" if won(mean, lower_is_better) else "yes, worse"
-    return [
-        f"{mean:+.{digits}f} ± {std:.{digits}f}",
-        f"[{mean - half:+.{digits}f}, {mean + half:+.{digits}f}]",
-        f"{wins}/{len(differences)} (p={p:.2f})",
-        verdict,
-    ]
+    pair = Paired(tuple(differences), lower_is_better, digits)
+    return [pair.spread, pair.interval, pair.seeds_won, pair.beyond]
 
 
 @dataclass(frozen=True)
@@ -79,6 +124,7 @@ class Comparison:
     score: Callable
     lower_is_better: bool = False
     digits: int = 2
+    metric: str | None = None  # its short name, by which the docs quote it: a record field, `rte_accuracy`
 
     def scores(self, runs):
         """`{seed: score}`: one score per seed that has it."""
@@ -89,6 +135,10 @@ class Comparison:
         """`{seed: score - the twin's score}` over the seeds both have."""
         twin = self.scores(twin_runs)
         return {seed: score - twin[seed] for seed, score in self.scores(runs).items() if seed in twin}
+
+    def paired(self, runs, other_runs):
+        """The `Paired` differences of `runs` to `other_runs` over the seeds both have."""
+        return Paired(tuple(self.differences(runs, other_runs).values()), self.lower_is_better, self.digits)
 
 
 PAIRED_COLUMNS = [
@@ -104,9 +154,10 @@ PAIRED_COLUMNS = [
 def paired_cells(comparison, runs, other_runs):
     """The cells of `PAIRED_COLUMNS` but the score for `runs` against `other_runs` over the seeds both have: the
     paired difference, its interval, the seeds won, beyond the spread, and the power ("-" under two seeds)."""
-    differences = list(comparison.differences(runs, other_runs).values())
-    power = f"{detectable_difference(differences):.{comparison.digits}f}" if len(differences) > 1 else "-"
-    return [*paired(differences, comparison.lower_is_better, comparison.digits), power]
+    pair = comparison.paired(runs, other_runs)
+    if len(pair.differences) < 2:
+        return ["-"] * (len(PAIRED_COLUMNS) - 1)
+    return [pair.spread, pair.interval, pair.seeds_won, pair.beyond, pair.power]
 
 
 def paired_table(comparison, extra_columns=()):

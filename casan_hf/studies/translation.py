@@ -14,7 +14,8 @@ from ..training.gates import SPARSE_BELOW
 from ..translation import LENGTH_BUCKETS, bucket_name
 from .arms import CONTEXT_OPTIONS, arm_order, check_cells, study_variants
 from .gates import final_gates, has_output_gate, mean_gates, mean_output_gates
-from .paired import PAIRED_COLUMNS, Comparison, detectable_difference, paired_cells, paired_table
+from .grid import run_time, timed_whole
+from .paired import PAIRED_COLUMNS, Comparison, detectable_difference, paired_cells, paired_interval, paired_table
 
 
 TWIN = "none"
@@ -41,8 +42,9 @@ def read(path):
 
 def collect(run):
     """A finished run's record: validation and test cross-entropy and scores (beam and greedy), test scores per
-    source length, training time and steps, the encoder's final gates per layer (and head), the context options
-    its model had, and what it received as it started (`run_start.json`: command line, commit, versions)."""
+    source length, training time and steps over the whole run (`grid.run_time`), the encoder's final gates per
+    layer (and head), the context options its model had, the hash of the data it read, and what it received as it
+    started (`run_start.json`: command line, commit, versions)."""
     train = read(run.folder / "train_results.json")
     steps = read(run.folder / "trainer_state.json")["global_step"]
     validation, test = read(run.folder / "eval_results.json"), read(run.folder / "predict_results.json")
@@ -59,11 +61,10 @@ def collect(run):
         "greedy_test_bleu": greedy["predict_bleu"],
         "greedy_test_chrf": greedy["predict_chrf"],
         "train_loss": train["train_loss"],
-        "train_runtime": train["train_runtime"],
-        "steps": steps,
-        "seconds_per_step": train["train_runtime"] / steps,
+        **run_time(started, steps, train["train_runtime"]),
         "gates": final_gates(run.folder / "trainer_state.json"),
         "context_options": {name: started["settings"][name] for name in CONTEXT_OPTIONS},
+        "data": started["data"],
         "received": started,
     }
 
@@ -143,7 +144,13 @@ def budget_comparisons(size, epochs, of_budget):
     labels = ("size", "epochs", "variant")
     scores = [
         Comparison(
-            f"{size}, {epochs:g} epochs: {title}", labels, rows, lambda r, f=field: r.get(f), lower, 3 if lower else 2
+            f"{size}, {epochs:g} epochs: {title}",
+            labels,
+            rows,
+            lambda r, f=field: r.get(f),
+            lower,
+            3 if lower else 2,
+            metric=field,
         )
         for title, field, lower in SCORES
     ]
@@ -155,11 +162,40 @@ def budget_comparisons(size, epochs, of_budget):
             labels,
             rows,
             length_score(first, last),
+            metric=f"test_bleu_{bucket_name(first, last)}",
         )
         for first, last in LENGTH_BUCKETS
         if bucket_name(first, last) in counts
     ]
     return [comparison for comparison in scores if any(comparison.scores(runs) for _, runs, _ in rows)]
+
+
+RULE_METRICS = ("test_cross_entropy", "validation_cross_entropy", "test_bleu")  # the primary metric first
+
+
+def rule_verdict(scored, labels):
+    """The studies' decision rule, written before their runs (docs/TRANSLATION.md), for the arm of the rows
+    labelled `labels` (size, epochs, variant) in the comparisons `scored`, against the twin: it *pays* if its
+    paired difference in test cross-entropy has a 95% interval entirely below zero and its validation cross-entropy
+    and test BLEU move the same way on the mean; it is *worse* if that interval lies entirely above zero; otherwise
+    it is *level*."""
+    pairs = {
+        comparison.metric: comparison.paired(runs, twin_runs)
+        for comparison in scored
+        if comparison.metric in RULE_METRICS
+        for row_labels, runs, twin_runs in comparison.rows
+        if row_labels == list(labels) and twin_runs is not None
+    }
+    if len(pairs) < len(RULE_METRICS) or len(pairs[RULE_METRICS[0]].differences) < 2:
+        raise ValueError(
+            f"The rule needs two seeds of {'/'.join(labels)} and its twin in each of {', '.join(RULE_METRICS)}; the "
+            f"records have {', '.join(pairs) or 'none of them'}."
+        )
+    primary, validation, bleu = (pairs[metric] for metric in RULE_METRICS)
+    mean, _, half = paired_interval(primary.differences)
+    if mean + half < 0 and validation.mean < 0 and bleu.mean > 0:
+        return "pays"
+    return "worse" if mean - half > 0 else "level"
 
 
 def comparisons(records):
@@ -215,8 +251,9 @@ def between_arms(comparison):
 
 
 def runs_by_commit(of_budget):
-    """The runs of a budget per commit they ran (records made before it was kept: one group): how many, when the
-    first started, each one's wall time and seconds per training step (the range), and their wall time in all."""
+    """The runs of a budget per commit they ran (records made before it was kept: one group): how many (and how
+    many were resumed), when the first started, each one's wall time and seconds per training step (the range),
+    and their wall time in all; the times over the runs timed whole (`grid.timed_whole`)."""
     groups = {}
     for record in sorted(of_budget, key=lambda record: record.get("received", {}).get("started", "")):
         groups.setdefault(record.get("received", {}).get("commit"), []).append(record)
@@ -225,22 +262,48 @@ def runs_by_commit(of_budget):
         "| commit | first started | runs | wall time of a run (min) | s / step | wall time in all (h) |",
         "| --- | --- | --- | --- | --- | --- |",
     ]
+    untimed = 0
     for commit, runs in groups.items():
-        minutes = [run["wall_seconds"] / 60 for run in runs]
-        per_step = [run["seconds_per_step"] for run in runs]
+        whole = timed_whole(runs)
+        untimed += len(runs) - len(whole)
+        minutes = [run["wall_seconds"] / 60 for run in whole]
+        per_step = [run["seconds_per_step"] for run in whole]
         started = runs[0].get("received", {}).get("started", "")[:10] or "not recorded"
         name = "not recorded" if commit is None else commit[:7] + commit[40:]  # the short hash, and "+changes"
+        count = f"{len(runs)}" + (f" ({len(runs) - len(whole)} resumed)" if len(whole) < len(runs) else "")
+        times = "- | - | -"
+        if whole:
+            times = f"{min(minutes):.1f}-{max(minutes):.1f} | {min(per_step):.3f}-{max(per_step):.3f} | "
+            times += f"{sum(minutes) / 60:.1f}"
+        lines.append(f"| {name} | {started} | {count} | {times} |")
+    if untimed:
         lines.append(
-            f"| {name} | {started} | {len(runs)} | {min(minutes):.1f}-{max(minutes):.1f} | "
-            f"{min(per_step):.3f}-{max(per_step):.3f} | {sum(minutes) / 60:.1f} |"
+            f"\nThe times are over the runs timed whole: {untimed} run(s) resumed from a checkpoint kept no time of "
+            "the part before the resume, and are left out of them."
         )
     return "\n".join(lines) + "\n"
 
 
+def differing_data(of_budget):
+    """A note naming each arm's data (the sha256 of its files, `run_start.data_fingerprint`) where the runs of a
+    budget read different data; empty where they read the same, or none recorded its data."""
+    hashes = {}
+    for record in of_budget:
+        data = record.get("data") or {}
+        hashes.setdefault(record["variant"], set()).add((data.get("sha256") or "not recorded")[:12])
+    found = set().union(*hashes.values())
+    if len(found) < 2:
+        return ""
+    arms = "; ".join(f"`{variant}` {', '.join(sorted(seen))}" for variant, seen in hashes.items())
+    return f"\n**The runs read different data** (sha256 of the data files, first 12 digits): {arms}.\n"
+
+
 def tables(records):
     def time_per_step(runs):
-        """The median: one run that shared the machine with more jobs than the others does not move it."""
-        return f"{statistics.median(run['seconds_per_step'] for run in runs):.3f}" if runs else "-"
+        """The median over the runs timed whole: one run that shared the machine with more jobs than the others
+        does not move it."""
+        whole = timed_whole(runs)
+        return f"{statistics.median(run['seconds_per_step'] for run in whole):.3f}" if whole else "-"
 
     extra = [
         ("s / step (median)", time_per_step),
@@ -261,5 +324,5 @@ def tables(records):
         primary = [comparison for comparison in scored if comparison.title.split(": ", 1)[1] == PRIMARY]
         text += "".join(relative_to_twin(comparison) + between_arms(comparison) for comparison in primary)
         text += gates_per_layer(of_budget, present_variants(records))
-        text += runs_by_commit(of_budget)
+        text += runs_by_commit(of_budget) + differing_data(of_budget)
     return text

@@ -26,6 +26,7 @@ SPLITS = ("train", "validation", "test")
 class ParallelData:
     datasets: DatasetDict  # the requested splits, each with a `translation` column
     dataset_id: str  # for the model card: a Hub id, or the local files
+    files: tuple = ()  # the local files read (none from the Hub), whose hash a run's record keeps
 
 
 def load_parallel_data(
@@ -82,7 +83,7 @@ def _load_text_dir(data_dir, source_lang, target_lang, prefixes):
             f"--data_dir {data_dir!r} does not hold the <prefix>.<lang> layout for {source_lang}-{target_lang}: "
             f"no file ends in .{unknown[0]} (it holds {present[:8]}{' ...' if len(present) > 8 else ''})."
         )
-    datasets = DatasetDict()
+    datasets, read = DatasetDict(), []
     for split, prefix in prefixes.items():
         paths = [os.path.join(data_dir, f"{prefix}.{lang}") for lang in (source_lang, target_lang)]
         for path in paths:
@@ -96,7 +97,9 @@ def _load_text_dir(data_dir, source_lang, target_lang, prefixes):
             )
         pairs = [{source_lang: s, target_lang: t} for s, t in zip(source, target, strict=True)]
         datasets[split] = Dataset.from_dict({"translation": pairs})
-    return ParallelData(datasets, f"{os.path.basename(os.path.normpath(data_dir))} ({source_lang}-{target_lang})")
+        read += paths
+    name = f"{os.path.basename(os.path.normpath(data_dir))} ({source_lang}-{target_lang})"
+    return ParallelData(datasets, name, tuple(read))
 
 
 def _read_lines(path):
@@ -131,7 +134,7 @@ def _load_files(files, source_lang, target_lang, cache_dir):
                 remove_columns=dataset.column_names,
             )
         datasets[split] = _check_translation_column(dataset, source_lang, target_lang, path)
-    return ParallelData(datasets, ", ".join(os.path.basename(path) for path in files.values()))
+    return ParallelData(datasets, ", ".join(os.path.basename(path) for path in files.values()), tuple(files.values()))
 
 
 def _check_translation_column(dataset, source_lang, target_lang, where):
