@@ -209,11 +209,11 @@ def test_the_runs_write_weights_only_as_safetensors(name, uninterrupted):
 # --- preemption: SIGTERM or SIGUSR1 saves the step it came in, and the same command continues --------------------
 
 
-def assert_stopped_and_saved(exit_code, log, output_dir, step):
-    """What a preempted process leaves: exit code 75, the message, the checkpoint of `step`, nothing more."""
+def assert_stopped_and_saved(exit_code, log, output_dir, step, processes=1):
+    """What a preempted run leaves: exit code 75, the message, the checkpoint of `step`, nothing more."""
     assert exit_code == PREEMPTED_EXIT_CODE, log[-4000:]
     assert f"Stopped at step {step} and saved {output_dir}/checkpoint-{step}: run the same command" in log
-    assert checkpoint_problem(output_dir / f"checkpoint-{step}") is None
+    assert checkpoint_problem(output_dir / f"checkpoint-{step}", processes) is None
     assert not (output_dir / "model.safetensors").exists()  # the run's end (final save, evaluation) is not done
 
 
@@ -234,39 +234,49 @@ def test_a_signal_saves_the_step_it_came_in_and_the_same_command_continues(
     assert_same_run(train_loss_free(state), train_loss_free(uninterrupted(name)))
 
 
+def test_a_checkpoint_without_one_process_rng_state_is_incomplete_for_a_run_of_several(tmp_path):
+    (tmp_path / "trainer_state.json").write_text("{}")
+    assert checkpoint_problem(tmp_path, 2) is None  # no RNG state at all: a checkpoint of the model only
+    (tmp_path / "rng_state_0.pth").write_bytes(b"")
+    assert checkpoint_problem(tmp_path, 2).startswith("it has no RNG state of process 1, rng_state_1.pth")
+    assert checkpoint_problem(tmp_path, 1) is None
+    (tmp_path / "rng_state_1.pth").write_bytes(b"")
+    assert checkpoint_problem(tmp_path, 2) is None
+
+
 TWO_PROCESSES = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
 
 
-def test_two_processes_survive_a_killed_rank_a_kill_while_saving_and_a_signal(tmp_path, commands):
-    """run_glue in two gloo processes (eight examples a process and step, so an epoch of four steps), through three
-    faults in turn, each run resumed by the same command: rank 1 SIGKILLed inside step 3 (torchrun stops the job);
-    the whole job SIGKILLed while it writes checkpoint-4 (the resume skips it, naming it); SIGTERM to rank 1 alone
-    inside step 5 (both ranks save checkpoint-5 and exit 75). The last run ends with the weights, log history and
-    optimizer state of an unbroken run."""
+def test_two_processes_survive_a_rank_killed_while_saving_and_a_signal_to_one_rank(tmp_path, commands):
+    """run_glue in two gloo processes (eight examples a process and step: an epoch of four steps), through two
+    faults in turn, each run resumed by the same command. Rank 1 SIGKILLed while it writes checkpoint-4 (after
+    checkpoint-2), once rank 0 has written all of its own share, trainer_state.json last (torchrun then stops the
+    job): checkpoint-4 lacks rank 1's RNG state, and the resume skips it, naming it. SIGTERM to rank 1 alone inside
+    step 5: both ranks save checkpoint-5 and exit 75. The last run ends with the weights, log history and optimizer
+    state of an unbroken run."""
     unbroken = tmp_path / "unbroken"
     run([*TWO_PROCESSES, *commands("run_glue", unbroken / "out")[1:]], unbroken.mkdir() or unbroken)
     output_dir = tmp_path / "out"
     command = [*TWO_PROCESSES, *commands("run_glue", output_dir)[1:]]
 
-    process, pid, log_path = stopped(command, tmp_path, "step@1", 2)
+    process, pid, log_path = stopped(command, tmp_path, "checkpoint@1", 4)
+    deadline = time.monotonic() + 60
+    while not (output_dir / "checkpoint-4" / "trainer_state.json").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
     os.kill(pid, signal.SIGKILL)
     exit_code, log = finished(process, log_path)
-    assert exit_code != 0 and checkpoint_problem(output_dir / "checkpoint-2") is None, log[-4000:]
-
-    process, _, log_path = stopped(command, tmp_path, "checkpoint", 4)
-    os.killpg(process.pid, signal.SIGKILL)
-    exit_code, log = finished(process, log_path)
-    assert "Resuming training from checkpoint with epoch 0 and global step 2" in log
-    assert checkpoint_problem(output_dir / "checkpoint-4") is not None
+    assert exit_code != 0 and checkpoint_problem(output_dir / "checkpoint-2", 2) is None, log[-4000:]
+    assert (output_dir / "checkpoint-4" / "trainer_state.json").exists()
+    assert not (output_dir / "checkpoint-4" / "rng_state_1.pth").exists()
 
     process, pid, log_path = stopped(command, tmp_path, "signal@1", 4)
     os.kill(pid, signal.SIGTERM)
     exit_code, log = finished(process, log_path)
-    assert "checkpoint-4 is incomplete (it has no trainer_state.json" in log
+    assert "checkpoint-4 is incomplete (it has no RNG state of process 1, rng_state_1.pth" in log
     assert "Process 1 received SIGTERM: saving step 5 and stopping" in log
     assert "Process 0 another process received a signal: saving step 5 and stopping" in log
-    assert f"exitcode  : {PREEMPTED_EXIT_CODE}" in log, log[-4000:]
-    assert_stopped_and_saved(PREEMPTED_EXIT_CODE, log, output_dir, 5)
+    assert f"failed (exitcode: {PREEMPTED_EXIT_CODE})" in log, log[-4000:]
+    assert_stopped_and_saved(PREEMPTED_EXIT_CODE, log, output_dir, 5, processes=2)
 
     resumed = run(command, tmp_path)
     assert "Resuming training from checkpoint with epoch 1 and global step 5" in resumed.stdout + resumed.stderr
