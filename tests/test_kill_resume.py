@@ -5,12 +5,14 @@ with the weights, metrics, GateMonitor log, optimizer state and the context lear
 uninterrupted run of the same seed, bit for bit on the CPU. The same faults in turn in one run of two gloo
 processes under torchrun: a rank killed, the whole job killed while it writes a checkpoint, a rank signalled."""
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
 import time
 
+import psutil
 import pytest
 import torch
 from glue_helpers import TINY_RUN, make_tiny_bert, read_json
@@ -40,9 +42,9 @@ def run(command, cwd, timeout=300):
 
 
 def stopped(command, cwd, point, global_step, timeout=300):
-    """Starts `command` (a launcher, a script and its arguments) through tests/interrupted.py, in a process group of
-    its own, and waits until it stops at `point` after `global_step`: returns the process, the id of the process
-    that stopped, and the file its output goes to."""
+    """Starts `command` (a launcher, a script and its arguments) through tests/interrupted.py and waits until it
+    stops at `point` after `global_step`: returns the process, the id of the process that stopped, and the file its
+    output goes to."""
     marker = cwd / f"reached-{point}-{global_step}"
     log_path = cwd / f"stopped-{point}-{global_step}.log"
     at_script = next(index for index, arg in enumerate(command) if str(arg).endswith(".py"))
@@ -54,31 +56,38 @@ def stopped(command, cwd, point, global_step, timeout=300):
             env=ENV,
             stdout=log,
             stderr=subprocess.STDOUT,
-            start_new_session=True,
         )
     deadline = time.monotonic() + timeout
     while not (marker.exists() and marker.read_text().endswith("\n")):
         if process.poll() is not None or time.monotonic() > deadline:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+            kill_all(process)
             raise AssertionError(f"never reached {point} {global_step}:\n{log_path.read_text()[-4000:]}")
         time.sleep(0.1)
     return process, int(marker.read_text()), log_path
 
 
+def kill_all(process):
+    """SIGKILLs `process` and every process it started (torchrun starts each worker in a session of its own, out
+    of its process group), as a cluster stops a job; returns its exit code."""
+    for started in [*psutil.Process(process.pid).children(recursive=True), process]:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(started.pid, signal.SIGKILL)
+    return process.wait()
+
+
 def killed(command, cwd, point, global_step):
     """`command` stopped at `point` after `global_step`, then SIGKILLed with every process it started."""
     process, _, _ = stopped(command, cwd, point, global_step)
-    os.killpg(process.pid, signal.SIGKILL)
-    assert process.wait() == -signal.SIGKILL
+    assert kill_all(process) == -signal.SIGKILL
 
 
 def finished(process, log_path, timeout=300):
-    """The exit code of `process` and its output, once it has ended."""
+    """The exit code of `process` and its output, once it has ended (killed with all it started if it has not
+    within `timeout` seconds)."""
     try:
         return process.wait(timeout=timeout), log_path.read_text()
     except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
+        kill_all(process)
         raise
 
 

@@ -79,5 +79,6 @@ def exit_if_preempted(trainer, stop):
         )
     else:
         continuing = "run the same command to continue from it"
-    logger.warning(f"Stopped at step {stop.stopped_at} and saved {checkpoint}: {continuing}.")
+    if trainer.is_world_process_zero():
+        logger.warning(f"Stopped at step {stop.stopped_at} and saved {checkpoint}: {continuing}.")
     sys.exit(PREEMPTED_EXIT_CODE)
