@@ -11,10 +11,12 @@ that every process stops at the same step and saves the same checkpoint.
 """
 
 import logging
+import os
 import signal
 import sys
 
 from transformers import TrainerCallback
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 
 logger = logging.getLogger(__name__)
@@ -52,7 +54,7 @@ class SaveAndStopOnSignal(TrainerCallback):
             control.should_training_stop = True
             self.stopped_at = state.global_step
             received = f"received {self.signal_name}" if self.signal_name else "another process received a signal"
-            logger.warning(f"Process {args.process_index} {received}: saving step {state.global_step} and stopping.")
+            logger.warning(f"Process {args.process_index}: {received}; saving step {state.global_step} and stopping.")
 
     def on_epoch_end(self, args, state, control, **kwargs):
         """An epoch cut short by the stop is not over: its end-of-epoch evaluation, log and save come when the
@@ -71,7 +73,7 @@ def exit_if_preempted(trainer, stop):
     model card) is done."""
     if stop.stopped_at is None:
         return
-    checkpoint = f"{trainer.args.output_dir}/checkpoint-{stop.stopped_at}"
+    checkpoint = os.path.join(trainer.args.output_dir, f"{PREFIX_CHECKPOINT_DIR}-{stop.stopped_at}")
     if trainer.args.save_only_model:
         continuing = (
             "it holds the model only (--save_only_model), without the optimizer's state, so a run resumed from it "
