@@ -101,18 +101,15 @@ def test_a_signal_stops_training_at_the_end_of_its_step_and_an_epoch_cut_short_e
 ):
     """The signal is only noted; the end of the step asks Trainer to save and stop. An epoch cut short by it has
     no end-of-epoch evaluation, log or save (the resumed run ends it); an epoch ended by the same step keeps them.
-    The handlers the run found are back when training ends."""
+    The handlers found are back afterwards."""
     trainer = trainer_for(tmp_path, None)
     stop = SaveAndStopOnSignal(trainer.accelerator)
     state, control = TrainerState(global_step=7, epoch=epoch), TrainerControl()
     found = signal.getsignal(signal.SIGUSR1)
-    stop.on_train_begin(trainer.args, state, control)
-    try:
+    with stop.noting_signals():
         os.kill(os.getpid(), signal.SIGUSR1)
         assert not control.should_save and stop.signal_name == "SIGUSR1"
         stop.on_step_end(trainer.args, state, control)
-    finally:
-        stop.on_train_end(trainer.args, state, control)
     assert control.should_save and control.should_training_stop and stop.stopped_at == 7
     assert signal.getsignal(signal.SIGUSR1) is found
     control.should_evaluate = control.should_log = True  # as an epoch-end schedule asks

@@ -10,6 +10,7 @@ accelerate's trigger (`Accelerator.set_trigger`), which `Accelerator.check_trigg
 that every process stops at the same step and saves the same checkpoint.
 """
 
+import contextlib
 import logging
 import os
 import signal
@@ -29,22 +30,29 @@ PREEMPTED_EXIT_CODE = 75
 
 
 class SaveAndStopOnSignal(TrainerCallback):
-    """Between `on_train_begin` and `on_train_end`, a SIGTERM or SIGUSR1 is noted, not acted on at once; at the end of
-    the optimizer step it arrived in, every process of the run (`accelerator`) saves Trainer's checkpoint of that
-    step and training stops. `stopped_at` is then that step, and `signal_name` the signal."""
+    """Inside `noting_signals()`, a SIGTERM or SIGUSR1 is noted, not acted on at once; at the end of the optimizer
+    step it arrived in, every process of the run (`accelerator`) saves Trainer's checkpoint of that step and
+    training stops. `stopped_at` is then that step, and `signal_name` the signal."""
 
     def __init__(self, accelerator):
         self.accelerator = accelerator
         self.signal_name = None
         self.stopped_at = None
-        self.previous_handlers = {}
 
     def note_signal(self, signum, frame):
         if self.signal_name is None:
             self.signal_name = signal.Signals(signum).name
 
-    def on_train_begin(self, args, state, control, **kwargs):
-        self.previous_handlers = {signum: signal.signal(signum, self.note_signal) for signum in PREEMPTION_SIGNALS}
+    @contextlib.contextmanager
+    def noting_signals(self):
+        """The preemption signals noted while it lasts; the handlers found are back afterwards, also after an
+        error."""
+        found = {signum: signal.signal(signum, self.note_signal) for signum in PREEMPTION_SIGNALS}
+        try:
+            yield self
+        finally:
+            for signum, handler in found.items():
+                signal.signal(signum, handler)
 
     def on_step_end(self, args, state, control, **kwargs):
         if self.signal_name is not None:
@@ -61,10 +69,6 @@ class SaveAndStopOnSignal(TrainerCallback):
         resumed run ends it."""
         if self.stopped_at is not None and not float(state.epoch).is_integer():
             control.should_evaluate = control.should_log = control.should_save = False
-
-    def on_train_end(self, args, state, control, **kwargs):
-        for signum, handler in self.previous_handlers.items():
-            signal.signal(signum, handler)
 
 
 def exit_if_preempted(trainer, stop):

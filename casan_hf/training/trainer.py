@@ -200,7 +200,8 @@ def train_and_save(trainer, checkpoint, train_samples):
     and exits with `preemption.PREEMPTED_EXIT_CODE` (`preemption.SaveAndStopOnSignal`)."""
     stop = SaveAndStopOnSignal(trainer.accelerator)
     trainer.add_callback(stop)
-    train_result = trainer.train(resume_from_checkpoint=checkpoint)
+    with stop.noting_signals():
+        train_result = trainer.train(resume_from_checkpoint=checkpoint)
     exit_if_preempted(trainer, stop)
     if not trainer.args.push_to_hub:
         trainer.save_model()  # weights, config with auto_map, code files, tokenizer, training_args.bin
