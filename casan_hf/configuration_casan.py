@@ -246,14 +246,20 @@ def safetensors_shapes(path):
     return {name: tuple(entry["shape"]) for name, entry in tensors.items()}
 
 
-def check_saved_weights(folder, model_class, saved):
+# The options that shape a head's weights (the pooling's, and the width of what reads the sentence vector).
+HEAD_SHAPING_OPTIONS = ("classifier_pooling", "pooling_hops", "pooling_hidden", "num_labels")
+
+
+def check_saved_weights(folder, model_class, saved, ignore_mismatched_sizes=False):
     """Refuses, with a ValueError naming the file, a local checkpoint folder whose safetensors weights are cut
     short or damaged, or (for a CASAN checkpoint) whose context weights have other shapes than its config's
-    context options give (an edited config.json, or one that belongs to other weights): transformers would stop
-    with a table, or with `ignore_mismatched_sizes` re-initialise the trained context without a word. A context
-    weight the file lacks, or that the config has no place for, is left to transformers, which loads the rest and
-    reports it as a missing or unexpected key, as for any model. `saved` is the folder's config dict; the expected
-    shapes are those of `model_class` built from it on the meta device."""
+    context options give, or whose head weights other shapes than its pooling options and label count give (an
+    edited config.json, or one that belongs to other weights): transformers would stop with a table, or with
+    `ignore_mismatched_sizes` re-initialise the trained context without a word. That flag still re-initialises a
+    head of other shapes, as it is meant to (a classifier for another label count). A weight the file lacks, or
+    that the config has no place for, is left to transformers, which loads the rest and reports it as a missing or
+    unexpected key, as for any model. `saved` is the folder's config dict; the expected shapes are those of
+    `model_class` built from it on the meta device."""
     index = os.path.join(folder, SAFETENSORS_INDEX_NAME)
     if os.path.isfile(index):
         with open(index, encoding="utf-8") as handle:
@@ -271,20 +277,25 @@ def check_saved_weights(folder, model_class, saved):
         model = model_class(model_class.config_class.from_dict(saved))
     prefix = f"{model_class.base_model_prefix}."
 
-    def context_shapes(named_shapes):
-        return {name.removeprefix(prefix): shape for name, shape in named_shapes if is_casan_parameter(name)}
+    def is_head_weight(name):
+        return not name.startswith(prefix) and not is_casan_parameter(name)
 
-    expected = context_shapes((name, tuple(p.shape)) for name, p in model.state_dict().items())
-    found = context_shapes(shapes.items())
-    for name in sorted(expected.keys() & found.keys()):
-        if expected[name] != found[name]:
-            options = ", ".join(f"{option}={getattr(model.config, option)!r}" for option in STRUCTURAL_OPTIONS)
-            have, want = ("x".join(map(str, shape)) for shape in (found[name], expected[name]))
-            raise ValueError(
-                f"{os.path.join(folder, 'config.json')} does not fit {os.path.join(folder, files[0])}: {name} is "
-                f"{have} in the weights but {want} for the config's context options ({options}); the config was "
-                "edited, or belongs to other weights."
-            )
+    # Which weights each group of options shapes, and what the error calls them.
+    shaped_by = [(is_casan_parameter, STRUCTURAL_OPTIONS, "context options")]
+    if hasattr(model, "pooling") and not ignore_mismatched_sizes:  # a head that pools a sentence vector
+        shaped_by.append((is_head_weight, HEAD_SHAPING_OPTIONS, "pooling options and label count"))
+    expected = {name.removeprefix(prefix): tuple(p.shape) for name, p in model.state_dict().items()}
+    found = {name.removeprefix(prefix): shape for name, shape in shapes.items()}
+    for shaped, option_names, what in shaped_by:
+        for name in sorted(name for name in expected.keys() & found.keys() if shaped(name)):
+            if expected[name] != found[name]:
+                options = ", ".join(f"{option}={getattr(model.config, option)!r}" for option in option_names)
+                have, want = ("x".join(map(str, shape)) for shape in (found[name], expected[name]))
+                raise ValueError(
+                    f"{os.path.join(folder, 'config.json')} does not fit {os.path.join(folder, files[0])}: {name} "
+                    f"is {have} in the weights but {want} for the config's {what} ({options}); the config was "
+                    "edited, or belongs to other weights."
+                )
 
 
 def option_defaults():

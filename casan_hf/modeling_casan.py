@@ -389,7 +389,7 @@ class CasanPreTrainedModel(FullyShardedLoading, PreTrainedModel):
             )
             folder = os.path.join(pretrained_model_name_or_path, kwargs.get("subfolder") or "")
             if os.path.isdir(folder):
-                check_saved_weights(folder, cls, saved)
+                check_saved_weights(folder, cls, saved, kwargs.get("ignore_mismatched_sizes", False))
             kwargs = converted_start(kwargs, saved, cls.config_class)
         loaded = super().from_pretrained(pretrained_model_name_or_path, *model_args, **kwargs)
         if saved is not None and saved.get("model_type") != cls.family.model_type:

@@ -38,10 +38,11 @@ def _is_number(value):
 
 
 def _one_of(name, allowed):
-    """A check that `value` is in `allowed`, read when it runs (a table such as `CONTEXT_KINDS` may grow)."""
+    """A check that `value` is in `allowed`, read when it runs (a table such as `CONTEXT_KINDS` may grow). Compared
+    choice by choice, never hashed: a list or an object from a config.json is refused like any other value."""
 
     def check(value):
-        if value not in allowed:
+        if not any(value == choice for choice in allowed):
             raise _allowed(name, value, allowed)
         return value
 

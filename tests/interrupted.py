@@ -1,35 +1,67 @@
-"""Runs a training script until a chosen point, then waits there to be killed: the kill-and-resume tests start it
-with the script's own command line, SIGKILL it once `marker` exists, and resume with the plain script.
+"""Runs a training script until a chosen point, then waits there: the kill-and-resume tests start it with the
+script's own command line (alone, or in each process of torchrun), kill or signal it once `marker` exists, and
+resume with the plain script.
 
-    python tests/interrupted.py <marker> <step|checkpoint> <global_step> scripts/run_glue.py --flag ...
+    python tests/interrupted.py <marker> <step|checkpoint|signal>[@<rank>] <global_step> scripts/run_glue.py ...
 
-- `step`: inside training step `global_step + 1`, gradients computed, the optimizer not yet stepped;
+- `step`: inside training step `global_step + 1`, gradients computed, the optimizer not yet stepped; waits to be
+  killed;
 - `checkpoint`: while checkpoint-<global_step> is being written, after its weights and optimizer and before its
-  RNG state and trainer_state.json, leaving the folder half-written.
+  RNG state and trainer_state.json, leaving the folder half-written; waits to be killed;
+- `signal`: where `step` stops, waits for a SIGTERM or SIGUSR1, then carries on (the script's own handlers see it).
+
+With `@<rank>`, only the process of that rank (torchrun's RANK) stops; the others run on until they wait for it.
+The marker holds the process id of the process that stopped.
 """
 
+import os
 import pathlib
 import runpy
+import signal
 import sys
 import time
 
 from transformers import Trainer
 
 
+def reach(marker):
+    pathlib.Path(marker).write_text(f"{os.getpid()}\n")
+
+
 def wait_to_be_killed(marker):
-    pathlib.Path(marker).write_text("reached\n")
+    reach(marker)
     while True:
         time.sleep(60)
 
 
+def wait_for_a_signal(marker):
+    """Reaches the marker, then waits until a SIGTERM or SIGUSR1 has come, and passes it on to the handlers the
+    script installed."""
+    received = []
+    handlers = {signum: signal.getsignal(signum) for signum in (signal.SIGTERM, signal.SIGUSR1)}
+
+    def note(signum, frame):
+        received.append(signum)
+        handlers[signum](signum, frame)
+
+    for signum in handlers:
+        signal.signal(signum, note)
+    reach(marker)
+    while not received:
+        time.sleep(0.05)
+    for signum, handler in handlers.items():
+        signal.signal(signum, handler)
+
+
 def stop_at(point, global_step, marker):
-    if point == "step":
+    if point in ("step", "signal"):
         training_step = Trainer.training_step
+        wait = wait_to_be_killed if point == "step" else wait_for_a_signal
 
         def stopping_training_step(self, *args, **kwargs):
             loss = training_step(self, *args, **kwargs)
             if self.state.global_step == global_step:
-                wait_to_be_killed(marker)
+                wait(marker)
             return loss
 
         Trainer.training_step = stopping_training_step
@@ -43,11 +75,13 @@ def stop_at(point, global_step, marker):
 
         Trainer._save_rng_state = stopping_save_rng_state
     else:
-        raise SystemExit(f"unknown stopping point {point!r}: step or checkpoint")
+        raise SystemExit(f"unknown stopping point {point!r}: step, checkpoint or signal")
 
 
 if __name__ == "__main__":
-    marker, point, global_step, script, *args = sys.argv[1:]
-    stop_at(point, int(global_step), marker)
+    marker, where, global_step, script, *args = sys.argv[1:]
+    point, _, rank = where.partition("@")
+    if not rank or rank == os.environ.get("RANK", "0"):
+        stop_at(point, int(global_step), marker)
     sys.argv = [script, *args]
     runpy.run_path(script, run_name="__main__")

@@ -24,6 +24,8 @@ TINY = dict(vocab_size=99, hidden_size=32, num_hidden_layers=3, num_attention_he
 INVALID = [
     ("context_type", "local", "context_type"),
     ("context_type", None, "context_type"),
+    ("context_type", ["global"], "context_type"),
+    ("context_type", {"global": 1}, "context_type"),
     ("context_targets", ["query", "value"], "'value'"),
     ("context_targets", "query", "context_targets"),
     ("context_targets", ["key", "key"], "context_targets"),
@@ -114,7 +116,7 @@ def test_layer_range_is_checked_when_kwargs_are_set_after_init(tmp_path):
         CasanModel.from_pretrained(tmp_path, context_layers=[7])
 
 
-@pytest.mark.parametrize("name,value,named", INVALID[:6] + INVALID[10:12])
+@pytest.mark.parametrize("name,value,named", INVALID[:8] + INVALID[12:14])
 def test_bad_config_json_is_rejected(tmp_path, name, value, named):
     CasanConfig(**TINY).save_pretrained(tmp_path)
     path = tmp_path / "config.json"

@@ -88,6 +88,22 @@ def test_a_config_whose_context_weights_have_other_shapes_is_refused(saved, tmp_
     assert snapshot(folder) == before
 
 
+def test_a_config_whose_pooling_does_not_fit_the_heads_weights_is_refused_naming_the_options(saved, tmp_path):
+    """The classifier reads a sentence vector twice as wide with two structured hops: refused naming the pooling
+    options, where transformers stopped with a table. `ignore_mismatched_sizes` re-initialises the head, as asked."""
+    folder = damaged_copy(saved, tmp_path)
+    edit_config(folder, classifier_pooling="structured", pooling_hops=2)
+    with pytest.raises(ValueError) as refused:
+        CasanForSequenceClassification.from_pretrained(folder)
+    assert str(refused.value).startswith(
+        f"{folder / 'config.json'} does not fit {folder / 'model.safetensors'}: classifier.weight is 2x32 in the "
+        "weights but 2x64 for the config's pooling options and label count (classifier_pooling='structured', "
+        "pooling_hops=2, pooling_hidden=128, num_labels=2)"
+    )
+    model = CasanForSequenceClassification.from_pretrained(folder, ignore_mismatched_sizes=True)
+    assert model.classifier.weight.shape == (2, 64)
+
+
 def layer_context(weights, layer):
     """The names of layer `layer`'s context weights among `weights`."""
     return {name for name in weights if name.startswith(f"bert.encoder.layer.{layer}.") and "context_mixer" in name}

@@ -1,6 +1,7 @@
 """RoBERTa, XLM-RoBERTa, ELECTRA and DeBERTa-v2 checkpoints convert as BERT's do: every source weight loads, the
 context alone is new, the converted model starts near its source, run_glue fine-tunes it, and a checkpoint of the
-wrong family is refused with the families named. (Exact parity at context_type="none" for every family and head,
+wrong family is refused with the families named, and an empty batch is refused first by every family and the
+translation model's encoder, for every context kind. (Exact parity at context_type="none" for every family and head,
 padding invariance and the fresh-process load are in test_bert_reference, test_context and test_remote_code.)"""
 
 import sys
@@ -10,10 +11,19 @@ import torch
 import transformers
 from conftest import load_script
 from glue_helpers import TINY_RUN, make_tiny_source, read_json
+from test_translation_model import TINY_MARIAN
 from tiny_models import padded_batch, tiny_config
 
-from casan_hf import CasanElectraConfig, casan_class, get_family, get_head
-from casan_hf.context import CONTEXT_MIXER_MODULE
+from casan_hf import (
+    FAMILIES,
+    CasanElectraConfig,
+    CasanMarianConfig,
+    CasanMarianMTModel,
+    casan_class,
+    get_family,
+    get_head,
+)
+from casan_hf.context import CONTEXT_KINDS, CONTEXT_MIXER_MODULE
 
 
 OTHER_FAMILIES = ("roberta", "xlm-roberta", "electra", "modernbert", "deberta-v2")
@@ -125,3 +135,28 @@ def test_converter_writes_a_modernbert_folder(sources, tmp_path, capsys):
     assert "`head.dense.*`" in capsys.readouterr().err
     model = transformers.AutoModelForMaskedLM.from_pretrained(tmp_path / "mlm")
     assert model.decoder.weight is model.model.embeddings.tok_embeddings.weight
+
+
+def empty_batch_model(family, context_type):
+    """A tiny model of `family` (or the translation model, "marian"), and the empty batch it is given."""
+    if family == "marian":
+        model = CasanMarianMTModel(CasanMarianConfig(**TINY_MARIAN, context_type=context_type))
+        return model, {"input_ids": torch.zeros(0, 6, dtype=torch.long), "decoder_input_ids": torch.zeros(0, 3)}
+    return casan_class(family, "base")(tiny_config(family, context_type=context_type)), {
+        "input_ids": torch.zeros(0, 6, dtype=torch.long)
+    }
+
+
+@pytest.mark.parametrize("context_type", list(CONTEXT_KINDS))
+@pytest.mark.parametrize("family", [*(family.name for family in FAMILIES), "marian"])
+def test_an_empty_batch_is_refused_before_any_work(family, context_type):
+    """Input ids of shape (0, n): one line that says the batch is empty, before the embeddings run (it failed
+    inside the first layer with "cannot reshape tensor of 0 elements")."""
+    model, inputs = empty_batch_model(family, context_type)
+
+    def embedded(*_):
+        raise AssertionError("the empty batch was embedded")
+
+    model.get_input_embeddings().register_forward_pre_hook(embedded)
+    with pytest.raises(ValueError, match=r"^The batch is empty: input_ids has shape \(0, 6\), no sentence"):
+        model(**inputs)

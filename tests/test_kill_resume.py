@@ -1,19 +1,26 @@
 """Kill and resume, to the bit: run_glue.py, run_mlm.py and run_translation.py on tiny models, killed with SIGKILL
-after a checkpoint (inside the next training step, or while the next checkpoint is half-written), resumed with the
-same command, end with the weights, metrics, GateMonitor log, optimizer state and the context learning rate's
-param groups of an uninterrupted run of the same seed, bit for bit on the CPU."""
+after a checkpoint (inside the next training step, or while the next checkpoint is half-written), or preempted with
+SIGTERM or SIGUSR1 (a checkpoint of the step the signal came in, exit code 75), resumed with the same command, end
+with the weights, metrics, GateMonitor log, optimizer state and the context learning rate's param groups of an
+uninterrupted run of the same seed, bit for bit on the CPU. The same faults in turn in one run of two gloo
+processes under torchrun: a rank killed, the whole job killed while it writes a checkpoint, a rank signalled."""
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
 import time
 
+import psutil
 import pytest
 import torch
 from glue_helpers import TINY_RUN, make_tiny_bert, read_json
 from safetensors.torch import load_file
 from test_shared_folder import pickled_files
+
+from casan_hf.cli.resume import checkpoint_problem
+from casan_hf.training import PREEMPTED_EXIT_CODE
 
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -34,26 +41,54 @@ def run(command, cwd, timeout=300):
     return result
 
 
-def killed(script_path, args, cwd, point, global_step, timeout=300):
-    """Starts `script_path args` stopping at `point` after `global_step`, and SIGKILLs it there."""
+def stopped(command, cwd, point, global_step, timeout=300):
+    """Starts `command` (a launcher, a script and its arguments) through tests/interrupted.py and waits until it
+    stops at `point` after `global_step`: returns the process, the id of the process that stopped, and the file its
+    output goes to."""
     marker = cwd / f"reached-{point}-{global_step}"
-    with open(cwd / f"killed-{point}.log", "w") as log:
+    log_path = cwd / f"stopped-{point}-{global_step}.log"
+    at_script = next(index for index, arg in enumerate(command) if str(arg).endswith(".py"))
+    interrupted = [INTERRUPTED, str(marker), point, str(global_step)]
+    with open(log_path, "w") as log:
         process = subprocess.Popen(
-            [sys.executable, INTERRUPTED, str(marker), point, str(global_step), script_path, *map(str, args)],
+            [*command[:at_script], *interrupted, *map(str, command[at_script:])],
             cwd=cwd,
             env=ENV,
             stdout=log,
             stderr=subprocess.STDOUT,
         )
-        deadline = time.monotonic() + timeout
-        while not marker.exists():
-            if process.poll() is not None or time.monotonic() > deadline:
-                process.kill()
-                process.wait()
-                raise AssertionError(f"never reached {point} {global_step}:\n{(cwd / log.name).read_text()[-4000:]}")
-            time.sleep(0.1)
-        os.kill(process.pid, signal.SIGKILL)
-        assert process.wait() == -signal.SIGKILL
+    deadline = time.monotonic() + timeout
+    while not (marker.exists() and marker.read_text().endswith("\n")):
+        if process.poll() is not None or time.monotonic() > deadline:
+            kill_all(process)
+            raise AssertionError(f"never reached {point} {global_step}:\n{log_path.read_text()[-4000:]}")
+        time.sleep(0.1)
+    return process, int(marker.read_text()), log_path
+
+
+def kill_all(process):
+    """SIGKILLs `process` and every process it started (torchrun starts each worker in a session of its own, out
+    of its process group), as a cluster stops a job; returns its exit code."""
+    for started in [*psutil.Process(process.pid).children(recursive=True), process]:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(started.pid, signal.SIGKILL)
+    return process.wait()
+
+
+def killed(command, cwd, point, global_step):
+    """`command` stopped at `point` after `global_step`, then SIGKILLed with every process it started."""
+    process, _, _ = stopped(command, cwd, point, global_step)
+    assert kill_all(process) == -signal.SIGKILL
+
+
+def finished(process, log_path, timeout=300):
+    """The exit code of `process` and its output, once it has ended (killed with all it started if it has not
+    within `timeout` seconds)."""
+    try:
+        return process.wait(timeout=timeout), log_path.read_text()
+    except subprocess.TimeoutExpired:
+        kill_all(process)
+        raise
 
 
 def steady(record):
@@ -156,7 +191,7 @@ def uninterrupted(tmp_path_factory, commands):
 @pytest.mark.parametrize("name, point, step", KILL_POINTS)
 def test_a_killed_run_resumes_to_the_same_model(name, point, step, tmp_path, commands, uninterrupted):
     full_command = commands(name, tmp_path / "out")
-    killed(full_command[1], full_command[2:], tmp_path, point, step)
+    killed(full_command, tmp_path, point, step)
     assert (tmp_path / "out" / "checkpoint-2" / "trainer_state.json").exists()
     if point == "checkpoint":
         half = tmp_path / "out" / f"checkpoint-{step}"
@@ -178,3 +213,84 @@ def test_the_runs_write_weights_only_as_safetensors(name, uninterrupted):
     """What a run leaves for loading holds no pickle (training_args.bin, transformers' record of the run, aside;
     the checkpoint folders hold Trainer's own resume state)."""
     assert uninterrupted(name)["pickled"] == []
+
+
+# --- preemption: SIGTERM or SIGUSR1 saves the step it came in, and the same command continues --------------------
+
+
+def assert_stopped_and_saved(log, output_dir, step, processes=1):
+    """What a preempted run leaves: the message, the checkpoint of `step`, nothing more."""
+    assert f"Stopped at step {step} and saved {output_dir}/checkpoint-{step}: run the same command" in log
+    assert checkpoint_problem(output_dir / f"checkpoint-{step}", processes) is None
+    assert not (output_dir / "model.safetensors").exists()  # the run's end (final save, evaluation) is not done
+
+
+@pytest.mark.parametrize("name, signal_name", [("run_mlm", "SIGUSR1"), ("run_translation", "SIGTERM")])
+def test_a_signal_saves_the_step_it_came_in_and_the_same_command_continues(
+    name, signal_name, tmp_path, commands, uninterrupted
+):
+    """Signalled inside step 3 (after checkpoint-2): checkpoint-3 is saved, and the resumed run ends as an
+    uninterrupted one."""
+    output_dir = tmp_path / "out"
+    full_command = commands(name, output_dir)
+    process, pid, log_path = stopped(full_command, tmp_path, "signal", 2)
+    os.kill(pid, getattr(signal, signal_name))
+    exit_code, log = finished(process, log_path)
+    assert exit_code == PREEMPTED_EXIT_CODE, log[-4000:]
+    assert f"Process 0: received {signal_name}; saving step 3 and stopping." in log
+    assert_stopped_and_saved(log, output_dir, 3)
+    resumed = run(full_command, tmp_path)
+    assert "Resuming training from checkpoint with epoch 0 and global step 3" in resumed.stdout + resumed.stderr
+    state = final_state(output_dir, "checkpoint-6")
+    assert_same_run(train_loss_free(state), train_loss_free(uninterrupted(name)))
+
+
+def test_a_checkpoint_without_one_process_rng_state_is_incomplete_for_a_run_of_several(tmp_path):
+    (tmp_path / "trainer_state.json").write_text("{}")
+    assert checkpoint_problem(tmp_path, 2) is None  # no RNG state at all: a checkpoint of the model only
+    (tmp_path / "rng_state_0.pth").write_bytes(b"")
+    assert checkpoint_problem(tmp_path, 2).startswith("it has no RNG state of process 1, rng_state_1.pth")
+    assert checkpoint_problem(tmp_path, 1) is None
+    (tmp_path / "rng_state_1.pth").write_bytes(b"")
+    assert checkpoint_problem(tmp_path, 2) is None
+
+
+TWO_PROCESSES = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
+
+
+def test_two_processes_survive_a_rank_killed_while_saving_and_a_signal_to_one_rank(tmp_path, commands):
+    """run_glue in two gloo processes (eight examples a process and step: an epoch of four steps), through two
+    faults in turn, each run resumed by the same command. Rank 1 SIGKILLed while it writes checkpoint-4 (after
+    checkpoint-2), once rank 0 has written all of its own share, trainer_state.json last (torchrun then stops the
+    job): checkpoint-4 lacks rank 1's RNG state, and the resume skips it, naming it. SIGTERM to rank 1 alone inside
+    step 5: both ranks save checkpoint-5 and exit 75. The last run ends with the weights, log history and optimizer
+    state of an unbroken run."""
+    unbroken = tmp_path / "unbroken"
+    run([*TWO_PROCESSES, *commands("run_glue", unbroken / "out")[1:]], unbroken.mkdir() or unbroken)
+    output_dir = tmp_path / "out"
+    command = [*TWO_PROCESSES, *commands("run_glue", output_dir)[1:]]
+
+    process, pid, log_path = stopped(command, tmp_path, "checkpoint@1", 4)
+    deadline = time.monotonic() + 60
+    while not (output_dir / "checkpoint-4" / "trainer_state.json").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    os.kill(pid, signal.SIGKILL)
+    exit_code, log = finished(process, log_path)
+    assert exit_code != 0 and checkpoint_problem(output_dir / "checkpoint-2", 2) is None, log[-4000:]
+    assert (output_dir / "checkpoint-4" / "trainer_state.json").exists()
+    assert not (output_dir / "checkpoint-4" / "rng_state_1.pth").exists()
+
+    process, pid, log_path = stopped(command, tmp_path, "signal@1", 4)
+    os.kill(pid, signal.SIGTERM)
+    exit_code, log = finished(process, log_path)
+    assert "checkpoint-4 is incomplete (it has no RNG state of process 1, rng_state_1.pth" in log
+    assert "Process 1: received SIGTERM; saving step 5 and stopping." in log
+    assert "Process 0: another process received a signal; saving step 5 and stopping." in log
+    # torchrun exits 1 when its workers fail; each worker exited 75.
+    assert exit_code == 1 and f"failed (exitcode: {PREEMPTED_EXIT_CODE})" in log, log[-4000:]
+    assert_stopped_and_saved(log, output_dir, 5, processes=2)
+
+    resumed = run(command, tmp_path)
+    assert "Resuming training from checkpoint with epoch 1 and global step 5" in resumed.stdout + resumed.stderr
+    expected = train_loss_free(final_state(unbroken / "out", "checkpoint-6"))
+    assert_same_run(train_loss_free(final_state(output_dir, "checkpoint-6")), expected)

@@ -1,20 +1,24 @@
 """Invariants over random inputs (hypothesis): random small configs (family, head, context type, targets, layers,
 rank, gate, pooling) and random batches (lengths, padding side, all-padding rows, a batch of one, a sequence of one
 token). Padding never changes a real token or a sentence's output; `none` is the family's transformers model; a
-save and load gives the same model; eager equals sdpa; fp32 equals fp64 within tolerance; bf16 stays finite.
+save and load gives the same model; eager equals sdpa; fp32 equals fp64 within tolerance; bf16 stays finite. Any
+JSON value of any CASAN option in a saved config.json is refused naming the option, or loads a working model.
 
 CI runs the derandomized `ci` profile (a fixed example count, the same examples every run); the `long` profile
 draws many more, new ones each time: `pytest tests/test_properties.py --hypothesis-profile long` (docs/ROBUSTNESS.md).
 """
 
+import json
+
+import pytest
 import torch
 import transformers
-from hypothesis import assume, given
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from tiny_models import attention_implementations, comparable_outputs, tiny_config, tiny_source_config
 
 from casan_hf import FAMILIES, casan_class, casan_twin, get_family, get_head
-from casan_hf.options import CLASSIFIER_POOLINGS
+from casan_hf.options import CLASSIFIER_POOLINGS, OPTIONS
 
 
 HEADS = ("base", "sequence-classification", "token-classification")
@@ -200,3 +204,74 @@ def test_fp32_is_fp64_within_tolerance_and_bf16_is_finite(config, batch):
     assert_sentences_close(fp32, fp64, range(len(fp64)), atol=1e-4, rtol=1e-4)
     for name, value in bf16.items():
         assert torch.isfinite(value).all(), name
+
+
+# --- config.json: every value of every option, whatever its JSON type --------------------------------------------
+
+# Any JSON value, nested: sizes stay small (a pooling of 10**9 hops is a valid config that no test machine builds).
+JSON_SCALARS = st.none() | st.booleans() | st.integers(-1000, 1000) | st.floats() | st.text(max_size=12)
+JSON_VALUES = st.recursive(
+    JSON_SCALARS, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3)
+)
+# The values a hand-edited config.json holds next to a valid one: edges of the ranges, the other options' values.
+NEAR_VALID = (0, 1, 2, -1, 0.5, 1.0, 1.5, -0.0, 1e-12, 1e12, "", "None", "true", [], [0], [0, 1], [2, 0],
+              ["query"], ["key", "query"], ["value"], float("inf"), float("nan"), "global", "dynamic", "headwise",
+              "one", "mean")  # fmt: skip
+
+
+def option_values(option):
+    """What a config.json may give `option`: any JSON value, a near-valid one, or one of the option's choices."""
+    own = st.sampled_from(list(option.choices)) if option.choices else st.nothing()
+    return JSON_VALUES | st.sampled_from(NEAR_VALID) | own
+
+
+def valid_alone(option, value):
+    """Whether the option's own check takes `value` (which may still not fit the other options or the weights)."""
+    try:
+        option.check(value)
+    except ValueError:
+        return False
+    return True
+
+
+@pytest.fixture(scope="module")
+def saved_classifiers(tmp_path_factory):
+    """A saved tiny CASAN classifier for each sentence vector (each pooling has options of its own)."""
+    folders = {}
+    for pooling in CLASSIFIER_POOLINGS:
+        folders[pooling] = tmp_path_factory.mktemp(pooling)
+        options = dict(context_type="deep_global", classifier_pooling=pooling, pooling_hops=2, pooling_hidden=8)
+        build("bert", "sequence-classification", {**options, "num_labels": 3}).save_pretrained(folders[pooling])
+    return folders
+
+
+@pytest.mark.parametrize("option", OPTIONS, ids=lambda option: option.name)
+@settings(max_examples=max(1, settings.default.max_examples // 16))  # a few values for each of the 22 options
+@given(data=st.data(), pooling=st.sampled_from(CLASSIFIER_POOLINGS), batch=batches())
+def test_any_config_json_value_is_refused_by_name_or_loads_a_working_model(
+    option, data, pooling, batch, saved_classifiers, tmp_path_factory
+):
+    """One option of a saved classifier's config.json set to any JSON value: loading it with `from_pretrained`
+    either refuses it with a ValueError that names the option (and, where the value is not one of an option's
+    choices, all of them), or gives a model whose outputs are finite and survive a save and a load."""
+    value = data.draw(option_values(option), label="value")
+    folder = tmp_path_factory.mktemp("edited")
+    for source in saved_classifiers[pooling].iterdir():
+        (folder / source.name).write_bytes(source.read_bytes())
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, option.name: value}))
+    model_class = casan_class("bert", "sequence-classification")
+    try:
+        model = model_class.from_pretrained(folder).eval()
+    except ValueError as error:
+        assert option.name in str(error), str(error)
+        if not valid_alone(option, value):  # refused for the value itself: what is allowed is said
+            assert all(repr(choice) in str(error) for choice in option.choices or ()), str(error)
+        return
+    inputs = model_inputs("bert", batch[0], batch[1], model.config.pad_token_id)
+    outputs = run(model, inputs)
+    assert all(torch.isfinite(output).all() for output in outputs.values()), (option.name, value)
+    model.save_pretrained(folder / "again")
+    reloaded = run(model_class.from_pretrained(folder / "again").eval(), inputs)
+    for name, output in outputs.items():
+        torch.testing.assert_close(reloaded[name], output, atol=1e-7, rtol=1e-6, msg=name)

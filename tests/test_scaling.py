@@ -26,7 +26,14 @@ from transformers import BertConfig, BertModel, TrainingArguments
 from transformers.distributed.parallel_utils import replace_layer_number_by_wildcard
 
 from casan_hf import FAMILIES, HEADS, CasanMarianConfig, CasanMarianMTModel, casan_class
-from casan_hf.cli.launch import ScalingArguments, check_engines, check_sharding, padding_multiple, requested_engines
+from casan_hf.cli.launch import (
+    ScalingArguments,
+    check_engines,
+    check_sharding,
+    check_signal_handling,
+    padding_multiple,
+    requested_engines,
+)
 from casan_hf.cli.run_inputs import run_model_class
 
 
@@ -233,6 +240,13 @@ def test_fsdp_size_is_one_fsdp2_run_over_the_launched_processes():
     with pytest.raises(ValueError, match="--fsdp_size must be a positive number; got 0"):
         ScalingArguments(fsdp_size=0)
     assert ScalingArguments(fsdp_size=2).loading_kwargs()["distributed_config"].fsdp_size == 2
+
+
+def test_transformers_jit_checkpoint_is_refused_for_the_scripts_own_save_on_a_signal():
+    """Both would take SIGTERM; transformers' saves inside a step, each process on its own."""
+    check_signal_handling(TrainingArguments(output_dir="unused", report_to="none"))
+    with pytest.raises(ValueError, match="--enable_jit_checkpoint: this script saves a checkpoint on SIGTERM"):
+        check_signal_handling(TrainingArguments(output_dir="unused", report_to="none", enable_jit_checkpoint=True))
 
 
 def test_static_shapes_on_request(script_modules, tiny_bert, glue_dir, tmp_path, monkeypatch):

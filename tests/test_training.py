@@ -1,13 +1,17 @@
-"""The context's own learning rate and the gate monitor (casan_hf.training), alone and through run_glue.py."""
+"""The context's own learning rate, the gate monitor and the stop on a signal (casan_hf.training), alone and
+through run_glue.py."""
+
+import os
+import signal
 
 import pytest
 import torch
 from tiny_models import padded_batch, tiny_config
-from transformers import TrainingArguments
+from transformers import TrainerControl, TrainerState, TrainingArguments
 
 from casan_hf import CasanForSequenceClassification
 from casan_hf.context import is_casan_parameter
-from casan_hf.training import CasanTrainer, CasanTrainingArguments, gate_means
+from casan_hf.training import CasanTrainer, CasanTrainingArguments, SaveAndStopOnSignal, gate_means
 
 
 def trainer_for(tmp_path, context_learning_rate, **options):
@@ -89,3 +93,25 @@ def test_memory_is_pinned_only_with_an_accelerator(monkeypatch):
         monkeypatch.setattr(torch.accelerator, "is_available", lambda available=available: available)
         args = pin_memory_only_with_an_accelerator(TrainingArguments(output_dir="unused", report_to="none"))
         assert args.dataloader_pin_memory is available
+
+
+@pytest.mark.parametrize("epoch, cut_short", [(1.5, True), (2.0, False)])
+def test_a_signal_stops_training_at_the_end_of_its_step_and_an_epoch_cut_short_ends_when_resumed(
+    tmp_path, epoch, cut_short
+):
+    """The signal is only noted; the end of the step asks Trainer to save and stop. An epoch cut short by it has
+    no end-of-epoch evaluation, log or save (the resumed run ends it); an epoch ended by the same step keeps them.
+    The handlers found are back afterwards."""
+    trainer = trainer_for(tmp_path, None)
+    stop = SaveAndStopOnSignal(trainer.accelerator)
+    state, control = TrainerState(global_step=7, epoch=epoch), TrainerControl()
+    found = signal.getsignal(signal.SIGUSR1)
+    with stop.noting_signals():
+        os.kill(os.getpid(), signal.SIGUSR1)
+        assert not control.should_save and stop.signal_name == "SIGUSR1"
+        stop.on_step_end(trainer.args, state, control)
+    assert control.should_save and control.should_training_stop and stop.stopped_at == 7
+    assert signal.getsignal(signal.SIGUSR1) is found
+    control.should_evaluate = control.should_log = True  # as an epoch-end schedule asks
+    stop.on_epoch_end(trainer.args, state, control)
+    assert (control.should_evaluate, control.should_log, control.should_save) == (not cut_short,) * 3

@@ -13,7 +13,7 @@ import torch
 import transformers
 from transformers import DistributedConfig, HfArgumentParser, TrainingArguments
 
-from ..training import CasanTrainingArguments
+from ..training import PREEMPTED_EXIT_CODE, CasanTrainingArguments
 from .arguments import CasanArguments
 
 
@@ -141,6 +141,18 @@ def check_sharding(scaling, training_args, world_size):
         )
 
 
+def check_signal_handling(training_args):
+    """A ValueError for transformers' `--enable_jit_checkpoint`: the scripts save on SIGTERM and SIGUSR1 already
+    (`training.preemption`), at the end of a step every process agrees on; transformers' would save in the middle
+    of a step, each process on its own, and both would take the signal."""
+    if getattr(training_args, "enable_jit_checkpoint", False):
+        raise ValueError(
+            "--enable_jit_checkpoint: this script saves a checkpoint on SIGTERM and SIGUSR1 itself, at the end of "
+            f"the step every process is in, and exits with code {PREEMPTED_EXIT_CODE} (docs/SCALING.md); drop the "
+            "flag."
+        )
+
+
 def pin_memory_only_with_an_accelerator(training_args):
     """Turns `dataloader_pin_memory` (on by default) off where no accelerator is found: torch would not pin
     there anyway, and warns "'pin_memory' argument is set as true but no accelerator is found" at each data
@@ -191,6 +203,7 @@ def parse_run_args(script, model_arguments, data_arguments, training_arguments=T
     try:
         check_joined(args[-1], world_size)
         check_sharding(args[-2], args[-1], world_size)
+        check_signal_handling(args[-1])
     except ValueError as error:
         sys.exit(f"{script}: error: {error}")
     pin_memory_only_with_an_accelerator(args[-1])

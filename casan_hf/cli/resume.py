@@ -15,10 +15,13 @@ from ..hub import check_output_dir
 logger = logging.getLogger(__name__)
 
 
-def checkpoint_problem(folder):
-    """Why a checkpoint folder cannot be resumed from, or None. Trainer writes trainer_state.json last, so a
-    folder left half-written by a kill lacks it or holds it cut short; resuming from such a folder would restart
-    at step 0 from its weights without a word."""
+def checkpoint_problem(folder, processes=1):
+    """Why a checkpoint folder cannot be resumed from by a run of `processes` processes, or None. Trainer writes
+    trainer_state.json last, so a folder left half-written by a kill lacks it or holds it cut short; resuming from
+    such a folder would restart at step 0 from its weights without a word. In a run of several processes each
+    saves its own RNG state (rng_state_<rank>.pth), and the first writes trainer_state.json without waiting for the
+    others: a process killed while saving leaves a folder that lacks only its RNG state, from which transformers
+    resumes to other weights, saying so only at the info level."""
     path = os.path.join(folder, TRAINER_STATE_NAME)
     if not os.path.isfile(path):
         return f"it has no {TRAINER_STATE_NAME} (written last: the run stopped while saving it)"
@@ -27,12 +30,17 @@ def checkpoint_problem(folder):
             json.load(handle)
     except ValueError:
         return f"its {TRAINER_STATE_NAME} is cut short"
+    rng_saved = [os.path.isfile(os.path.join(folder, f"rng_state_{rank}.pth")) for rank in range(processes)]
+    if processes > 1 and any(rng_saved) and not all(rng_saved):  # none: a checkpoint of the model only
+        rank = rng_saved.index(False)
+        return f"it has no RNG state of process {rank}, rng_state_{rank}.pth (that process stopped while saving it)"
     return None
 
 
-def last_complete_checkpoint(output_dir):
-    """The `checkpoint-<step>` folder of `output_dir` with the highest step that is complete, and the incomplete
-    ones above it (newest first); Trainer writes over those when it reaches their step again."""
+def last_complete_checkpoint(output_dir, processes=1):
+    """The `checkpoint-<step>` folder of `output_dir` with the highest step that is complete for a run of
+    `processes` processes, and the incomplete ones above it (newest first); Trainer writes over those when it
+    reaches their step again."""
     steps = {}
     for name in os.listdir(output_dir):
         match = re.fullmatch(rf"{PREFIX_CHECKPOINT_DIR}-(\d+)", name)
@@ -40,7 +48,7 @@ def last_complete_checkpoint(output_dir):
             steps[int(match.group(1))] = os.path.join(output_dir, name)
     incomplete = []
     for step in sorted(steps, reverse=True):
-        problem = checkpoint_problem(steps[step])
+        problem = checkpoint_problem(steps[step], processes)
         if problem is None:
             return steps[step], incomplete
         incomplete.append((steps[step], problem))
@@ -54,14 +62,14 @@ def find_checkpoint(training_args, overwrite_output_dir):
         checkpoint = training_args.resume_from_checkpoint
         if not os.path.isdir(checkpoint):
             raise ValueError(f"--resume_from_checkpoint {checkpoint!r} is not a folder.")
-        problem = checkpoint_problem(checkpoint)
+        problem = checkpoint_problem(checkpoint, training_args.world_size)
         if problem is not None:
             raise ValueError(f"--resume_from_checkpoint {checkpoint!r} is incomplete: {problem}.")
         return checkpoint
     output_dir = training_args.output_dir
     last_checkpoint, incomplete = None, []
     if os.path.isdir(output_dir) and training_args.do_train and not overwrite_output_dir:
-        last_checkpoint, incomplete = last_complete_checkpoint(output_dir)
+        last_checkpoint, incomplete = last_complete_checkpoint(output_dir, training_args.world_size)
     if last_checkpoint is None and incomplete:
         names = ", ".join(f"{folder} ({problem})" for folder, problem in incomplete)
         raise ValueError(

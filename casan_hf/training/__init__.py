@@ -1,7 +1,9 @@
-"""Training CASAN with `Trainer`: the context's own learning rate, freezing and unfreezing (`trainer`), and the
-gates watched at each evaluation (`gates`)."""
+"""Training CASAN with `Trainer`: the context's own learning rate, freezing and unfreezing (`trainer`), the
+gates watched at each evaluation (`gates`), and a checkpoint saved when the cluster preempts the run
+(`preemption`)."""
 
 from .gates import GateMonitor, gate_means
+from .preemption import PREEMPTED_EXIT_CODE, PREEMPTION_SIGNALS, SaveAndStopOnSignal
 from .trainer import (
     CasanSeq2SeqTrainer,
     CasanTrainer,
@@ -24,6 +26,9 @@ __all__ = [
     "CasanTrainer",
     "CasanTrainingArguments",
     "GateMonitor",
+    "PREEMPTED_EXIT_CODE",
+    "PREEMPTION_SIGNALS",
+    "SaveAndStopOnSignal",
     "Unfreeze",
     "card_hyperparameters",
     "check_training_options",

@@ -18,6 +18,7 @@ from transformers.utils import CONFIG_NAME
 from ..context import is_casan_parameter
 from ..hub import render_model_card, render_translation_card, write_model_card
 from .gates import GateMonitor
+from .preemption import SaveAndStopOnSignal, exit_if_preempted
 
 
 @dataclass
@@ -195,8 +196,13 @@ class CasanSeq2SeqTrainer(CasanTrainer, Seq2SeqTrainer):
 def train_and_save(trainer, checkpoint, train_samples):
     """Trains (from `checkpoint`, None: from the start), saves the model and logs and saves the training metrics.
     With `--push_to_hub` the model is saved by the push at the end of the run, once the card holds the scores
-    (`save_model` would push too)."""
-    train_result = trainer.train(resume_from_checkpoint=checkpoint)
+    (`save_model` would push too). A SIGTERM or SIGUSR1 while it trains saves a checkpoint at the end of that step
+    and exits with `preemption.PREEMPTED_EXIT_CODE` (`preemption.SaveAndStopOnSignal`)."""
+    stop = SaveAndStopOnSignal(trainer.accelerator)
+    trainer.add_callback(stop)
+    with stop.noting_signals():
+        train_result = trainer.train(resume_from_checkpoint=checkpoint)
+    exit_if_preempted(trainer, stop)
     if not trainer.args.push_to_hub:
         trainer.save_model()  # weights, config with auto_map, code files, tokenizer, training_args.bin
     metrics = {**train_result.metrics, "train_samples": train_samples}
