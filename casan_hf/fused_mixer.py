@@ -78,6 +78,21 @@ if triton is not None:
         else:
             return ((b * rows + row) * num_targets + t) * d
 
+    @triton.jit
+    def _row_layout(HEADS: tl.constexpr, WIDTH: tl.constexpr, HEADS_P2: tl.constexpr, WIDTH_P2: tl.constexpr):
+        """A row of d = HEADS x WIDTH values as a (HEADS_P2, WIDTH_P2) tile, each gate head's slice a line of it: the
+        offsets in the row, which of them are in it, and the columns `(1, WIDTH_P2)`."""
+        heads = tl.arange(0, HEADS_P2)[:, None]
+        columns = tl.arange(0, WIDTH_P2)[None, :]
+        return heads * WIDTH + columns, (heads < HEADS) & (columns < WIDTH), columns
+
+    @triton.jit
+    def _gate_vectors(gate_hidden_ptr, gate_context_ptr, t, columns, WIDTH: tl.constexpr):
+        """Target `t`'s v^H and v^C `(1, WIDTH_P2)` in fp32, zero past WIDTH."""
+        gate_hidden = tl.load(gate_hidden_ptr + t * WIDTH + columns, mask=columns < WIDTH, other=0.0)
+        gate_context = tl.load(gate_context_ptr + t * WIDTH + columns, mask=columns < WIDTH, other=0.0)
+        return gate_hidden.to(tl.float32), gate_context.to(tl.float32)
+
     @triton.jit(do_not_specialize=["batch", "n", "fixed_gate"])
     def _mix_forward_kernel(
         first_ptr,
@@ -105,10 +120,7 @@ if triton is not None:
     ):
         block, b, t = tl.program_id(0), tl.program_id(1).to(tl.int64), tl.program_id(2)
         d: tl.constexpr = HEADS * WIDTH
-        heads = tl.arange(0, HEADS_P2)[:, None]
-        columns = tl.arange(0, WIDTH_P2)[None, :]
-        offsets = heads * WIDTH + columns  # (HEADS_P2, WIDTH_P2): each gate head's slice of the row
-        in_row = (heads < HEADS) & (columns < WIDTH)
+        offsets, in_row, columns = _row_layout(HEADS, WIDTH, HEADS_P2, WIDTH_P2)
         if t == 0:
             states_ptr = first_ptr
             out_ptr = first_out_ptr
@@ -119,10 +131,7 @@ if triton is not None:
         out_ptr += b * n * d
         rows = n if PER_TOKEN else 1
         if DYNAMIC:
-            gate_hidden = tl.load(gate_hidden_ptr + t * WIDTH + columns, mask=columns < WIDTH, other=0.0)
-            gate_hidden = gate_hidden.to(tl.float32)
-            gate_context = tl.load(gate_context_ptr + t * WIDTH + columns, mask=columns < WIDTH, other=0.0)
-            gate_context = gate_context.to(tl.float32)
+            gate_hidden, gate_context = _gate_vectors(gate_hidden_ptr, gate_context_ptr, t, columns, WIDTH)
             gate_bias = tl.load(gate_bias_ptr + t).to(tl.float32)
         if not PER_TOKEN:  # one context row for the whole sentence, and its side of the gate's logit
             sentence = _projected_offset(t, b, 0, batch, rows, NUM_TARGETS, d, TARGET_MAJOR)
@@ -180,10 +189,7 @@ if triton is not None:
     ):
         block, b, t = tl.program_id(0), tl.program_id(1).to(tl.int64), tl.program_id(2)
         d: tl.constexpr = HEADS * WIDTH
-        heads = tl.arange(0, HEADS_P2)[:, None]
-        columns = tl.arange(0, WIDTH_P2)[None, :]
-        offsets = heads * WIDTH + columns
-        in_row = (heads < HEADS) & (columns < WIDTH)
+        offsets, in_row, columns = _row_layout(HEADS, WIDTH, HEADS_P2, WIDTH_P2)
         # The states, the incoming gradients and the states' gradients are contiguous (batch, n, d).
         if t == 0:
             states_ptr = first_ptr
@@ -198,10 +204,7 @@ if triton is not None:
         grad_in_ptr += b * n * d
         rows = n if PER_TOKEN else 1
         if DYNAMIC:
-            gate_hidden = tl.load(gate_hidden_ptr + t * WIDTH + columns, mask=columns < WIDTH, other=0.0)
-            gate_hidden = gate_hidden.to(tl.float32)
-            gate_context = tl.load(gate_context_ptr + t * WIDTH + columns, mask=columns < WIDTH, other=0.0)
-            gate_context = gate_context.to(tl.float32)
+            gate_hidden, gate_context = _gate_vectors(gate_hidden_ptr, gate_context_ptr, t, columns, WIDTH)
             gate_hidden_sum = tl.zeros((HEADS_P2, WIDTH_P2), dtype=tl.float32)
             gate_context_sum = tl.zeros((HEADS_P2, WIDTH_P2), dtype=tl.float32)
             bias_sum = tl.zeros((HEADS_P2,), dtype=tl.float32)
