@@ -544,8 +544,26 @@ class CasanDebertaV2ForMaskedLM(CasanDebertaV2PreTrainedModel):
         return self.cls.predictions.decoder if self.legacy else None
 
     def set_output_embeddings(self, new_embeddings):
+        if not self.legacy:
+            raise ValueError(
+                "A DeBERTa masked LM with legacy=False has no output embeddings to set: its head "
+                "(lm_predictions.lm_head) multiplies by the word embeddings, which set_input_embeddings replaces; "
+                "with legacy=True the output embeddings are cls.predictions.decoder."
+            )
         self.cls.predictions.decoder = new_embeddings
         self.cls.predictions.bias = new_embeddings.bias
+
+    def _resize_token_embeddings(self, new_num_tokens, pad_to_multiple_of=None, mean_resizing=True):
+        """transformers' resize, and, with `legacy=False`, the head's bias (one per word) to the new vocabulary:
+        transformers resizes output embeddings only, which that head has none of. New words' biases start at 0."""
+        embeddings = super()._resize_token_embeddings(new_num_tokens, pad_to_multiple_of, mean_resizing)
+        if not self.legacy:
+            head = self.lm_predictions.lm_head
+            kept = min(embeddings.num_embeddings, head.bias.shape[0])
+            bias = head.bias.new_zeros(embeddings.num_embeddings)
+            bias[:kept] = head.bias.detach()[:kept]
+            head.bias = nn.Parameter(bias, requires_grad=head.bias.requires_grad)
+        return embeddings
 
     @can_return_tuple
     def forward(

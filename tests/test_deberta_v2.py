@@ -130,6 +130,23 @@ def test_the_new_masked_lm_head_is_deberta(tmp_path):
     assert model.get_output_embeddings() is None
 
 
+def test_the_new_masked_lm_head_resizes_with_the_vocabulary():
+    """`legacy=False`: `resize_token_embeddings` resizes the head's bias with the word embeddings (the head has no
+    output embeddings of its own), keeping the old words' logits; `set_output_embeddings` says why it has none."""
+    torch.manual_seed(0)
+    model = casan_class("deberta-v2", "masked-lm")(config("v3", legacy=False)).eval()
+    inputs = inputs_for("masked-lm")
+    with torch.no_grad():
+        before = model(**inputs).logits
+        model.resize_token_embeddings(TINY["vocab_size"] + 10)
+        after = model(**inputs)
+    assert model.lm_predictions.lm_head.bias.shape == (TINY["vocab_size"] + 10,)
+    assert after.logits.shape == (*before.shape[:-1], TINY["vocab_size"] + 10)
+    assert torch.equal(after.logits[..., : TINY["vocab_size"]], before)
+    with pytest.raises(ValueError, match="legacy=False"):
+        model.set_output_embeddings(torch.nn.Linear(TINY["hidden_size"], TINY["vocab_size"]))
+
+
 @pytest.mark.parametrize("variant", ["v3", "v2"])
 def test_a_gate_fixed_at_zero_is_deberta(variant):
     """The mixer is the only change: with the gate fixed at 0 the content projections come back as they were and
