@@ -275,6 +275,7 @@ class CasanPreTrainedModel(FullyShardedLoading, PreTrainedModel):
     supports_gradient_checkpointing = True
     _supports_flash_attn = True
     _supports_sdpa = True
+    _supports_flex_attn = True
     _supports_attention_backend = True
     _no_split_modules = ["BertEmbeddings", "CasanLayer"]
     _can_record_outputs = {

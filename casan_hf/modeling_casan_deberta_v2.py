@@ -210,6 +210,7 @@ class CasanDebertaV2PreTrainedModel(CasanPreTrainedModel):
     _keys_to_ignore_on_load_unexpected = ["position_embeddings"]
     _supports_flash_attn = False
     _supports_sdpa = False
+    _supports_flex_attn = False
     _supports_attention_backend = False
     _can_record_outputs = {
         "hidden_states": CasanDebertaV2Layer,

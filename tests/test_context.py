@@ -2,6 +2,7 @@
 
 import pytest
 import torch
+import transformers
 from tiny_models import CONTEXT_TYPES, attention_implementations, padded_batch, tiny_config
 from torch.nn import functional as F
 
@@ -107,6 +108,29 @@ def test_eager_and_sdpa_agree(context_type, gate_per_head):
     real = attention_mask.bool()
     diff = (outputs["eager"].last_hidden_state - outputs["sdpa"].last_hidden_state)[real].abs().max()
     assert diff <= 1e-5
+
+
+@pytest.mark.parametrize("family", [family.name for family in FAMILIES])
+def test_flex_attention_where_the_family_s_transformers_class_takes_it_agrees_with_sdpa(family):
+    """Every family whose transformers class takes `attn_implementation="flex_attention"` (all but DeBERTa-v2) takes
+    it too, with the context, and gives sdpa's outputs (on the CPU as well); the others refuse it, as transformers'."""
+    model_class = casan_class(family, "base")
+    source_class = getattr(transformers, model_class.family.source_class_name(model_class.head))
+    assert model_class._supports_flex_attn == source_class._supports_flex_attn
+    if not model_class._supports_flex_attn:
+        with pytest.raises(ValueError, match="flex_attention"):
+            model_class._from_config(tiny_config(family), attn_implementation="flex_attention")
+        return
+    torch.manual_seed(0)
+    model = model_class(tiny_config(family, context_type="deep_global", gate_bias_init=0.0)).eval()
+    input_ids, attention_mask = padded_batch(LENGTHS)
+    outputs = {}
+    for backend in ("sdpa", "flex_attention"):
+        model.set_attn_implementation(backend)
+        assert model.config._attn_implementation == backend
+        outputs[backend] = run(model, input_ids, attention_mask).last_hidden_state
+    real = attention_mask.bool()
+    assert (outputs["flex_attention"] - outputs["sdpa"])[real].abs().max() <= 1e-5
 
 
 def test_attentions_are_returned_with_eager():
