@@ -210,11 +210,17 @@ def test_low_rank_runs_for_every_context(rank):
         assert torch.isfinite(outputs.last_hidden_state).all()
 
 
-def test_a_4d_attention_mask_is_refused():
-    model = CasanModel(tiny_config(context_type="global")).eval()
+@pytest.mark.parametrize("family", [family.name for family in FAMILIES])
+def test_a_mask_other_than_the_token_mask_is_refused(family):
+    """A 4D mask, or a dict of precomputed masks by layer type (which transformers' ModernBERT takes), says nothing
+    of which tokens are real, which the context's means need: every family refuses it with a clear error."""
+    model = casan_class(family, "base")(tiny_config(family, context_type="global")).eval()
     input_ids, attention_mask = padded_batch([4, 2])
     with pytest.raises(ValueError, match="2D attention_mask.*got 4D"):
         model(input_ids, attention_mask=attention_mask[:, None, None, :])
+    masks = {"full_attention": attention_mask[:, None, None, :], "sliding_attention": attention_mask[:, None, None, :]}
+    with pytest.raises(ValueError, match="2D attention_mask.*got a dict"):
+        model(input_ids, attention_mask=masks)
 
 
 @pytest.mark.parametrize("context_type", ["deep", "deep_global"])
