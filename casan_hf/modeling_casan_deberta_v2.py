@@ -25,6 +25,7 @@ from torch.nn import functional as F
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.models.deberta_v2.modeling_deberta_v2 import (
     ContextPooler,
+    ConvLayer,
     DebertaV2Embeddings,
     DebertaV2Encoder,
     DebertaV2Intermediate,
@@ -120,7 +121,6 @@ class CasanDebertaV2Attention(nn.Module):
         super().__init__()
         self.self = CasanDisentangledSelfAttention(config, layer_idx)
         self.output = DebertaV2SelfOutput(config)
-        self.config = config
 
     def forward(self, hidden_states, attention_mask, relative_pos, rel_embeddings, context=(), **kwargs):
         self_output, _, _ = self.self(hidden_states, attention_mask, relative_pos, rel_embeddings, context, **kwargs)
@@ -162,14 +162,30 @@ class CasanDebertaV2Layer(GradientCheckpointingLayer):
 
 class CasanDebertaV2Encoder(DebertaV2Encoder):
     """`DebertaV2Encoder` (its relative positions, their embeddings and LayerNorm, the convolution after the first
-    layer; the same names) whose layers attend with context, built by the encoder's `ContextPlan`."""
+    layer; the same names) whose layers attend with context, built by the encoder's `ContextPlan`. Its methods
+    (`get_rel_embedding`, `get_rel_pos`, `get_attention_mask`) are DeBERTa's."""
 
     def __init__(self, config):
-        # DeBERTa's encoder as transformers builds it (relative positions, their LayerNorm, the convolution), rather
-        # than a copy of its constructor; its own layers are then replaced by the context-aware ones.
-        super().__init__(config)
+        """DeBERTa's modules, as `DebertaV2Encoder.__init__` builds them (whose own layers would be built only to be
+        replaced, so it is not called), with the context-aware layers."""
+        nn.Module.__init__(self)
         self.layer = nn.ModuleList([CasanDebertaV2Layer(config, i) for i in range(config.num_hidden_layers)])
         self.context_plan = ContextPlan.from_config(config)
+        # Copied from transformers.models.deberta_v2.modeling_deberta_v2.DebertaV2Encoder.__init__, after its layers
+        self.relative_attention = getattr(config, "relative_attention", False)
+        if self.relative_attention:
+            self.max_relative_positions = getattr(config, "max_relative_positions", -1)
+            if self.max_relative_positions < 1:
+                self.max_relative_positions = config.max_position_embeddings
+            self.position_buckets = getattr(config, "position_buckets", -1)
+            pos_ebd_size = self.max_relative_positions * 2
+            if self.position_buckets > 0:
+                pos_ebd_size = self.position_buckets * 2
+            self.rel_embeddings = nn.Embedding(pos_ebd_size, config.hidden_size)
+        self.norm_rel_ebd = [x.strip() for x in getattr(config, "norm_rel_ebd", "none").lower().split("|")]
+        if "layer_norm" in self.norm_rel_ebd:
+            self.LayerNorm = nn.LayerNorm(config.hidden_size, config.layer_norm_eps, elementwise_affine=True)
+        self.conv = ConvLayer(config) if getattr(config, "conv_kernel_size", 0) > 0 else None
 
     def forward(self, hidden_states, token_mask, **kwargs: Unpack[TransformersKwargs]):
         """The layers in turn, each with its context (as `context.run_layers_with_context`, which has no place for
@@ -229,12 +245,9 @@ class CasanDebertaV2PreTrainedModel(CasanPreTrainedModel):
         elif isinstance(module, DebertaV2Embeddings):
             init.copy_(module.position_ids, torch.arange(module.position_ids.shape[-1]).expand((1, -1)))
 
-    def build_base_model(self, config, add_pooling_layer=False):
+    def build_base_model(self, config):
         """`CasanDebertaV2Model` under `deberta`, as in transformers (DeBERTa's pooler belongs to the heads)."""
         self.deberta = CasanDebertaV2Model(config)
-
-    def builds_pooler(self, head_name):
-        return False
 
 
 def sentence_vector_head(model, config):
@@ -279,7 +292,7 @@ class CasanDebertaV2Model(CasanDebertaV2PreTrainedModel):
 
     head = get_head("base")
 
-    def __init__(self, config, add_pooling_layer=False):
+    def __init__(self, config):
         super().__init__(config)
         self.embeddings = DebertaV2Embeddings(config)
         self.encoder = CasanDebertaV2Encoder(config)

@@ -251,7 +251,6 @@ class CasanModernBertModel(CasanModernBertPreTrainedModel):
         )
         self.final_norm = nn.LayerNorm(config.hidden_size, eps=config.norm_eps, bias=config.norm_bias)
         self.rotary_emb = ModernBertRotaryEmbedding(config=config)
-        self.gradient_checkpointing = False
         self.post_init()
 
     def get_input_embeddings(self):

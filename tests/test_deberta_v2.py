@@ -252,6 +252,20 @@ def test_gradient_checkpointing_gives_the_same_gradients():
         torch.testing.assert_close(gradients[1][name], gradient, atol=1e-6, rtol=1e-5, msg=name)
 
 
+def test_the_encoder_builds_no_layer_it_does_not_keep(monkeypatch):
+    """The encoder builds DeBERTa's modules but not DeBERTa's own layers, which the context-aware ones replace."""
+    built = []
+    build = transformers.models.deberta_v2.modeling_deberta_v2.DebertaV2Layer.__init__
+    monkeypatch.setattr(
+        transformers.models.deberta_v2.modeling_deberta_v2.DebertaV2Layer,
+        "__init__",
+        lambda layer, *args, **kwargs: built.append(layer) or build(layer, *args, **kwargs),
+    )
+    encoder = casan_class("deberta-v2", "base")(config("v2")).encoder
+    assert not built and len(encoder.layer) == TINY["num_hidden_layers"]
+    assert encoder.rel_embeddings is not None and encoder.conv is not None
+
+
 def test_bf16_autocast_trains():
     torch.manual_seed(0)
     model = casan_class("deberta-v2", "masked-lm")(config("v3", context_type="deep", gate_bias_init=0.0)).train()
