@@ -242,7 +242,7 @@ def test_gradient_checkpointing_gives_the_same_gradients():
     gradients = []
     for checkpointing in (False, True):
         if checkpointing:
-            model.gradient_checkpointing_enable()
+            model.activation_checkpointing_enable()
         model.zero_grad()
         model(**inputs).loss.backward()
         gradients.append({name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None})
