@@ -266,7 +266,7 @@ class CasanEncoder(nn.Module):
 class CasanPreTrainedModel(FullyShardedLoading, PreTrainedModel):
     """Shared by every CASAN model; `family` says whose checkpoints it loads (BERT's here; each other family's
     `PreTrainedModel` sets its own, with its config class and base model prefix). Each head's class says
-    which row of `HEADS` it is (`head`)."""
+    which row of `HEADS` it is (`casan_head`)."""
 
     family = get_family("bert")
     config_class = CasanConfig
@@ -412,7 +412,7 @@ class CasanModel(CasanPreTrainedModel):
     """The encoder, as `BertModel`: the family's embeddings (ELECTRA's projected to the hidden width when they
     are narrower), the context-aware layers, and the family's pooler where it has one."""
 
-    head = get_head("base")
+    casan_head = get_head("base")
 
     def __init__(self, config, add_pooling_layer=True):
         super().__init__(config)
@@ -486,7 +486,7 @@ class CasanForSequenceClassification(CasanPreTrainedModel):
     (by default the family's own: BERT's pooled [CLS] vector, RoBERTa's and ELECTRA's dense head on the first
     token), as `BertForSequenceClassification`."""
 
-    head = get_head("sequence-classification")
+    casan_head = get_head("sequence-classification")
 
     _fsdp_plan = {"pooling": "keep_full_weight", "classifier": "keep_full_weight"}
 
@@ -541,7 +541,7 @@ class CasanForSequenceClassification(CasanPreTrainedModel):
 class CasanForTokenClassification(CasanPreTrainedModel):
     """A label for every token, from dropout and one linear layer, as `BertForTokenClassification`."""
 
-    head = get_head("token-classification")
+    casan_head = get_head("token-classification")
     _fsdp_plan = {"classifier": "keep_full_weight"}
 
     def __init__(self, config):
@@ -580,7 +580,7 @@ class CasanForTokenClassification(CasanPreTrainedModel):
 class CasanForQuestionAnswering(CasanPreTrainedModel):
     """Extractive question answering (start and end logits of every token), as `BertForQuestionAnswering`."""
 
-    head = get_head("question-answering")
+    casan_head = get_head("question-answering")
     _fsdp_plan = {"qa_outputs": "keep_full_weight"}
 
     def __init__(self, config):
@@ -626,7 +626,7 @@ class CasanForMultipleChoice(CasanPreTrainedModel):
     """Scores each choice from its sentence vector: through dropout and one linear layer (BERT, RoBERTa), or
     through ELECTRA's summary (a dense layer and activation) and one linear layer, as `BertForMultipleChoice`."""
 
-    head = get_head("multiple-choice")
+    casan_head = get_head("multiple-choice")
 
     _fsdp_plan = {"pooling": "keep_full_weight", "classifier": "keep_full_weight"}
 
@@ -694,7 +694,7 @@ class CasanForMaskedLM(CasanPreTrainedModel):
     `BertForMaskedLM`. The other families' masked LMs subclass it with their own head: `add_lm_head`,
     `lm_logits`, the output embeddings and the tied weights."""
 
-    head = get_head("masked-lm")
+    casan_head = get_head("masked-lm")
 
     _tied_weights_keys = {
         "cls.predictions.decoder.weight": "bert.embeddings.word_embeddings.weight",
@@ -898,7 +898,7 @@ class CasanElectraForMaskedLM(CasanElectraPreTrainedModel, CasanForMaskedLM):
 # This file's model classes, the BERT-style families', by (family name, head name) in the order of `FAMILIES` x
 # `HEADS`; `modeling_casan_auto.MODEL_CLASSES` gathers every modeling file's.
 FAMILY_CLASSES = {
-    (model_class.family.name, model_class.head.name): model_class
+    (model_class.family.name, model_class.casan_head.name): model_class
     for model_class in (
         CasanModel,
         CasanForSequenceClassification,

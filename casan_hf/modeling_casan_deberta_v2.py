@@ -290,7 +290,7 @@ class CasanDebertaV2Model(CasanDebertaV2PreTrainedModel):
     """The encoder, as `DebertaV2Model`: DeBERTa's embeddings (masked to the real tokens) and the context-aware
     layers with DeBERTa's relative positions. DeBERTa has no pooler in its base model."""
 
-    head = get_head("base")
+    casan_head = get_head("base")
 
     def __init__(self, config):
         super().__init__(config)
@@ -336,7 +336,7 @@ class CasanDebertaV2ForSequenceClassification(CasanDebertaV2PreTrainedModel):
     """Single-label, multi-label or regression classifier on the sentence vector of `classifier_pooling` through
     DeBERTa's pooler (by default its own: the first token), as `DebertaV2ForSequenceClassification`."""
 
-    head = get_head("sequence-classification")
+    casan_head = get_head("sequence-classification")
     _fsdp_plan = {"pooling": "keep_full_weight", "pooler": "keep_full_weight", "classifier": "keep_full_weight"}
 
     def __init__(self, config):
@@ -381,7 +381,7 @@ class CasanDebertaV2ForSequenceClassification(CasanDebertaV2PreTrainedModel):
 class CasanDebertaV2ForTokenClassification(CasanDebertaV2PreTrainedModel):
     """A label for every token, from dropout and one linear layer, as `DebertaV2ForTokenClassification`."""
 
-    head = get_head("token-classification")
+    casan_head = get_head("token-classification")
     _fsdp_plan = {"classifier": "keep_full_weight"}
 
     def __init__(self, config):
@@ -422,7 +422,7 @@ class CasanDebertaV2ForTokenClassification(CasanDebertaV2PreTrainedModel):
 class CasanDebertaV2ForQuestionAnswering(CasanDebertaV2PreTrainedModel):
     """Extractive question answering (start and end logits of every token), as `DebertaV2ForQuestionAnswering`."""
 
-    head = get_head("question-answering")
+    casan_head = get_head("question-answering")
     _fsdp_plan = {"qa_outputs": "keep_full_weight"}
 
     def __init__(self, config):
@@ -468,7 +468,7 @@ class CasanDebertaV2ForMultipleChoice(CasanDebertaV2PreTrainedModel):
     """Scores each choice from its sentence vector through DeBERTa's pooler and one linear layer, as
     `DebertaV2ForMultipleChoice`."""
 
-    head = get_head("multiple-choice")
+    casan_head = get_head("multiple-choice")
     _fsdp_plan = {"pooling": "keep_full_weight", "pooler": "keep_full_weight", "classifier": "keep_full_weight"}
 
     def __init__(self, config):
@@ -523,7 +523,7 @@ class CasanDebertaV2ForMaskedLM(CasanDebertaV2PreTrainedModel):
     DeBERTa-v2/v3 checkpoints converted by transformers hold) `cls.predictions`, its decoder tied to the word
     embeddings; else `lm_predictions.lm_head`, which multiplies by the word embeddings itself (nothing to tie)."""
 
-    head = get_head("masked-lm")
+    casan_head = get_head("masked-lm")
 
     _tied_weights_keys = {
         "cls.predictions.decoder.bias": "cls.predictions.bias",
@@ -613,7 +613,7 @@ class CasanDebertaV2ForMaskedLM(CasanDebertaV2PreTrainedModel):
 # This file's model classes by (family name, head name), in the order of `HEADS`; `modeling_casan_auto.MODEL_CLASSES`
 # gathers every modeling file's.
 FAMILY_CLASSES = {
-    (model_class.family.name, model_class.head.name): model_class
+    (model_class.family.name, model_class.casan_head.name): model_class
     for model_class in (
         CasanDebertaV2Model,
         CasanDebertaV2ForSequenceClassification,

@@ -115,7 +115,7 @@ def test_flex_attention_where_the_family_s_transformers_class_takes_it_agrees_wi
     """Every family whose transformers class takes `attn_implementation="flex_attention"` (all but DeBERTa-v2) takes
     it too, with the context, and gives sdpa's outputs (on the CPU as well); the others refuse it, as transformers'."""
     model_class = casan_class(family, "base")
-    source_class = getattr(transformers, model_class.family.source_class_name(model_class.head))
+    source_class = getattr(transformers, model_class.family.source_class_name(model_class.casan_head))
     assert model_class._supports_flex_attn == source_class._supports_flex_attn
     if not model_class._supports_flex_attn:
         with pytest.raises(ValueError, match="flex_attention"):

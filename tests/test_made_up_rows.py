@@ -42,7 +42,7 @@ SCORING = Head(
 class CasanForSentenceScoring(CasanPreTrainedModel):
     """A score for each sentence, from the first token's hidden state and one linear layer."""
 
-    head = SCORING
+    casan_head = SCORING
 
     def __init__(self, config):
         super().__init__(config)

@@ -165,7 +165,8 @@ def test_attentive_pooling_widens_the_prediction_head(tmp_path):
 
 def test_the_head_row_on_the_class_and_the_prediction_head_on_the_model():
     model = CasanModernBertForMaskedLM(tiny_config("modernbert"))
-    assert CasanModernBertForMaskedLM.head.name == "masked-lm"
+    assert CasanModernBertForMaskedLM.casan_head.name == "masked-lm"
+    assert not hasattr(CasanModernBertForMaskedLM, "head")  # the module's name alone, on the model
     assert model.head is model.get_submodule("head") and type(model.head).__name__ == "ModernBertPredictionHead"
     assert model.decoder.weight is model.model.embeddings.tok_embeddings.weight
 

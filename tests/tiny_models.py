@@ -96,7 +96,8 @@ def padded_batch(lengths, vocab_size=99, seed=0, pad_token_id=0):
 def head_inputs(casan_class, input_ids, attention_mask, num_labels=2):
     """Inputs (with labels, so the loss is compared too) for one head."""
     batch = input_ids.shape[0]
-    head = casan_class.head.name if hasattr(casan_class, "head") else None  # the translation model has no row
+    # The translation model has no row of HEADS.
+    head = casan_class.casan_head.name if hasattr(casan_class, "casan_head") else None
     if head == "multiple-choice":
         # Choice 2 of each example is the next example's sentence.
         return {
