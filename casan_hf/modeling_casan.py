@@ -88,35 +88,36 @@ class FamilyModules:
     `pooler` is None where the family has none (ELECTRA). `classification_head` is the dense head that
     RoBERTa-style sequence classifiers put on the first token, None where the classifier is one linear layer
     on the pooler (BERT). `choice_summary` is ELECTRA's multiple-choice summary, None where multiple choice
-    reads the pooler. `pooled_heads` are the heads whose `classifier_pooling="cls"` vector is the pooler's
-    output; the others read the first token itself. `lm_head` is the masked-LM head's first module.
+    reads the pooler. `lm_head` is the masked-LM head's first module.
     """
 
     embeddings: type
     pooler: type | None
     classification_head: type | None
     choice_summary: type | None
-    pooled_heads: tuple
     lm_head: type
+
+    @property
+    def classifier_reads_pooler(self):
+        """Whether the sequence classifier's `classifier_pooling="cls"` vector is the pooler's output (BERT's), rather
+        than the first token, which a dense head of the family's own reads (RoBERTa's, ELECTRA's)."""
+        return self.pooler is not None and self.classification_head is None
+
+    @property
+    def choices_read_pooler(self):
+        """Whether multiple choice's `classifier_pooling="cls"` vector is the pooler's output (BERT's, RoBERTa's),
+        rather than the first token, which a summary of the family's own reads (ELECTRA's)."""
+        return self.pooler is not None and self.choice_summary is None
 
 
 FAMILY_MODULES = {
-    "bert": FamilyModules(
-        BertEmbeddings, BertPooler, None, None, ("sequence-classification", "multiple-choice"), BertOnlyMLMHead
-    ),
-    "roberta": FamilyModules(
-        RobertaEmbeddings, RobertaPooler, RobertaClassificationHead, None, ("multiple-choice",), RobertaLMHead
-    ),
+    "bert": FamilyModules(BertEmbeddings, BertPooler, None, None, BertOnlyMLMHead),
+    "roberta": FamilyModules(RobertaEmbeddings, RobertaPooler, RobertaClassificationHead, None, RobertaLMHead),
     "xlm-roberta": FamilyModules(
-        XLMRobertaEmbeddings,
-        XLMRobertaPooler,
-        XLMRobertaClassificationHead,
-        None,
-        ("multiple-choice",),
-        XLMRobertaLMHead,
+        XLMRobertaEmbeddings, XLMRobertaPooler, XLMRobertaClassificationHead, None, XLMRobertaLMHead
     ),
     "electra": FamilyModules(
-        ElectraEmbeddings, None, ElectraClassificationHead, ElectraSequenceSummary, (), ElectraGeneratorPredictions
+        ElectraEmbeddings, None, ElectraClassificationHead, ElectraSequenceSummary, ElectraGeneratorPredictions
     ),
 }
 
@@ -344,10 +345,10 @@ class CasanPreTrainedModel(FullyShardedLoading, PreTrainedModel):
         base_model = FAMILY_CLASSES[(self.family.name, "base")](config, add_pooling_layer=add_pooling_layer)
         setattr(self, self.base_model_prefix, base_model)
 
-    def builds_pooler(self, head_name):
-        """Whether the head reads its family's pooler: only for `classifier_pooling="cls"`, and only in the
-        heads of `FamilyModules.pooled_heads`."""
-        return self.config.classifier_pooling == "cls" and head_name in self.family_modules.pooled_heads
+    def builds_pooler(self, head_reads_pooler):
+        """Whether the base model builds its family's pooler: only for `classifier_pooling="cls"`, and only for a head
+        whose "cls" vector is the pooler's output (`head_reads_pooler`, a `FamilyModules` property)."""
+        return self.config.classifier_pooling == "cls" and head_reads_pooler
 
     @torch.no_grad()
     def _init_weights(self, module):
@@ -493,7 +494,9 @@ class CasanForSequenceClassification(CasanPreTrainedModel):
     def __init__(self, config):
         super().__init__(config)
         self.num_labels = config.num_labels
-        self.build_base_model(config, add_pooling_layer=self.builds_pooler("sequence-classification"))
+        self.build_base_model(
+            config, add_pooling_layer=self.builds_pooler(self.family_modules.classifier_reads_pooler)
+        )
         self.pooling = SentencePooling(config)
         head_class = self.family_modules.classification_head
         if head_class is None:
@@ -632,7 +635,7 @@ class CasanForMultipleChoice(CasanPreTrainedModel):
 
     def __init__(self, config):
         super().__init__(config)
-        self.build_base_model(config, add_pooling_layer=self.builds_pooler("multiple-choice"))
+        self.build_base_model(config, add_pooling_layer=self.builds_pooler(self.family_modules.choices_read_pooler))
         self.pooling = SentencePooling(config)
         summary_class = self.family_modules.choice_summary
         if summary_class is None:
