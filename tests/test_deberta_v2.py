@@ -16,7 +16,7 @@ import torch
 import transformers
 from fresh_process import run_without_casan_hf
 from test_transformers4 import PYTHON_4X
-from tiny_models import TINY, comparable_outputs, head_inputs, padded_batch
+from tiny_models import DEBERTA_V3_ATTENTION, TINY, comparable_outputs, head_inputs, padded_batch
 
 from casan_hf import HEADS, CasanConfig, casan_class, casan_twin, get_family, get_head
 from casan_hf.configuration_casan_deberta_v2 import CasanDebertaV2Config
@@ -27,15 +27,7 @@ from casan_hf.options import OPTIONS
 # The attention variants of DeBERTa checkpoints: v3 (shared keys, log buckets, LayerNorm on the relative
 # embeddings, no absolute positions), v2 (separate position projections, the convolution after the first layer,
 # `pos_att_type` as v2's config.json writes it), each position term alone, and no relative attention at all.
-V3 = dict(
-    relative_attention=True,
-    pos_att_type=["p2c", "c2p"],
-    position_buckets=8,
-    max_relative_positions=16,
-    share_att_key=True,
-    norm_rel_ebd="layer_norm",
-    position_biased_input=False,
-)
+V3 = DEBERTA_V3_ATTENTION
 V2 = dict(
     relative_attention=True,
     pos_att_type="p2c|c2p",
