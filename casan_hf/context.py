@@ -152,8 +152,9 @@ class ContextPlan:
 def check_encoder_inputs(input_ids, inputs_embeds, attention_mask):
     """A context-aware encoder takes exactly one of `input_ids` and `inputs_embeds`, of at least one sentence (an
     empty batch failed deep inside a layer, "cannot reshape tensor of 0 elements", as in transformers' BERT), and
-    its attention mask as the 2D 0/1 mask of the real tokens, which the masked means average over (a 4D mask says
-    nothing of that). Every CASAN encoder calls it first, before any work."""
+    its attention mask as the 2D 0/1 mask of the real tokens, which the masked means average over (a 4D mask, or a
+    dict of masks by layer type as transformers' ModernBERT takes, says nothing of that). Every CASAN encoder calls
+    it first, before any work."""
     if (input_ids is None) ^ (inputs_embeds is not None):
         raise ValueError("You must specify exactly one of input_ids or inputs_embeds")
     name, inputs = ("input_ids", input_ids) if input_ids is not None else ("inputs_embeds", inputs_embeds)
@@ -161,10 +162,13 @@ def check_encoder_inputs(input_ids, inputs_embeds, attention_mask):
         raise ValueError(
             f"The batch is empty: {name} has shape {tuple(inputs.shape)}, no sentence to encode. Pass at least one."
         )
-    if attention_mask is not None and attention_mask.dim() != 2:
-        raise ValueError(
-            f"CASAN needs a 2D attention_mask (batch, seq) to average the real tokens; got {attention_mask.dim()}D."
-        )
+    if attention_mask is None or (not isinstance(attention_mask, dict) and attention_mask.dim() == 2):
+        return
+    if isinstance(attention_mask, dict):
+        got = f"a dict of masks ({', '.join(map(repr, attention_mask))})"
+    else:
+        got = f"{attention_mask.dim()}D"
+    raise ValueError(f"CASAN needs a 2D attention_mask (batch, seq) to average the real tokens; got {got}.")
 
 
 def run_layers_with_context(plan, layers, hidden_states, attention_mask, token_mask, **kwargs):

@@ -88,35 +88,36 @@ class FamilyModules:
     `pooler` is None where the family has none (ELECTRA). `classification_head` is the dense head that
     RoBERTa-style sequence classifiers put on the first token, None where the classifier is one linear layer
     on the pooler (BERT). `choice_summary` is ELECTRA's multiple-choice summary, None where multiple choice
-    reads the pooler. `pooled_heads` are the heads whose `classifier_pooling="cls"` vector is the pooler's
-    output; the others read the first token itself. `lm_head` is the masked-LM head's first module.
+    reads the pooler. `lm_head` is the masked-LM head's first module.
     """
 
     embeddings: type
     pooler: type | None
     classification_head: type | None
     choice_summary: type | None
-    pooled_heads: tuple
     lm_head: type
+
+    @property
+    def classifier_reads_pooler(self):
+        """Whether the sequence classifier's `classifier_pooling="cls"` vector is the pooler's output (BERT's), rather
+        than the first token, which a dense head of the family's own reads (RoBERTa's, ELECTRA's)."""
+        return self.pooler is not None and self.classification_head is None
+
+    @property
+    def choices_read_pooler(self):
+        """Whether multiple choice's `classifier_pooling="cls"` vector is the pooler's output (BERT's, RoBERTa's),
+        rather than the first token, which a summary of the family's own reads (ELECTRA's)."""
+        return self.pooler is not None and self.choice_summary is None
 
 
 FAMILY_MODULES = {
-    "bert": FamilyModules(
-        BertEmbeddings, BertPooler, None, None, ("sequence-classification", "multiple-choice"), BertOnlyMLMHead
-    ),
-    "roberta": FamilyModules(
-        RobertaEmbeddings, RobertaPooler, RobertaClassificationHead, None, ("multiple-choice",), RobertaLMHead
-    ),
+    "bert": FamilyModules(BertEmbeddings, BertPooler, None, None, BertOnlyMLMHead),
+    "roberta": FamilyModules(RobertaEmbeddings, RobertaPooler, RobertaClassificationHead, None, RobertaLMHead),
     "xlm-roberta": FamilyModules(
-        XLMRobertaEmbeddings,
-        XLMRobertaPooler,
-        XLMRobertaClassificationHead,
-        None,
-        ("multiple-choice",),
-        XLMRobertaLMHead,
+        XLMRobertaEmbeddings, XLMRobertaPooler, XLMRobertaClassificationHead, None, XLMRobertaLMHead
     ),
     "electra": FamilyModules(
-        ElectraEmbeddings, None, ElectraClassificationHead, ElectraSequenceSummary, (), ElectraGeneratorPredictions
+        ElectraEmbeddings, None, ElectraClassificationHead, ElectraSequenceSummary, ElectraGeneratorPredictions
     ),
 }
 
@@ -266,7 +267,7 @@ class CasanEncoder(nn.Module):
 class CasanPreTrainedModel(FullyShardedLoading, PreTrainedModel):
     """Shared by every CASAN model; `family` says whose checkpoints it loads (BERT's here; each other family's
     `PreTrainedModel` sets its own, with its config class and base model prefix). Each head's class says
-    which row of `HEADS` it is (`head`)."""
+    which row of `HEADS` it is (`casan_head`)."""
 
     family = get_family("bert")
     config_class = CasanConfig
@@ -275,6 +276,7 @@ class CasanPreTrainedModel(FullyShardedLoading, PreTrainedModel):
     supports_gradient_checkpointing = True
     _supports_flash_attn = True
     _supports_sdpa = True
+    _supports_flex_attn = True
     _supports_attention_backend = True
     _no_split_modules = ["BertEmbeddings", "CasanLayer"]
     _can_record_outputs = {
@@ -343,10 +345,10 @@ class CasanPreTrainedModel(FullyShardedLoading, PreTrainedModel):
         base_model = FAMILY_CLASSES[(self.family.name, "base")](config, add_pooling_layer=add_pooling_layer)
         setattr(self, self.base_model_prefix, base_model)
 
-    def builds_pooler(self, head_name):
-        """Whether the head reads its family's pooler: only for `classifier_pooling="cls"`, and only in the
-        heads of `FamilyModules.pooled_heads`."""
-        return self.config.classifier_pooling == "cls" and head_name in self.family_modules.pooled_heads
+    def builds_pooler(self, head_reads_pooler):
+        """Whether the base model builds its family's pooler: only for `classifier_pooling="cls"`, and only for a head
+        whose "cls" vector is the pooler's output (`head_reads_pooler`, a `FamilyModules` property)."""
+        return self.config.classifier_pooling == "cls" and head_reads_pooler
 
     @torch.no_grad()
     def _init_weights(self, module):
@@ -411,7 +413,7 @@ class CasanModel(CasanPreTrainedModel):
     """The encoder, as `BertModel`: the family's embeddings (ELECTRA's projected to the hidden width when they
     are narrower), the context-aware layers, and the family's pooler where it has one."""
 
-    head = get_head("base")
+    casan_head = get_head("base")
 
     def __init__(self, config, add_pooling_layer=True):
         super().__init__(config)
@@ -485,14 +487,16 @@ class CasanForSequenceClassification(CasanPreTrainedModel):
     (by default the family's own: BERT's pooled [CLS] vector, RoBERTa's and ELECTRA's dense head on the first
     token), as `BertForSequenceClassification`."""
 
-    head = get_head("sequence-classification")
+    casan_head = get_head("sequence-classification")
 
     _fsdp_plan = {"pooling": "keep_full_weight", "classifier": "keep_full_weight"}
 
     def __init__(self, config):
         super().__init__(config)
         self.num_labels = config.num_labels
-        self.build_base_model(config, add_pooling_layer=self.builds_pooler("sequence-classification"))
+        self.build_base_model(
+            config, add_pooling_layer=self.builds_pooler(self.family_modules.classifier_reads_pooler)
+        )
         self.pooling = SentencePooling(config)
         head_class = self.family_modules.classification_head
         if head_class is None:
@@ -540,7 +544,7 @@ class CasanForSequenceClassification(CasanPreTrainedModel):
 class CasanForTokenClassification(CasanPreTrainedModel):
     """A label for every token, from dropout and one linear layer, as `BertForTokenClassification`."""
 
-    head = get_head("token-classification")
+    casan_head = get_head("token-classification")
     _fsdp_plan = {"classifier": "keep_full_weight"}
 
     def __init__(self, config):
@@ -579,7 +583,7 @@ class CasanForTokenClassification(CasanPreTrainedModel):
 class CasanForQuestionAnswering(CasanPreTrainedModel):
     """Extractive question answering (start and end logits of every token), as `BertForQuestionAnswering`."""
 
-    head = get_head("question-answering")
+    casan_head = get_head("question-answering")
     _fsdp_plan = {"qa_outputs": "keep_full_weight"}
 
     def __init__(self, config):
@@ -625,13 +629,13 @@ class CasanForMultipleChoice(CasanPreTrainedModel):
     """Scores each choice from its sentence vector: through dropout and one linear layer (BERT, RoBERTa), or
     through ELECTRA's summary (a dense layer and activation) and one linear layer, as `BertForMultipleChoice`."""
 
-    head = get_head("multiple-choice")
+    casan_head = get_head("multiple-choice")
 
     _fsdp_plan = {"pooling": "keep_full_weight", "classifier": "keep_full_weight"}
 
     def __init__(self, config):
         super().__init__(config)
-        self.build_base_model(config, add_pooling_layer=self.builds_pooler("multiple-choice"))
+        self.build_base_model(config, add_pooling_layer=self.builds_pooler(self.family_modules.choices_read_pooler))
         self.pooling = SentencePooling(config)
         summary_class = self.family_modules.choice_summary
         if summary_class is None:
@@ -693,7 +697,7 @@ class CasanForMaskedLM(CasanPreTrainedModel):
     `BertForMaskedLM`. The other families' masked LMs subclass it with their own head: `add_lm_head`,
     `lm_logits`, the output embeddings and the tied weights."""
 
-    head = get_head("masked-lm")
+    casan_head = get_head("masked-lm")
 
     _tied_weights_keys = {
         "cls.predictions.decoder.weight": "bert.embeddings.word_embeddings.weight",
@@ -897,7 +901,7 @@ class CasanElectraForMaskedLM(CasanElectraPreTrainedModel, CasanForMaskedLM):
 # This file's model classes, the BERT-style families', by (family name, head name) in the order of `FAMILIES` x
 # `HEADS`; `modeling_casan_auto.MODEL_CLASSES` gathers every modeling file's.
 FAMILY_CLASSES = {
-    (model_class.family.name, model_class.head.name): model_class
+    (model_class.family.name, model_class.casan_head.name): model_class
     for model_class in (
         CasanModel,
         CasanForSequenceClassification,

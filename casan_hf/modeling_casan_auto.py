@@ -5,6 +5,7 @@
 do not carry it.
 """
 
+from . import families
 from .context import is_casan_parameter
 from .families import FAMILIES, HEADS, get_family, get_head
 from .modeling_casan import FAMILY_CLASSES as BERT_STYLE_CLASSES
@@ -13,11 +14,20 @@ from .modeling_casan_modernbert import FAMILY_CLASSES as MODERNBERT_CLASSES
 from .options import OPTION_CHECKS
 
 
+def model_classes():
+    """Every modeling file's `FAMILY_CLASSES` joined, by (family name, head name) in the order of `FAMILIES` x
+    `HEADS`; a row of either table without its class is a KeyError. The tables are read when it is called, so that
+    a head added to them (tests/test_made_up_rows.py) is gathered as a real one is at import."""
+    file_classes = {**BERT_STYLE_CLASSES, **MODERNBERT_CLASSES, **DEBERTA_V2_CLASSES}
+    return {
+        (family.name, head.name): file_classes[(family.name, head.name)]
+        for family in families.FAMILIES
+        for head in families.HEADS
+    }
+
+
 # Every CASAN encoder class, by (family name, head name), in the order of `FAMILIES` x `HEADS`.
-FILE_CLASSES = {**BERT_STYLE_CLASSES, **MODERNBERT_CLASSES, **DEBERTA_V2_CLASSES}
-MODEL_CLASSES = {
-    (family.name, head.name): FILE_CLASSES[(family.name, head.name)] for family in FAMILIES for head in HEADS
-}
+MODEL_CLASSES = model_classes()
 
 # The CASAN config class of each family, by the family's name.
 FAMILY_CONFIGS = {family.name: MODEL_CLASSES[(family.name, "base")].config_class for family in FAMILIES}

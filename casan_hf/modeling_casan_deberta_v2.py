@@ -25,6 +25,7 @@ from torch.nn import functional as F
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.models.deberta_v2.modeling_deberta_v2 import (
     ContextPooler,
+    ConvLayer,
     DebertaV2Embeddings,
     DebertaV2Encoder,
     DebertaV2Intermediate,
@@ -120,7 +121,6 @@ class CasanDebertaV2Attention(nn.Module):
         super().__init__()
         self.self = CasanDisentangledSelfAttention(config, layer_idx)
         self.output = DebertaV2SelfOutput(config)
-        self.config = config
 
     def forward(self, hidden_states, attention_mask, relative_pos, rel_embeddings, context=(), **kwargs):
         self_output, _, _ = self.self(hidden_states, attention_mask, relative_pos, rel_embeddings, context, **kwargs)
@@ -162,14 +162,30 @@ class CasanDebertaV2Layer(GradientCheckpointingLayer):
 
 class CasanDebertaV2Encoder(DebertaV2Encoder):
     """`DebertaV2Encoder` (its relative positions, their embeddings and LayerNorm, the convolution after the first
-    layer; the same names) whose layers attend with context, built by the encoder's `ContextPlan`."""
+    layer; the same names) whose layers attend with context, built by the encoder's `ContextPlan`. Its methods
+    (`get_rel_embedding`, `get_rel_pos`, `get_attention_mask`) are DeBERTa's."""
 
     def __init__(self, config):
-        # DeBERTa's encoder as transformers builds it (relative positions, their LayerNorm, the convolution), rather
-        # than a copy of its constructor; its own layers are then replaced by the context-aware ones.
-        super().__init__(config)
+        """DeBERTa's modules, as `DebertaV2Encoder.__init__` builds them (whose own layers would be built only to be
+        replaced, so it is not called), with the context-aware layers."""
+        nn.Module.__init__(self)
         self.layer = nn.ModuleList([CasanDebertaV2Layer(config, i) for i in range(config.num_hidden_layers)])
         self.context_plan = ContextPlan.from_config(config)
+        # Copied from transformers.models.deberta_v2.modeling_deberta_v2.DebertaV2Encoder.__init__, after its layers
+        self.relative_attention = getattr(config, "relative_attention", False)
+        if self.relative_attention:
+            self.max_relative_positions = getattr(config, "max_relative_positions", -1)
+            if self.max_relative_positions < 1:
+                self.max_relative_positions = config.max_position_embeddings
+            self.position_buckets = getattr(config, "position_buckets", -1)
+            pos_ebd_size = self.max_relative_positions * 2
+            if self.position_buckets > 0:
+                pos_ebd_size = self.position_buckets * 2
+            self.rel_embeddings = nn.Embedding(pos_ebd_size, config.hidden_size)
+        self.norm_rel_ebd = [x.strip() for x in getattr(config, "norm_rel_ebd", "none").lower().split("|")]
+        if "layer_norm" in self.norm_rel_ebd:
+            self.LayerNorm = nn.LayerNorm(config.hidden_size, config.layer_norm_eps, elementwise_affine=True)
+        self.conv = ConvLayer(config) if getattr(config, "conv_kernel_size", 0) > 0 else None
 
     def forward(self, hidden_states, token_mask, **kwargs: Unpack[TransformersKwargs]):
         """The layers in turn, each with its context (as `context.run_layers_with_context`, which has no place for
@@ -210,6 +226,7 @@ class CasanDebertaV2PreTrainedModel(CasanPreTrainedModel):
     _keys_to_ignore_on_load_unexpected = ["position_embeddings"]
     _supports_flash_attn = False
     _supports_sdpa = False
+    _supports_flex_attn = False
     _supports_attention_backend = False
     _can_record_outputs = {
         "hidden_states": CasanDebertaV2Layer,
@@ -228,12 +245,9 @@ class CasanDebertaV2PreTrainedModel(CasanPreTrainedModel):
         elif isinstance(module, DebertaV2Embeddings):
             init.copy_(module.position_ids, torch.arange(module.position_ids.shape[-1]).expand((1, -1)))
 
-    def build_base_model(self, config, add_pooling_layer=False):
+    def build_base_model(self, config):
         """`CasanDebertaV2Model` under `deberta`, as in transformers (DeBERTa's pooler belongs to the heads)."""
         self.deberta = CasanDebertaV2Model(config)
-
-    def builds_pooler(self, head_name):
-        return False
 
 
 def sentence_vector_head(model, config):
@@ -276,9 +290,9 @@ class CasanDebertaV2Model(CasanDebertaV2PreTrainedModel):
     """The encoder, as `DebertaV2Model`: DeBERTa's embeddings (masked to the real tokens) and the context-aware
     layers with DeBERTa's relative positions. DeBERTa has no pooler in its base model."""
 
-    head = get_head("base")
+    casan_head = get_head("base")
 
-    def __init__(self, config, add_pooling_layer=False):
+    def __init__(self, config):
         super().__init__(config)
         self.embeddings = DebertaV2Embeddings(config)
         self.encoder = CasanDebertaV2Encoder(config)
@@ -322,7 +336,7 @@ class CasanDebertaV2ForSequenceClassification(CasanDebertaV2PreTrainedModel):
     """Single-label, multi-label or regression classifier on the sentence vector of `classifier_pooling` through
     DeBERTa's pooler (by default its own: the first token), as `DebertaV2ForSequenceClassification`."""
 
-    head = get_head("sequence-classification")
+    casan_head = get_head("sequence-classification")
     _fsdp_plan = {"pooling": "keep_full_weight", "pooler": "keep_full_weight", "classifier": "keep_full_weight"}
 
     def __init__(self, config):
@@ -367,7 +381,7 @@ class CasanDebertaV2ForSequenceClassification(CasanDebertaV2PreTrainedModel):
 class CasanDebertaV2ForTokenClassification(CasanDebertaV2PreTrainedModel):
     """A label for every token, from dropout and one linear layer, as `DebertaV2ForTokenClassification`."""
 
-    head = get_head("token-classification")
+    casan_head = get_head("token-classification")
     _fsdp_plan = {"classifier": "keep_full_weight"}
 
     def __init__(self, config):
@@ -408,7 +422,7 @@ class CasanDebertaV2ForTokenClassification(CasanDebertaV2PreTrainedModel):
 class CasanDebertaV2ForQuestionAnswering(CasanDebertaV2PreTrainedModel):
     """Extractive question answering (start and end logits of every token), as `DebertaV2ForQuestionAnswering`."""
 
-    head = get_head("question-answering")
+    casan_head = get_head("question-answering")
     _fsdp_plan = {"qa_outputs": "keep_full_weight"}
 
     def __init__(self, config):
@@ -454,7 +468,7 @@ class CasanDebertaV2ForMultipleChoice(CasanDebertaV2PreTrainedModel):
     """Scores each choice from its sentence vector through DeBERTa's pooler and one linear layer, as
     `DebertaV2ForMultipleChoice`."""
 
-    head = get_head("multiple-choice")
+    casan_head = get_head("multiple-choice")
     _fsdp_plan = {"pooling": "keep_full_weight", "pooler": "keep_full_weight", "classifier": "keep_full_weight"}
 
     def __init__(self, config):
@@ -509,7 +523,7 @@ class CasanDebertaV2ForMaskedLM(CasanDebertaV2PreTrainedModel):
     DeBERTa-v2/v3 checkpoints converted by transformers hold) `cls.predictions`, its decoder tied to the word
     embeddings; else `lm_predictions.lm_head`, which multiplies by the word embeddings itself (nothing to tie)."""
 
-    head = get_head("masked-lm")
+    casan_head = get_head("masked-lm")
 
     _tied_weights_keys = {
         "cls.predictions.decoder.bias": "cls.predictions.bias",
@@ -544,8 +558,26 @@ class CasanDebertaV2ForMaskedLM(CasanDebertaV2PreTrainedModel):
         return self.cls.predictions.decoder if self.legacy else None
 
     def set_output_embeddings(self, new_embeddings):
+        if not self.legacy:
+            raise ValueError(
+                "A DeBERTa masked LM with legacy=False has no output embeddings to set: its head "
+                "(lm_predictions.lm_head) multiplies by the word embeddings, which set_input_embeddings replaces; "
+                "with legacy=True the output embeddings are cls.predictions.decoder."
+            )
         self.cls.predictions.decoder = new_embeddings
         self.cls.predictions.bias = new_embeddings.bias
+
+    def _resize_token_embeddings(self, new_num_tokens, pad_to_multiple_of=None, mean_resizing=True):
+        """transformers' resize, and, with `legacy=False`, the head's bias (one per word) to the new vocabulary:
+        transformers resizes output embeddings only, which that head has none of. New words' biases start at 0."""
+        embeddings = super()._resize_token_embeddings(new_num_tokens, pad_to_multiple_of, mean_resizing)
+        if not self.legacy:
+            head = self.lm_predictions.lm_head
+            kept = min(embeddings.num_embeddings, head.bias.shape[0])
+            bias = head.bias.new_zeros(embeddings.num_embeddings)
+            bias[:kept] = head.bias.detach()[:kept]
+            head.bias = nn.Parameter(bias, requires_grad=head.bias.requires_grad)
+        return embeddings
 
     @can_return_tuple
     def forward(
@@ -581,7 +613,7 @@ class CasanDebertaV2ForMaskedLM(CasanDebertaV2PreTrainedModel):
 # This file's model classes by (family name, head name), in the order of `HEADS`; `modeling_casan_auto.MODEL_CLASSES`
 # gathers every modeling file's.
 FAMILY_CLASSES = {
-    (model_class.family.name, model_class.head.name): model_class
+    (model_class.family.name, model_class.casan_head.name): model_class
     for model_class in (
         CasanDebertaV2Model,
         CasanDebertaV2ForSequenceClassification,

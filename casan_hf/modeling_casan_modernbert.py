@@ -157,18 +157,6 @@ class CasanModernBertEncoderLayer(GradientCheckpointingLayer):
         return hidden_states + self.mlp(self.mlp_norm(hidden_states))
 
 
-class PredictionHeadOrRow:
-    """`head` of a ModernBERT head class: on the class, its row of `HEADS` (`CasanModernBertForMaskedLM.head.name`, as
-    every CASAN class has); on a model, ModernBERT's prediction head module, which transformers' ModernBERT names
-    `head` too (`head.dense.weight`), so that its checkpoints load and `get_submodule("head")` finds it."""
-
-    def __init__(self, row):
-        self.row = row
-
-    def __get__(self, model, owner=None):
-        return self.row if model is None else model._modules["head"]
-
-
 def prediction_head(config, in_features):
     """ModernBERT's prediction head (dense, activation, norm) whose dense layer reads `in_features`, the width of
     the sentence vector (wider than `hidden_size` for the attentive poolings)."""
@@ -240,7 +228,7 @@ class CasanModernBertModel(CasanModernBertPreTrainedModel):
     """The encoder, as `ModernBertModel`: ModernBERT's embeddings, the context-aware layers (each with its layer
     type's mask and rotary embedding), and the final norm after them."""
 
-    head = get_head("base")
+    casan_head = get_head("base")
 
     def __init__(self, config):
         super().__init__(config)
@@ -251,7 +239,6 @@ class CasanModernBertModel(CasanModernBertPreTrainedModel):
         )
         self.final_norm = nn.LayerNorm(config.hidden_size, eps=config.norm_eps, bias=config.norm_bias)
         self.rotary_emb = ModernBertRotaryEmbedding(config=config)
-        self.gradient_checkpointing = False
         self.post_init()
 
     def get_input_embeddings(self):
@@ -303,7 +290,7 @@ class CasanModernBertForSequenceClassification(CasanModernBertPreTrainedModel):
     "cls": the first token; "mean"; or CASAN's attentive poolings) through ModernBERT's prediction head, dropout and
     one linear layer, as `ModernBertForSequenceClassification`."""
 
-    head = PredictionHeadOrRow(get_head("sequence-classification"))
+    casan_head = get_head("sequence-classification")
     _fsdp_plan = {"pooling": "keep_full_weight", "head": "keep_full_weight", "classifier": "keep_full_weight"}
 
     def __init__(self, config):
@@ -350,7 +337,7 @@ class CasanModernBertForTokenClassification(CasanModernBertPreTrainedModel):
     """A label for every token, through ModernBERT's prediction head, dropout and one linear layer, as
     `ModernBertForTokenClassification`."""
 
-    head = PredictionHeadOrRow(get_head("token-classification"))
+    casan_head = get_head("token-classification")
     _fsdp_plan = {"head": "keep_full_weight", "classifier": "keep_full_weight"}
 
     def __init__(self, config):
@@ -389,7 +376,7 @@ class CasanModernBertForQuestionAnswering(CasanModernBertPreTrainedModel):
     """Extractive question answering (start and end logits of every token) through ModernBERT's prediction head,
     dropout and one linear layer, as `ModernBertForQuestionAnswering`."""
 
-    head = PredictionHeadOrRow(get_head("question-answering"))
+    casan_head = get_head("question-answering")
     _fsdp_plan = {"head": "keep_full_weight", "classifier": "keep_full_weight"}
 
     def __init__(self, config):
@@ -437,7 +424,7 @@ class CasanModernBertForMultipleChoice(CasanModernBertPreTrainedModel):
     dropout and one linear layer, as `ModernBertForMultipleChoice` (whose "cls" vector is the first real token, so
     that left padding works too)."""
 
-    head = PredictionHeadOrRow(get_head("multiple-choice"))
+    casan_head = get_head("multiple-choice")
     _fsdp_plan = {"pooling": "keep_full_weight", "head": "keep_full_weight", "classifier": "keep_full_weight"}
 
     def __init__(self, config):
@@ -497,7 +484,7 @@ class CasanModernBertForMaskedLM(CasanModernBertPreTrainedModel):
     """Masked LM with ModernBERT's head (`head`, then `decoder`, tied to the token embeddings), as
     `ModernBertForMaskedLM`; with `sparse_prediction` and labels, the logits of the masked tokens only."""
 
-    head = PredictionHeadOrRow(get_head("masked-lm"))
+    casan_head = get_head("masked-lm")
     _tied_weights_keys = {"decoder.weight": "model.embeddings.tok_embeddings.weight"}
     # The decoder, tied to the token embeddings, stays with them in the root's group.
     _fsdp_plan = {"head": "keep_full_weight"}
@@ -560,7 +547,7 @@ CLASSIFIER_HEADS = (
 # This file's model classes by (family name, head name) in the order of `HEADS`; `modeling_casan_auto.MODEL_CLASSES`
 # gathers every modeling file's.
 FAMILY_CLASSES = {
-    (model_class.family.name, model_class.head.name): model_class
+    (model_class.family.name, model_class.casan_head.name): model_class
     for model_class in (
         CasanModernBertModel,
         CasanModernBertForSequenceClassification,

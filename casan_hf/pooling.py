@@ -4,7 +4,8 @@
 - `"cls"`: the family's own sentence vector: the pooler's output where the head reads a pooler (BERT; RoBERTa's
   multiple choice; the pooler lives in the encoder, `bert.pooler.*`, so the source's classifiers load), else
   the first token itself, to which RoBERTa's and ELECTRA's heads apply their own dense layer;
-- `"mean"`: the masked mean of the last layer over the real tokens;
+- `"mean"`: the masked mean of the last layer over the real tokens, in ModernBERT's arithmetic (the masked sum
+  over the count), so that its twin gives ModernBERT's "mean" bit for bit;
 - `"structured"`: the structured self-attentive sentence embedding (Lin et al., ICLR 2017). Instead of one
   vector, r attention hops over the last layer's real tokens each pick out a part of the sentence:
   A = softmax(W_s2 tanh(W_s1 H^T)) (r x n) and M = A H (r x d), flattened for the classifier. The penalty
@@ -19,8 +20,6 @@
 
 import torch
 from torch import nn
-
-from .context import masked_mean
 
 
 class SentencePooling(nn.Module):
@@ -49,7 +48,7 @@ class SentencePooling(nn.Module):
         if self.kind == "cls":
             return (hidden_states[:, 0] if pooler_output is None else pooler_output), None
         if self.kind == "mean":
-            return masked_mean(hidden_states, token_mask), None
+            return mean_of_real_tokens(hidden_states, token_mask), None
         if self.kind == "structured":
             scores = self.hops(torch.tanh(self.hidden(hidden_states))).transpose(1, 2)  # (batch, r, n)
             padding = None if token_mask is None else token_mask[:, None, :] == 0
@@ -87,6 +86,16 @@ class SentencePooling(nn.Module):
                 margin = getattr(self.config, f"pooling_{name}_margin")
                 loss = loss + weight * torch.relu(margin - distance()).sum()
         return loss
+
+
+def mean_of_real_tokens(hidden_states, token_mask):
+    """`(batch, n, d) -> (batch, d)`, the mean over the tokens where `token_mask` `(batch, n)` is 1 (all where it is
+    None), as ModernBERT's heads compute it (a row without real tokens gives 0). Not `context.masked_mean`, a
+    product with weights built once per forward for every layer's context, which rounds differently (~1e-7)."""
+    if token_mask is None:
+        return hidden_states.mean(dim=1)
+    count = token_mask.sum(dim=1, keepdim=True).clamp(min=1)
+    return (hidden_states * token_mask.unsqueeze(-1)).sum(dim=1) / count
 
 
 def hop_penalty(attention):

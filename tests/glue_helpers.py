@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import transformers
+from tiny_models import DEBERTA_V3_ATTENTION
 from tokenizers import ByteLevelBPETokenizer
 from transformers import AutoTokenizer, BertConfig, BertModel, RobertaTokenizer
 
@@ -40,18 +41,7 @@ def make_tiny_bert(folder, tokenizer_path):
 
 # What a tiny source checkpoint of a family adds to its size: ELECTRA's narrower embeddings; DeBERTa-v3's relative
 # attention (log buckets, both position terms, shared keys, no absolute positions, no token types).
-FAMILY_SOURCE_SIZES = {
-    "electra": {"embedding_size": 16},
-    "deberta-v2": {
-        "relative_attention": True,
-        "pos_att_type": ["p2c", "c2p"],
-        "position_buckets": 8,
-        "max_relative_positions": 16,
-        "share_att_key": True,
-        "norm_rel_ebd": "layer_norm",
-        "position_biased_input": False,
-    },
-}
+FAMILY_SOURCE_SIZES = {"electra": {"embedding_size": 16}, "deberta-v2": DEBERTA_V3_ATTENTION}
 
 
 def make_tiny_source(folder, family, tokenizer_path, glue_dir):

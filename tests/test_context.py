@@ -2,6 +2,7 @@
 
 import pytest
 import torch
+import transformers
 from tiny_models import CONTEXT_TYPES, attention_implementations, padded_batch, tiny_config
 from torch.nn import functional as F
 
@@ -109,6 +110,29 @@ def test_eager_and_sdpa_agree(context_type, gate_per_head):
     assert diff <= 1e-5
 
 
+@pytest.mark.parametrize("family", [family.name for family in FAMILIES])
+def test_flex_attention_where_the_family_s_transformers_class_takes_it_agrees_with_sdpa(family):
+    """Every family whose transformers class takes `attn_implementation="flex_attention"` (all but DeBERTa-v2) takes
+    it too, with the context, and gives sdpa's outputs (on the CPU as well); the others refuse it, as transformers'."""
+    model_class = casan_class(family, "base")
+    source_class = getattr(transformers, model_class.family.source_class_name(model_class.casan_head))
+    assert model_class._supports_flex_attn == source_class._supports_flex_attn
+    if not model_class._supports_flex_attn:
+        with pytest.raises(ValueError, match="flex_attention"):
+            model_class._from_config(tiny_config(family), attn_implementation="flex_attention")
+        return
+    torch.manual_seed(0)
+    model = model_class(tiny_config(family, context_type="deep_global", gate_bias_init=0.0)).eval()
+    input_ids, attention_mask = padded_batch(LENGTHS)
+    outputs = {}
+    for backend in ("sdpa", "flex_attention"):
+        model.set_attn_implementation(backend)
+        assert model.config._attn_implementation == backend
+        outputs[backend] = run(model, input_ids, attention_mask).last_hidden_state
+    real = attention_mask.bool()
+    assert (outputs["flex_attention"] - outputs["sdpa"])[real].abs().max() <= 1e-5
+
+
 def test_attentions_are_returned_with_eager():
     model = CasanModel(tiny_config(context_type="deep_global", attn_implementation="eager")).eval()
     input_ids, attention_mask = padded_batch([5, 3])
@@ -186,11 +210,17 @@ def test_low_rank_runs_for_every_context(rank):
         assert torch.isfinite(outputs.last_hidden_state).all()
 
 
-def test_a_4d_attention_mask_is_refused():
-    model = CasanModel(tiny_config(context_type="global")).eval()
+@pytest.mark.parametrize("family", [family.name for family in FAMILIES])
+def test_a_mask_other_than_the_token_mask_is_refused(family):
+    """A 4D mask, or a dict of precomputed masks by layer type (which transformers' ModernBERT takes), says nothing
+    of which tokens are real, which the context's means need: every family refuses it with a clear error."""
+    model = casan_class(family, "base")(tiny_config(family, context_type="global")).eval()
     input_ids, attention_mask = padded_batch([4, 2])
     with pytest.raises(ValueError, match="2D attention_mask.*got 4D"):
         model(input_ids, attention_mask=attention_mask[:, None, None, :])
+    masks = {"full_attention": attention_mask[:, None, None, :], "sliding_attention": attention_mask[:, None, None, :]}
+    with pytest.raises(ValueError, match="2D attention_mask.*got a dict"):
+        model(input_ids, attention_mask=masks)
 
 
 @pytest.mark.parametrize("context_type", ["deep", "deep_global"])

@@ -226,10 +226,11 @@ def test_a_sentence_transformers_pipeline_on_another_family_is_kept(
     the folder runs its pooling and normalisation on the family's CASAN base model, whose embeddings start next
     to the source's."""
     from glue_helpers import make_tiny_source
-    from sentence_transformers import SentenceTransformer, models
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import Normalize, Pooling, Transformer
 
-    encoder = models.Transformer(make_tiny_source(tmp_path / family, family, minilm_path, glue_dir))
-    modules = [encoder, models.Pooling(encoder.get_embedding_dimension(), "mean"), models.Normalize()]
+    encoder = Transformer(make_tiny_source(tmp_path / family, family, minilm_path, glue_dir))
+    modules = [encoder, Pooling(encoder.get_embedding_dimension(), "mean"), Normalize()]
     SentenceTransformer(modules=modules, device="cpu").save(str(tmp_path / "source"))
     torch.manual_seed(0)
     convert_main(["--model_name_or_path", str(tmp_path / "source"), "--output_dir", str(tmp_path / "casan"),

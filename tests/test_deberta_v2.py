@@ -16,7 +16,7 @@ import torch
 import transformers
 from fresh_process import run_without_casan_hf
 from test_transformers4 import PYTHON_4X
-from tiny_models import TINY, comparable_outputs, head_inputs, padded_batch
+from tiny_models import DEBERTA_V3_ATTENTION, TINY, comparable_outputs, head_inputs, padded_batch
 
 from casan_hf import HEADS, CasanConfig, casan_class, casan_twin, get_family, get_head
 from casan_hf.configuration_casan_deberta_v2 import CasanDebertaV2Config
@@ -27,15 +27,7 @@ from casan_hf.options import OPTIONS
 # The attention variants of DeBERTa checkpoints: v3 (shared keys, log buckets, LayerNorm on the relative
 # embeddings, no absolute positions), v2 (separate position projections, the convolution after the first layer,
 # `pos_att_type` as v2's config.json writes it), each position term alone, and no relative attention at all.
-V3 = dict(
-    relative_attention=True,
-    pos_att_type=["p2c", "c2p"],
-    position_buckets=8,
-    max_relative_positions=16,
-    share_att_key=True,
-    norm_rel_ebd="layer_norm",
-    position_biased_input=False,
-)
+V3 = DEBERTA_V3_ATTENTION
 V2 = dict(
     relative_attention=True,
     pos_att_type="p2c|c2p",
@@ -128,6 +120,23 @@ def test_the_new_masked_lm_head_is_deberta(tmp_path):
         assert torch.equal(model.eval()(**inputs).logits, reference(**inputs).logits)
     assert "lm_predictions" in model.fsdp_plan and "deberta.embeddings.word_embeddings" not in model.fsdp_plan
     assert model.get_output_embeddings() is None
+
+
+def test_the_new_masked_lm_head_resizes_with_the_vocabulary():
+    """`legacy=False`: `resize_token_embeddings` resizes the head's bias with the word embeddings (the head has no
+    output embeddings of its own), keeping the old words' logits; `set_output_embeddings` says why it has none."""
+    torch.manual_seed(0)
+    model = casan_class("deberta-v2", "masked-lm")(config("v3", legacy=False)).eval()
+    inputs = inputs_for("masked-lm")
+    with torch.no_grad():
+        before = model(**inputs).logits
+        model.resize_token_embeddings(TINY["vocab_size"] + 10)
+        after = model(**inputs)
+    assert model.lm_predictions.lm_head.bias.shape == (TINY["vocab_size"] + 10,)
+    assert after.logits.shape == (*before.shape[:-1], TINY["vocab_size"] + 10)
+    assert torch.equal(after.logits[..., : TINY["vocab_size"]], before)
+    with pytest.raises(ValueError, match="legacy=False"):
+        model.set_output_embeddings(torch.nn.Linear(TINY["hidden_size"], TINY["vocab_size"]))
 
 
 @pytest.mark.parametrize("variant", ["v3", "v2"])
@@ -225,7 +234,7 @@ def test_gradient_checkpointing_gives_the_same_gradients():
     gradients = []
     for checkpointing in (False, True):
         if checkpointing:
-            model.gradient_checkpointing_enable()
+            model.activation_checkpointing_enable()
         model.zero_grad()
         model(**inputs).loss.backward()
         gradients.append({name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None})
@@ -233,6 +242,20 @@ def test_gradient_checkpointing_gives_the_same_gradients():
     assert any("rel_embeddings" in name for name in gradients[1]) and any(".conv." in name for name in gradients[1])
     for name, gradient in gradients[0].items():
         torch.testing.assert_close(gradients[1][name], gradient, atol=1e-6, rtol=1e-5, msg=name)
+
+
+def test_the_encoder_builds_no_layer_it_does_not_keep(monkeypatch):
+    """The encoder builds DeBERTa's modules but not DeBERTa's own layers, which the context-aware ones replace."""
+    built = []
+    build = transformers.models.deberta_v2.modeling_deberta_v2.DebertaV2Layer.__init__
+    monkeypatch.setattr(
+        transformers.models.deberta_v2.modeling_deberta_v2.DebertaV2Layer,
+        "__init__",
+        lambda layer, *args, **kwargs: built.append(layer) or build(layer, *args, **kwargs),
+    )
+    encoder = casan_class("deberta-v2", "base")(config("v2")).encoder
+    assert not built and len(encoder.layer) == TINY["num_hidden_layers"]
+    assert encoder.rel_embeddings is not None and encoder.conv is not None
 
 
 def test_bf16_autocast_trains():

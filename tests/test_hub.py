@@ -193,14 +193,15 @@ class Publisher:
     def sentence_transformers(self):
         """A sentence-transformers source (BERT, mean pooling, normalisation) on the server, converted by
         scripts/convert_bert_to_casan.py --sentence_transformers and published."""
-        from sentence_transformers import SentenceTransformer, models
+        from sentence_transformers import SentenceTransformer
+        from sentence_transformers.sentence_transformer.modules import Normalize, Pooling, Transformer
 
         source_repo, repo = "casan/tiny-st-source", "casan/tiny-st"
         bert = self.folder("bert-for-st")
         make_tiny_bert(bert, str(self.folder("casan/tiny-bert")))
         source = self.folder(source_repo)
-        encoder = models.Transformer(str(bert))
-        modules = [encoder, models.Pooling(encoder.get_word_embedding_dimension(), "mean"), models.Normalize()]
+        encoder = Transformer(str(bert))
+        modules = [encoder, Pooling(encoder.get_embedding_dimension(), "mean"), Normalize()]
         SentenceTransformer(modules=modules, device="cpu").save(str(source))
         self.server.publish_folder(source_repo, source)
         torch.manual_seed(30)

@@ -1,8 +1,12 @@
 """A context kind and a head are rows of their tables: a made-up kind (`CONTEXT_KINDS`) and a made-up head (a row
-of `HEADS`, its classes written as docs/CODE.md says, and their `MODEL_CLASSES` entries) run through the model, the
-inspection's prediction, the model card and a sweep's dry run with nothing else changed. The kind's config, model,
-benchmark and sweep commands are tests/test_context_kinds.py's."""
+of `HEADS`, its class written out for every family as a real head's are, each in its family's `FAMILY_CLASSES`, from
+which `MODEL_CLASSES` is gathered as at import, and a reading of its own in `READINGS`) run through the model of every
+family, the inspection's prediction, the model card and a sweep's dry run with nothing else changed. The test fails
+if the code decided by anything but the rows: a kind outside the paper's three taken for no context, a card that
+files every head's scores under text classification, a prediction read as labels whatever the head's reading. The
+kind's config, model, benchmark and sweep commands are tests/test_context_kinds.py's."""
 
+import importlib
 import json
 
 import pytest
@@ -14,39 +18,51 @@ from tiny_models import padded_batch, tiny_config
 from tiny_tokenizer import tiny_tokenizer
 from torch import nn
 
-from casan_hf import families
+from casan_hf import families, modeling_casan_auto
 from casan_hf.context import CONTEXT_KINDS
-from casan_hf.families import Head
+from casan_hf.families import FAMILIES, Head
 from casan_hf.hub import render_model_card
 from casan_hf.inspection import inspect_attention, predict
+from casan_hf.inspection.prediction import READINGS, Prediction
 from casan_hf.modeling_casan import (
+    CasanElectraPreTrainedModel,
     CasanPreTrainedModel,
     CasanRobertaPreTrainedModel,
     CasanSequenceClassifierOutput,
+    CasanXLMRobertaPreTrainedModel,
     encoder_extras,
 )
-from casan_hf.modeling_casan_auto import MODEL_CLASSES, casan_class
+from casan_hf.modeling_casan_auto import casan_class
+from casan_hf.modeling_casan_deberta_v2 import CasanDebertaV2PreTrainedModel
+from casan_hf.modeling_casan_modernbert import CasanModernBertPreTrainedModel
 
 
-# One score per sentence from its first token: a head CASAN does not have, read as a regression's value.
+# One score per sentence from its first token: a head CASAN does not have, with a reading of its own.
 SCORING = Head(
     "sentence-scoring",
     "ForSentenceScoring",
     "AutoModelForSentenceScoring",
     None,
-    prediction="labels",
+    prediction="score",
     untrained="its scores are random until it is fine-tuned",
 )
 
 
-class CasanForSentenceScoring(CasanPreTrainedModel):
-    """A score for each sentence, from the first token's hidden state and one linear layer."""
+def sentence_score(config, tokenizer, inspection, top_k):
+    """The made-up head's reading of its logits for one text: the one score."""
+    score = float(inspection.logits[0])
+    return Prediction(f"scores the sentence {score:.3f}", ("text", "score"), [("this text", score)])
 
-    head = SCORING
+
+class CasanForSentenceScoring(CasanPreTrainedModel):
+    """A score for each sentence, from the first token's hidden state and one linear layer; the family's base model
+    under its prefix, as every head of every family has it."""
+
+    casan_head = SCORING
 
     def __init__(self, config):
         super().__init__(config)
-        self.build_base_model(config, add_pooling_layer=False)
+        setattr(self, self.base_model_prefix, casan_class(self.family, "base")(config))
         self.scorer = nn.Linear(config.hidden_size, 1)
         self.post_init()
 
@@ -57,38 +73,85 @@ class CasanForSentenceScoring(CasanPreTrainedModel):
 
 
 class CasanRobertaForSentenceScoring(CasanRobertaPreTrainedModel, CasanForSentenceScoring):
-    """A score for each sentence, as CasanForSentenceScoring, of RoBERTa checkpoints."""
+    """`CasanForSentenceScoring` of RoBERTa checkpoints."""
+
+
+class CasanXLMRobertaForSentenceScoring(CasanXLMRobertaPreTrainedModel, CasanForSentenceScoring):
+    """`CasanForSentenceScoring` of XLM-RoBERTa checkpoints."""
+
+
+class CasanElectraForSentenceScoring(CasanElectraPreTrainedModel, CasanForSentenceScoring):
+    """`CasanForSentenceScoring` of ELECTRA checkpoints."""
+
+
+class CasanModernBertForSentenceScoring(CasanModernBertPreTrainedModel, CasanForSentenceScoring):
+    """`CasanForSentenceScoring` of ModernBERT checkpoints."""
+
+
+class CasanDebertaV2ForSentenceScoring(CasanDebertaV2PreTrainedModel, CasanForSentenceScoring):
+    """`CasanForSentenceScoring` of DeBERTa-v2/v3 checkpoints."""
+
+
+SCORING_CLASSES = (
+    CasanForSentenceScoring,
+    CasanRobertaForSentenceScoring,
+    CasanXLMRobertaForSentenceScoring,
+    CasanElectraForSentenceScoring,
+    CasanModernBertForSentenceScoring,
+    CasanDebertaV2ForSentenceScoring,
+)
 
 
 @pytest.fixture
 def made_up_rows(monkeypatch):
-    """The made-up kind and head in their tables, as rows added to them would be."""
+    """The made-up kind, head and reading in their tables, as rows added to them would be: each class in its
+    family's modeling file's `FAMILY_CLASSES`, and `MODEL_CLASSES` gathered from those as at import."""
     monkeypatch.setitem(CONTEXT_KINDS, PREVIOUS.name, PREVIOUS)
     monkeypatch.setattr(families, "HEADS", (*families.HEADS, SCORING))
-    for model_class in (CasanForSentenceScoring, CasanRobertaForSentenceScoring):
-        monkeypatch.setitem(MODEL_CLASSES, (model_class.family.name, SCORING.name), model_class)
+    monkeypatch.setitem(READINGS, SCORING.prediction, sentence_score)
+    for model_class in SCORING_CLASSES:
+        family_classes = importlib.import_module(f"casan_hf.{model_class.family.modeling_module}").FAMILY_CLASSES
+        monkeypatch.setitem(family_classes, (model_class.family.name, SCORING.name), model_class)
+    monkeypatch.setattr(modeling_casan_auto, "MODEL_CLASSES", modeling_casan_auto.model_classes())
 
 
-@pytest.mark.parametrize("family", ["bert", "roberta"])
+def test_the_made_up_head_has_its_class_in_every_family():
+    assert [(model_class.family, model_class.__name__) for model_class in SCORING_CLASSES] == [
+        (family, family.class_name(SCORING)) for family in FAMILIES
+    ]
+
+
+@pytest.mark.parametrize("family", FAMILIES, ids=[family.name for family in FAMILIES])
 def test_the_made_up_head_and_kind_run_through_the_model_its_prediction_and_its_card(made_up_rows, family, tmp_path):
     torch.manual_seed(0)
-    config = tiny_config(family, context_type="previous", gate_bias_init=0.0, num_labels=1)
+    config = tiny_config(family.name, context_type="previous", gate_bias_init=0.0, num_labels=1)
     model = casan_class(family, "sentence-scoring")(config).eval()
-    assert config.auto_map["AutoModelForSentenceScoring"] == f"modeling_casan.{type(model).__name__}"
+    assert type(model).__name__ == family.class_name(SCORING)
+    assert config.auto_map[SCORING.auto_class] == f"{family.modeling_module}.{family.class_name(SCORING)}"
 
     input_ids, attention_mask = padded_batch([6, 3], pad_token_id=config.pad_token_id)
     with torch.no_grad():
         padded = model(input_ids, attention_mask=attention_mask, output_context_gates=True)
         alone = model(input_ids[1:, :3], attention_mask=attention_mask[1:, :3])
-    assert padded.logits.shape == (2, 1) and torch.all(padded.context_gates[0] == 0)  # layer 0 reads no layer
+    assert padded.logits.shape == (2, 1)
+    # The kind's row: layer 0 reads no layer, and each later one the layer before it, so its gates are open.
+    real = attention_mask.bool()
+    assert torch.all(padded.context_gates[0] == 0)
+    assert all(torch.all(gates.transpose(1, 2)[real] != 0) for gates in padded.context_gates[1:])
     torch.testing.assert_close(padded.logits[1], alone.logits[0], atol=1e-5, rtol=1e-5)
 
     tokenizer = tiny_tokenizer(tmp_path)
+    tokenizer.model_input_names = ["input_ids", "attention_mask"]  # ModernBERT takes no token types
     inspection = inspect_attention(model, tokenizer, "the film was funny")
-    assert predict(model, tokenizer, inspection).summary == f"predicts {float(inspection.logits[0]):.3f}"
+    assert predict(model, tokenizer, inspection).summary == f"scores the sentence {float(inspection.logits[0]):.3f}"
 
-    card = render_model_card(model, "tiny-scorer", head="sentence-scoring", untrained_heads=["scorer"])
-    assert ModelCard(card).data.pipeline_tag is None
+    metrics = {"validation": {"pearson": 0.5}}
+    card = render_model_card(
+        model, "tiny-scorer", head=SCORING.name, dataset_id="someone/scores", eval_metrics=metrics,
+        untrained_heads=["scorer"],
+    )  # fmt: skip
+    metadata = ModelCard(card).data
+    assert metadata.pipeline_tag is None and [result.task_type for result in metadata.eval_results] == [SCORING.name]
     assert "A context-aware self-attention ('previous' context) version of" in card
     assert "| context_type | `previous` |" in card and "classifier_pooling" not in card
     assert "from transformers import AutoTokenizer, AutoModelForSentenceScoring" in card

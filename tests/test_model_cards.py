@@ -3,6 +3,7 @@ the metadata and eval results written, names the checkpoint it started from in `
 id (the Hub's model tree and "fine-tuned from" links read it) and never a folder of the machine that wrote it,
 and shows how to pin a revision. tests/test_hub.py reads the cards of published runs back from a Hub server."""
 
+import ast
 import difflib
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from huggingface_hub import ModelCard
 from tiny_models import tiny_config
 from transformers import BertConfig, BertForSequenceClassification
 
+import casan_hf.hub
 from casan_hf import (
     CasanForMaskedLM,
     CasanForSequenceClassification,
@@ -135,3 +137,16 @@ def test_cards_keep_their_pinned_text(name):
     pinned = (PINNED_DIR / f"{name}.md").read_text(encoding="utf-8")
     diff = "".join(difflib.unified_diff(pinned.splitlines(True), text.splitlines(True), "pinned", "rendered"))
     assert text == pinned, diff
+
+
+def test_the_hub_package_imports_nothing_from_training():
+    """The training package writes cards through `casan_hf.hub`; hub reads nothing back from it (the gate log's keys
+    are `hub.gate_log`'s), so the imports run one way, in functions as at the top of a module."""
+    hub = Path(casan_hf.hub.__file__).parent
+    imported = {
+        (path.name, node.module or "")
+        for path in hub.glob("*.py")
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.ImportFrom)
+    }
+    assert imported and not [(name, module) for name, module in imported if "training" in module.split(".")]

@@ -12,6 +12,7 @@ from unittest import mock
 
 import pytest
 import transformers
+from tiny_models import DEBERTA_V3_ATTENTION
 from transformers_common import load_common_tests, missing_common_tests
 
 from casan_hf import CasanConfig, casan_class
@@ -182,21 +183,13 @@ def test_the_common_tests_are_the_installed_releases():
 
 # DeBERTa-v2: transformers' own DeBERTa-v2 with v3's relative attention as the control, and CASAN's six DeBERTa
 # heads with deep_global context beside it.
-DEBERTA_V3 = {
-    "relative_attention": True,
-    "pos_att_type": ["p2c", "c2p"],
-    "position_buckets": 8,
-    "max_relative_positions": 16,
-    "share_att_key": True,
-    "norm_rel_ebd": "layer_norm",
-}
 
 
 class DebertaV2CommonTest(BertCommonTest):
     """The control of the DeBERTa-v2 family: transformers' DeBERTa-v2, with the same tester."""
 
     config_class = transformers.DebertaV2Config
-    options = DEBERTA_V3
+    options = DEBERTA_V3_ATTENTION
     all_model_classes = tuple(
         getattr(transformers, get_family("deberta-v2").source_class_name(head)) for head in HEADS
     )
@@ -212,7 +205,7 @@ class CasanDebertaV2CommonTest(DebertaV2CommonTest):
     """CASAN's six DeBERTa-v2 heads (deep_global context), added to the auto classes' name tables as BERT's are."""
 
     config_class = CasanDebertaV2Config
-    options = {**DEBERTA_V3, "context_type": "deep_global"}
+    options = {**DEBERTA_V3_ATTENTION, "context_type": "deep_global"}
     all_model_classes = tuple(casan_class("deberta-v2", head.name) for head in HEADS)
 
     @classmethod

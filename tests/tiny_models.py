@@ -39,6 +39,15 @@ BERT_TWINS = {casan: source for casan, source in FAMILY_TWINS.items() if casan.f
 # (the second and third of three) see less than the sentences of the tests.
 # DeBERTa's: v3's relative attention (log buckets, both position terms, shared keys, LayerNorm on the relative
 # embeddings, no absolute positions) with v2's convolution after the first layer, so that every path is run.
+DEBERTA_V3_ATTENTION = {
+    "relative_attention": True,
+    "pos_att_type": ["p2c", "c2p"],
+    "position_buckets": 8,
+    "max_relative_positions": 16,
+    "share_att_key": True,
+    "norm_rel_ebd": "layer_norm",
+    "position_biased_input": False,
+}
 FAMILY_TINY = {
     "bert": {},
     "roberta": {},
@@ -52,16 +61,7 @@ FAMILY_TINY = {
         "sep_token_id": 2,
         "local_attention": 4,
     },
-    "deberta-v2": {
-        "relative_attention": True,
-        "pos_att_type": ["p2c", "c2p"],
-        "position_buckets": 8,
-        "max_relative_positions": 16,
-        "share_att_key": True,
-        "norm_rel_ebd": "layer_norm",
-        "position_biased_input": False,
-        "conv_kernel_size": 3,
-    },
+    "deberta-v2": {**DEBERTA_V3_ATTENTION, "conv_kernel_size": 3},
 }
 
 
@@ -96,7 +96,8 @@ def padded_batch(lengths, vocab_size=99, seed=0, pad_token_id=0):
 def head_inputs(casan_class, input_ids, attention_mask, num_labels=2):
     """Inputs (with labels, so the loss is compared too) for one head."""
     batch = input_ids.shape[0]
-    head = casan_class.head.name if hasattr(casan_class, "head") else None  # the translation model has no row
+    # The translation model has no row of HEADS.
+    head = casan_class.casan_head.name if hasattr(casan_class, "casan_head") else None
     if head == "multiple-choice":
         # Choice 2 of each example is the next example's sentence.
         return {

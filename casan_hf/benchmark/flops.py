@@ -48,9 +48,7 @@ def _projection_size(config, layer_index):
 
 def context_forward_flops(config, seq_len):
     """The FLOPs CASAN adds to one sequence's forward: C U (once per sentence for sentence-level context,
-    once per token for deep) and the gate's dot products."""
-    if config.context_type == "none":
-        return 0
+    once per token for deep) and the gate's dot products; none for a kind that gives no layer a context."""
     n, d, targets = seq_len, config.hidden_size, len(config.context_targets)
     rows = n if CONTEXT_KINDS[config.context_type].per_token else 1
     total = 0

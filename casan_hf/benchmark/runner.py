@@ -160,12 +160,19 @@ def attention_backends(family=DEFAULT_FAMILY):
     return ("sdpa", "eager") if source_class(family)._supports_sdpa else ("eager",)
 
 
+def checkpoint_family(folder):
+    """The `Family` of the checkpoint in `folder`, from its config's `model_type`."""
+    return get_family(transformers.AutoConfig.from_pretrained(folder).model_type)
+
+
 def source_model(size, attn_implementation, dtype, family=DEFAULT_FAMILY):
     """The family's transformers base model every model of this size copies its weights from (BERT's by default),
     and where the weights came from: the size's shape on the family's config, with `FAMILY_SETTINGS`."""
     model_class = source_class(family)
-    if family == "bert" and size == MINILM and minilm_path() is not None:  # the checkpoint is a BERT's
-        model = model_class.from_pretrained(minilm_path(), attn_implementation=attn_implementation, dtype=dtype)
+    checkpoint = minilm_path() if size == MINILM else None
+    # The real checkpoint stands in for its own family's models only (it is a BERT's).
+    if checkpoint is not None and checkpoint_family(checkpoint) is get_family(family):
+        model = model_class.from_pretrained(checkpoint, attn_implementation=attn_implementation, dtype=dtype)
         return model, "checkpoint"
     config = model_class.config_class(**SIZES[size], **FAMILY_SETTINGS.get(family, {}))
     torch.manual_seed(0)

@@ -22,6 +22,7 @@ from ..families import get_family, get_head
 from ..glue.tasks import GLUE_HUB_ID, GLUE_TASKS
 from ..options import OPTIONS, option_names
 from .folder import is_hub_id
+from .gate_log import gate_key, logged_layers_and_heads
 from .tasks import METRICS, encoder_task, translation_task
 
 
@@ -349,10 +350,6 @@ def untrained_heads_warning(modules, head_name, trained=False):
 
 def gates_table(gates):
     """A Markdown table of `gate_means` output, one row per layer."""
-    # The training package writes the card (its trainer imports this package), so its gate log keys are read here,
-    # when a table is drawn, rather than imported with this module.
-    from ..training.gates import gate_key, logged_layers_and_heads
-
     layers, _ = logged_layers_and_heads(gates)
     rows = ["| layer | mean lambda_Q | mean lambda_K |", "| --- | --- | --- |"]
     rows += [

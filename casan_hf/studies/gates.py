@@ -6,7 +6,7 @@ from pathlib import Path
 
 from ..configuration_casan import CasanConfig
 from ..context import CONTEXT_KINDS, CONTEXT_TARGETS
-from ..training.gates import OUTPUT_GATE_FIGURES, gate_key, logged_layers_and_heads, output_gate_key
+from ..hub.gate_log import OUTPUT_GATE_FIGURES, gate_key, logged_layers_and_heads, output_gate_key
 from .arms import parse_arm
 
 

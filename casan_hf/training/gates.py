@@ -3,42 +3,17 @@ evaluation data, and with an output gate its mean and its share of values under 
 heads' output it closes), logged at each evaluation. They say whether the context is used at all: a context that
 stays unused keeps its gates near their start, sigmoid(gate_bias_init).
 
-The log keys are written and read here alone (`gate_key`, `output_gate_key`, `logged_layers_and_heads`): a context
-gate's mean "gates/layer_<i>/<query|key>", one head's "gates/layer_<i>/<query|key>/head_<h>", the output gate's
-"head_gates/layer_<i>/<mean|sparse>". The model card and the studies' records read them through these functions."""
-
-import re
+The log's keys are `casan_hf.hub.gate_log`'s, which the model card and the studies' records read too."""
 
 import torch
 from transformers import TrainerCallback
 
+from ..hub.gate_log import OUTPUT_GATE_FIGURES, gate_key, output_gate_key
 from ..options import CONTEXT_TARGETS
 
 
 # An output gate value under this counts as closed (Qiu et al. 2025 report their gates' share under 0.1).
 SPARSE_BELOW = 0.1
-# What is logged of the output gate per layer: its mean, and its share of values under SPARSE_BELOW.
-OUTPUT_GATE_FIGURES = ("mean", "sparse")
-_GATE_KEY = re.compile(r"gates/layer_(\d+)/(\w+)(?:/head_(\d+))?")
-
-
-def gate_key(layer, target, head=None):
-    """The log key of layer `layer`'s mean `target` gate ("gates/layer_2/query"), or of one head's
-    ("gates/layer_2/query/head_1")."""
-    key = f"gates/layer_{layer}/{target}"
-    return key if head is None else f"{key}/head_{head}"
-
-
-def output_gate_key(layer, figure):
-    """The log key of the output gate's `figure` (of `OUTPUT_GATE_FIGURES`) in layer `layer`."""
-    return f"head_gates/layer_{layer}/{figure}"
-
-
-def logged_layers_and_heads(logged):
-    """The layers with a context gate in `logged` (a log entry, or `gate_means` output) and the heads with gates of
-    their own (none without `gate_per_head`), each sorted; other keys (the output gate's, the loss) are passed by."""
-    keys = [match.groups() for match in map(_GATE_KEY.fullmatch, logged) if match]
-    return sorted({int(layer) for layer, _, _ in keys}), sorted({int(head) for _, _, head in keys if head is not None})
 
 
 @torch.no_grad()
