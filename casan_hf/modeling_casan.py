@@ -78,6 +78,10 @@ from .configuration_casan import (
 from .context import ContextPlan, check_encoder_inputs, run_layers_with_context
 from .context_mixer import CasanContextMixer, CasanOutputGate, output_gate, self_attention_with_context
 from .families import FAMILIES, get_family, get_head
+
+# transformers 4.x copies to its module cache only the code files that a local folder's model file imports itself, not
+# the files those import in turn (5.x follows them): the mixer's kernels are imported here so that they travel.
+from .fused_mixer import FusedMix  # noqa: F401
 from .pooling import SentencePooling
 
 

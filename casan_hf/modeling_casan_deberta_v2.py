@@ -47,6 +47,10 @@ from .configuration_casan_deberta_v2 import CasanDebertaV2Config
 from .context import ContextPlan, check_encoder_inputs, mean_weights
 from .context_mixer import CasanContextMixer, CasanOutputGate, gate_head_outputs, mix_context, output_gate
 from .families import get_family, get_head
+
+# transformers 4.x copies to its module cache only the code files that a local folder's model file imports itself, not
+# the files those import in turn (5.x follows them): the mixer's kernels are imported here so that they travel.
+from .fused_mixer import FusedMix  # noqa: F401
 from .modeling_casan import (
     CasanMaskedLMOutput,
     CasanModelOutput,
