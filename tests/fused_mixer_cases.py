@@ -151,17 +151,29 @@ def call(function, leaves, heads, fixed_gate=0.3):
     return function(projected, gate_hidden, gate_context, gate_bias, fixed_gate, heads, *states)
 
 
-@pytest.mark.parametrize(
-    ("dtype", "parameter_dtype"),
-    [(torch.float32,) * 2, (torch.float16,) * 2, (torch.bfloat16,) * 2, (torch.bfloat16, torch.float32)],
-    ids=["fp32", "fp16", "bf16", "bf16-states-fp32-parameters"],
-)
-@pytest.mark.parametrize("form", KERNEL_FORMS, ids=kernel_form_id)
-def test_kernels_equal_the_formulas(form, dtype, parameter_dtype, device):
+# Every form in fp32 and in bf16 states with fp32 parameters (autocast's mix); the two-target dynamic forms, which
+# run every load and store of both targets, in fp16 and bf16 too (the dtype changes only the loads and the stores).
+KERNEL_CASES = [
+    (form, dtypes)
+    for form in KERNEL_FORMS
+    for dtypes in ((torch.float32,) * 2, (torch.bfloat16, torch.float32))
+    + (((torch.float16,) * 2, (torch.bfloat16,) * 2) if form["targets"] == 2 and form["dynamic"] else ())
+]
+
+
+def kernel_case_id(case):
+    form, (dtype, parameter_dtype) = case
+    dtypes = str(dtype).removeprefix("torch.") + ("" if dtype == parameter_dtype else "-fp32-parameters")
+    return f"{kernel_form_id(form)}-{dtypes}"
+
+
+@pytest.mark.parametrize("case", KERNEL_CASES, ids=kernel_case_id)
+def test_kernels_equal_the_formulas(case, device):
     """`FusedMix` on the same inputs as the float64 formulas: the mixed states, the gates and the gradients of every
     input within one rounding to their dtype (the kernels compute in fp32 and round where they write), for a
     shared gate and a gate per head, one target or two, sentence and token context, the fixed gate, in fp32, fp16,
     bf16 and bf16 states with fp32 parameters (autocast's mix)."""
+    form, (dtype, parameter_dtype) = case
     leaves = kernel_inputs(form, dtype, parameter_dtype, device)
     leaves_64 = [None if leaf is None else leaf.detach().double().requires_grad_() for leaf in leaves]
     heads = form["heads"]
@@ -228,9 +240,15 @@ def assert_fused_matches(mixer, inputs, dtype, fused_calls):
             assert error <= bound, f"{name}: {error:.2e} from the formulas in {dtype}, PyTorch's {path_error:.2e}"
 
 
-# Every form of the mixer in fp32, and each context kind with both gate shapes in bf16 (the kernels' own dtype
-# handling is test_kernels_equal_the_formulas').
-MIXER_CASES = [(options, torch.float32) for options in CONFIGS] + [
+# The mixer's forms as its C U reaches the kernels: each context kind at full rank (C U token-major) and low rank
+# (target-major), both targets with each gate shape and the key alone with the fixed gate, in fp32; each kind with
+# both gate shapes in bf16 (the kernels' every form and dtype are test_kernels_equal_the_formulas').
+MIXER_CASES = [
+    (options, torch.float32)
+    for options in CONFIGS
+    if (options["context_targets"] == ["query", "key"] and options["gate"] == "dynamic")
+    or (options["context_targets"] == ["key"] and options["gate"] == "fixed")
+] + [
     (dict(context_type=context_type, gate_per_head=per_head), torch.bfloat16)
     for context_type in ("global", "deep", "deep_global")
     for per_head in (False, True)
@@ -322,8 +340,10 @@ def family_model(family, context_type):
     return model.eval()  # no dropout (gradients flow all the same)
 
 
-@pytest.mark.parametrize("context_type", ["global", "deep"])
-@pytest.mark.parametrize("family", ["bert", "modernbert", "deberta-v2", "marian"])
+@pytest.mark.parametrize(
+    ("family", "context_type"),
+    [("bert", "global"), ("bert", "deep"), ("modernbert", "global"), ("deberta-v2", "global"), ("marian", "deep")],
+)
 def test_models_run_the_fused_kernels_as_their_pytorch_path(family, context_type, device, fused_calls):
     """Whole models on a padded batch, the families whose attention calls `mix_context` (ModernBERT, DeBERTa-v2) and
     the translation model's encoder among them: outputs, gates and every parameter's gradient equal the PyTorch
