@@ -80,12 +80,16 @@ define transformers_tests
 	fi
 endef
 
+# The suite runs in two processes (pytest-xdist), each test file whole in one of them: a file's fixtures and order stay
+# as they are, and the machine's two cores both work.
+PYTEST_PROCESSES := -n 2 --dist loadfile
+
 # Lint and format are checked first: CI enforces them (ruff is pinned in constraints.txt).
 test: install $(VENV_4X)/bin/.installed $(VENV_OLAH)/bin/.installed install-demo browser
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(call transformers_tests,$(BIN))
-	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q
+	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q $(PYTEST_PROCESSES)
 
 # What a new release can break (docs/TESTS.md, "The latest releases"): conversion and `none` against BERT, every
 # family and head, save/load and the fresh-process remote-code load, the Hub-server load, PEFT, ONNX export,
@@ -101,7 +105,7 @@ test-latest: $(VENV_LATEST)/bin/.installed $(VENV_4X)/bin/.installed $(VENV_OLAH
 	$(call transformers_tests,$(VENV_LATEST)/bin)
 	@$(VENV_LATEST)/bin/python -c 'from importlib.metadata import version; \
 		print("Latest releases tested:", ", ".join(f"{name} {version(name)}" for name in "torch $(LATEST_PACKAGES)".split()))'
-	HF_HUB_OFFLINE=1 $(VENV_LATEST)/bin/python -m pytest -q $(LATEST_TESTS)
+	HF_HUB_OFFLINE=1 $(VENV_LATEST)/bin/python -m pytest -q $(PYTEST_PROCESSES) $(LATEST_TESTS)
 
 # With the GLUE TSVs in $(GLUE_DIR) the run is offline; without that folder it fetches nyu-mll/glue from the Hub,
 # and without a connection it stops with one line saying where to put the TSVs.

@@ -188,11 +188,14 @@ def test_each_flag_takes_the_configs_type_made_optional():
         (value,) = [arg for arg in typing.get_args(annotation) if arg is not type(None)]
         return value
 
+    # The annotations, not the fields' `type`: HfArgumentParser rewrites a parsed dataclass's field types in place
+    # (X | None becomes X), so after a test that parses flags `field.type` no longer says what the class declares.
     config_types = {field.name: field.type for field in dataclasses.fields(CasanConfig)}
+    flag_types = typing.get_type_hints(CasanArguments)
     for field in dataclasses.fields(CasanArguments):
         expected = value_type(config_types[field.name])
-        assert value_type(field.type) == (PositiveInt if expected is int else expected), field.name
-        assert type(None) in typing.get_args(field.type) and field.default is None, field.name
+        assert value_type(flag_types[field.name]) == (PositiveInt if expected is int else expected), field.name
+        assert type(None) in typing.get_args(flag_types[field.name]) and field.default is None, field.name
 
 
 def test_every_head_names_real_transformers_classes_and_pipelines():
