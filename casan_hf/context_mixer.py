@@ -44,6 +44,12 @@ def fused_mixer_default():
     return check_fused_mixer_mode(os.environ.get(FUSED_MIXER_VARIABLE, FUSED_MIXER_MODES[0]), FUSED_MIXER_VARIABLE)
 
 
+def runs_fused(mode, states, compiling):
+    """Whether a mixer in `mode` takes the fused kernels for `states`, in a compiled graph (`compiling`) or not: the
+    mode allows it there, and the kernels take the tensors."""
+    return mode != "off" and (mode == "compiled" or not compiling) and fused_mix_available(states)
+
+
 def set_fused_mixer(model, mode):
     """Sets when every context mixer of `model` runs the fused kernels (`mode`, one of `FUSED_MIXER_MODES`): "off"
     keeps the PyTorch path, for comparison and debugging. Returns the number of mixers set."""
@@ -253,7 +259,6 @@ class CasanContextMixer(nn.Module):
         self.hidden_size = config.hidden_size
         self.per_token = context_kind(config).per_token
         self.targets = tuple(target for target in CONTEXT_TARGETS if target in config.context_targets)
-        self.both_targets = len(self.targets) == len(CONTEXT_TARGETS)
         self.rank = config.context_rank
         self.dynamic = config.gate == "dynamic"
         self.fixed_gate = config.fixed_gate
@@ -350,7 +355,7 @@ class CasanContextMixer(nn.Module):
         """
         targets = tuple(query if target == "query" else key for target in self.targets)
         projected = self.project(context)  # (T, batch, 1 or n, d)
-        if self.runs_fused(query):
+        if runs_fused(self.fused, query, torch.compiler.is_compiling()):
             mixed, gate = self.fused_mix(targets, projected, return_gates)
         else:
             mixed, gate = self.mix(targets, projected)
@@ -386,13 +391,6 @@ class CasanContextMixer(nn.Module):
         mixed = torch.lerp(plain.view(per_head), projected.view(per_head), gate.unsqueeze(-1)).view(plain.shape)
         return mixed.unbind(), gate
 
-    def runs_fused(self, query):
-        """Whether this call takes the fused kernels: the mode allows it here (compiled or not), and they take the
-        tensors."""
-        if self.fused == "off" or not fused_mix_available(query):
-            return False
-        return self.fused == "compiled" or not torch.compiler.is_compiling()
-
     def fused_mix(self, targets, projected, return_gates):
         """The fused path: the mixed states and the gate `(T, batch, n, heads)` in fp32 (None for the fixed gate),
         written only where they are returned or a gradient needs them; through `FusedMix` where a gradient will be
@@ -402,7 +400,6 @@ class CasanContextMixer(nn.Module):
         tracked = torch.is_grad_enabled() and any(
             tensor is not None and tensor.requires_grad for tensor in (projected, *parameters, *targets)
         )
-        fixed_gate = 0.0 if self.dynamic else self.fixed_gate
         mix = FusedMix.apply if tracked else fused_mix
-        *mixed, gate = mix(projected, *parameters, fixed_gate, self.gate_heads, return_gates or tracked, *targets)
+        *mixed, gate = mix(projected, *parameters, self.fixed_gate, self.gate_heads, return_gates or tracked, *targets)
         return mixed, gate if self.dynamic else None

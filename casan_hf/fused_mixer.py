@@ -311,14 +311,10 @@ def _warps(heads_p2, width_p2):
     return max(1, min(16, heads_p2 * width_p2 // 256))
 
 
-def _contiguous(tensor):
-    return tensor if tensor.is_contiguous() else tensor.contiguous()
-
-
-def _target_major(projected):
-    """Whether C U `(T, batch, rows, d)` is laid out target by target (a low-rank one) rather than token by token
-    (`(batch, rows, T, d)` permuted: a full-rank one, as its product gives it); either must be dense."""
-    return not projected.permute(1, 2, 0, 3).is_contiguous()
+def _token_major(projected):
+    """Whether C U `(T, batch, rows, d)` is `(batch, rows, T, d)` permuted (a full-rank one, as its product gives it)
+    rather than laid out target by target (a low-rank one); the kernels read either."""
+    return projected.permute(1, 2, 0, 3).is_contiguous()
 
 
 def _kernel_options(states, projected, heads):
@@ -333,7 +329,7 @@ def _kernel_options(states, projected, heads):
         HEADS_P2=heads_p2,
         WIDTH_P2=width_p2,
         PER_TOKEN=projected.shape[2] != 1,
-        TARGET_MAJOR=_target_major(projected),
+        TARGET_MAJOR=not _token_major(projected),
         num_warps=_warps(heads_p2, width_p2),
     )
 
@@ -369,11 +365,11 @@ def fused_mix(projected, gate_hidden, gate_context, gate_bias, fixed_gate, heads
 
 
 def prepare(projected, states):
-    """The tensors the kernels read as they lay them out: the states contiguous `(batch, n, d)`, C U dense (see
-    `_target_major`)."""
-    if not (projected.is_contiguous() or projected.permute(1, 2, 0, 3).is_contiguous()):
+    """The tensors the kernels read as they lay them out: the states contiguous `(batch, n, d)`, C U target- or
+    token-major (`_token_major`)."""
+    if not (projected.is_contiguous() or _token_major(projected)):
         projected = projected.contiguous()
-    return projected, [_contiguous(target) for target in states]
+    return projected, [target.contiguous() for target in states]
 
 
 class FusedMix(torch.autograd.Function):
@@ -403,7 +399,7 @@ class FusedMix(torch.autograd.Function):
         projected, gate_hidden, gate_context, gates, *states = ctx.saved_tensors
         *grads, gates_grad = grads
         dynamic = gate_hidden is not None
-        gates_grad = None if gates_grad is None or not dynamic else _contiguous(gates_grad.float())
+        gates_grad = None if gates_grad is None or not dynamic else gates_grad.float().contiguous()
         num_targets = len(states)
         batch, n, d = states[0].shape
         width = d // ctx.heads
@@ -411,7 +407,7 @@ class FusedMix(torch.autograd.Function):
         per_token = options["PER_TOKEN"]
         # An unused output's gradient is None; a broadcast one (stride 0) is made contiguous, as the kernel reads it.
         grads = [
-            torch.zeros_like(target) if grad is None else _contiguous(grad)
+            torch.zeros_like(target) if grad is None else grad.contiguous()
             for grad, target in zip(grads, states, strict=True)
         ]
         grads_in = [torch.empty((batch, n, d), dtype=target.dtype, device=target.device) for target in states]

@@ -20,9 +20,8 @@ import transformers
 from torch.nn import functional as F
 
 from ..context import CONTEXT_KINDS, is_casan_parameter
-from ..context_mixer import CasanContextMixer, set_fused_mixer
+from ..context_mixer import CasanContextMixer, runs_fused, set_fused_mixer
 from ..families import get_family, get_head
-from ..fused_mixer import fused_mix_available
 from ..modeling_casan_auto import FAMILY_CONFIGS, casan_class
 from .flops import context_param_count, cost_floor, counts_floor
 from .peak_memory import step_peak_mb
@@ -206,9 +205,8 @@ def mixer_path(model, device, dtype, compiled=False):
     mixers = [module for module in model.modules() if isinstance(module, CasanContextMixer)]
     if not mixers:
         return None
-    modes = ("compiled",) if compiled else ("eager", "compiled")
-    fused = all(mixer.fused in modes for mixer in mixers)
-    return "fused" if fused and fused_mix_available(torch.empty(0, device=device, dtype=dtype)) else "pytorch"
+    probe = torch.empty(0, device=device, dtype=dtype)
+    return "fused" if all(runs_fused(mixer.fused, probe, compiled) for mixer in mixers) else "pytorch"
 
 
 def make_step(model, inputs, mode):
