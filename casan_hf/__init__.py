@@ -1,26 +1,27 @@
-"""casan-hf: context-aware self-attention (Yang et al., AAAI 2019) for Hugging Face BERT-style encoders and a
-Marian-layout translation model.
+"""casan-hf: context-aware self-attention (Yang et al., AAAI 2019) for Hugging Face encoders of six families (BERT,
+RoBERTa, XLM-RoBERTa, ELECTRA, ModernBERT, DeBERTa-v2/v3) and a Marian-layout translation model.
 
-The package's top folder holds the model files only: `options.py` (the option table), `families.py` (the
-head and family tables), `configuration_casan.py`, `modeling_casan.py`, `context.py`, `context_mixer.py`,
-`fused_mixer.py`, `pooling.py` and `compat.py`, which `save_pretrained` copies next to the weights for
-`trust_remote_code=True` (they import only torch, transformers, each other and, inside a try, Triton for the GPU
-kernels of `fused_mixer.py`; they run on transformers 4.56 or later: what differs
-between 4.x and 5.x is in `compat.py`), and the translation model's `configuration_casan_marian.py` and
-`modeling_casan_marian.py` (for transformers 5; their folders carry those two and the encoder's files except
-`modeling_casan.py` and `pooling.py`). The tools around a model live in subpackages: `casan_hf.glue` (data
-and metrics), `casan_hf.translation` (parallel data, the joint tokenizer, size presets, BLEU and chrF),
-`casan_hf.hub` (the Hub folder and its model card), `casan_hf.cli` (what the scripts share), `casan_hf.training`
-(the context's learning rate, gate monitoring), `casan_hf.studies` (grids of runs, arms, paired comparisons with
-the twin), `casan_hf.inspection` (gates and attention of one text),
-`casan_hf.explorer` (the browser explorer, with Gradio) and `casan_hf.benchmark` (speed and memory against
-BERT).
+The package's top folder holds the model files only, which `save_pretrained` copies next to the weights for
+`trust_remote_code=True`: `options.py` (the option table), `families.py` (the head and family tables),
+`configuration_casan*.py` (each family's config), `modeling_casan.py` (what every family's classes share, and the
+BERT-style families' classes), `modeling_casan_modernbert.py`, `modeling_casan_deberta_v2.py`, `context.py`,
+`context_mixer.py`, `fused_mixer.py`, `pooling.py` and `compat.py`, and the translation model's
+`configuration_casan_marian.py` and `modeling_casan_marian.py`. They import only torch, transformers, each other
+and, inside a try, Triton for the GPU kernels of `fused_mixer.py`; encoder folders run on transformers 4.56 or
+later (ModernBERT's on 5.2, the translation model's on 5): what differs between 4.x and 5.x is in `compat.py`.
+`modeling_casan_auto.py` gathers every file's classes; no model class imports it. The tools around a model live
+in subpackages: `casan_hf.glue` (data and metrics), `casan_hf.translation` (parallel data, the joint tokenizer,
+size presets, BLEU and chrF), `casan_hf.hub` (the Hub folder and its model card), `casan_hf.cli` (what the scripts
+share), `casan_hf.training` (the context's learning rate, gate monitoring, preemption), `casan_hf.studies` (grids
+of runs, arms, paired comparisons with the twin), `casan_hf.inspection` (gates and attention of one text),
+`casan_hf.explorer` (the browser explorer, with Gradio) and `casan_hf.benchmark` (speed and memory against each
+family's source model).
 
 Importing the package registers each family's CASAN model type (`casan_bert`, `casan_roberta`,
-`casan_xlm-roberta`, `casan_electra`) with `AutoConfig` and the `AutoModel...` classes of `HEADS`, and
-`casan_marian` with `AutoConfig`, `AutoModel` and `AutoModelForSeq2SeqLM`, so an
-installed casan_hf needs no remote code; `save_pretrained` still writes the code files and an
-`auto_map` so that anyone can load a saved folder with `trust_remote_code=True`.
+`casan_xlm-roberta`, `casan_electra`, `casan_modernbert`, `casan_deberta-v2`) with `AutoConfig` and the
+`AutoModel...` classes of `HEADS`, and `casan_marian` with `AutoConfig`, `AutoModel` and `AutoModelForSeq2SeqLM`,
+so an installed casan_hf needs no remote code; `save_pretrained` still writes the code files and an `auto_map` so
+that anyone can load a saved folder with `trust_remote_code=True`.
 """
 
 import transformers
@@ -31,6 +32,7 @@ from .configuration_casan import (
     CasanRobertaConfig,
     CasanXLMRobertaConfig,
 )
+from .configuration_casan_deberta_v2 import CasanDebertaV2Config
 from .configuration_casan_marian import CasanMarianConfig
 from .configuration_casan_modernbert import CasanModernBertConfig
 from .context import CONTEXT_KINDS
@@ -45,6 +47,14 @@ from .modeling_casan import (
     CasanPreTrainedModel,
 )
 from .modeling_casan_auto import FAMILY_CONFIGS, HEAD_CLASSES, MODEL_CLASSES, casan_class, casan_twin
+from .modeling_casan_deberta_v2 import (
+    CasanDebertaV2ForMaskedLM,
+    CasanDebertaV2ForMultipleChoice,
+    CasanDebertaV2ForQuestionAnswering,
+    CasanDebertaV2ForSequenceClassification,
+    CasanDebertaV2ForTokenClassification,
+    CasanDebertaV2Model,
+)
 from .modeling_casan_marian import CasanMarianModel, CasanMarianMTModel
 from .modeling_casan_modernbert import (
     CasanModernBertForMaskedLM,
@@ -89,6 +99,13 @@ __all__ = [
     "HEAD_CLASSES",
     "MODEL_CLASSES",
     "CasanConfig",
+    "CasanDebertaV2Config",
+    "CasanDebertaV2ForMaskedLM",
+    "CasanDebertaV2ForMultipleChoice",
+    "CasanDebertaV2ForQuestionAnswering",
+    "CasanDebertaV2ForSequenceClassification",
+    "CasanDebertaV2ForTokenClassification",
+    "CasanDebertaV2Model",
     "CasanElectraConfig",
     "CasanRobertaConfig",
     "CasanXLMRobertaConfig",

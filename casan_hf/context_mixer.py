@@ -236,6 +236,21 @@ class CasanOutputGate(nn.Module):
         return (2 * gate if self.doubled else gate,)
 
 
+def attention_head_dim(config):
+    """The width of one attention head, or a ValueError where the hidden size does not split into the heads."""
+    if config.hidden_size % config.num_attention_heads != 0:
+        raise ValueError(
+            f"The hidden size ({config.hidden_size}) is not a multiple of the number of attention "
+            f"heads ({config.num_attention_heads})"
+        )
+    return config.hidden_size // config.num_attention_heads
+
+
+def layer_context_mixer(config, layer_idx):
+    """Layer `layer_idx`'s `CasanContextMixer`, None where the layer mixes no context into its query or key."""
+    return CasanContextMixer(config, config.context_size(layer_idx)) if config.mixes_context(layer_idx) else None
+
+
 def output_gate(config, layer_idx):
     """Layer `layer_idx`'s `CasanOutputGate` (None without `output_gate`), taking the layer's context where the
     config says so and the layer has one."""

@@ -1,13 +1,19 @@
-"""Context-aware self-attention encoders (Yang et al., AAAI 2019) in the layout of `transformers`' BERT, RoBERTa,
-XLM-RoBERTa and ELECTRA models.
+"""Context-aware self-attention encoders (Yang et al., AAAI 2019): what every family's classes share, and the
+BERT-style families' classes, in the layout of `transformers`' BERT, RoBERTa, XLM-RoBERTa and ELECTRA models.
 
-Every submodule keeps its family's name (`roberta.embeddings`, `roberta.encoder.layer.N.attention.self.query`,
-`classifier.out_proj`, ...), so any checkpoint of the family loads unchanged and only the context parameters
-(`...attention.self.context_mixer.*`) are new. These four families share one encoder (their layers are BERT's;
-ModernBERT and DeBERTa-v2 have files of their own) and differ in embeddings, pooler and heads, which are imported from
-`transformers` rather than copied and listed once per family in `FAMILY_MODULES`. BERT's classes come first
+What every family shares, written once: `CasanPreTrainedModel` (loading, checks, the context's initialisation),
+the `ModelOutput`s, and one mixin per row of `HEADS` holding that head's `forward` (`CasanEncoderMixin` for the base
+model, `CasanSequenceClassificationMixin`, ...). Every family's classes, here and in `modeling_casan_modernbert.py`
+and `modeling_casan_deberta_v2.py`, are written out over their head's mixin and hold only what differs: their
+modules and the hooks the mixin names.
+
+The BERT-style families share one encoder (their layers are BERT's) and differ in embeddings, pooler and heads,
+which are imported from `transformers` rather than copied and named once per family by its `PreTrainedModel`'s
+`family_modules`. Every submodule keeps its family's name (`roberta.embeddings`,
+`roberta.encoder.layer.N.attention.self.query`, `classifier.out_proj`, ...), so any checkpoint of the family loads
+unchanged and only the context parameters (`...attention.self.context_mixer.*`) are new. BERT's classes come first
 (`CasanModel`, `CasanForSequenceClassification`, ...), then each other family's, in the order of `FAMILIES` x
-`HEADS`: a `PreTrainedModel` that names the family's config and prefix, and one small subclass per head
+`HEADS`: a `PreTrainedModel` that names the family's config, prefix and modules, and one small subclass per head
 (`CasanRobertaForSequenceClassification`, ...). `FAMILY_CLASSES` lists them all.
 """
 
@@ -76,7 +82,14 @@ from .configuration_casan import (
     converted_start,
 )
 from .context import ContextPlan, check_encoder_inputs, run_layers_with_context
-from .context_mixer import CasanContextMixer, CasanOutputGate, output_gate, self_attention_with_context
+from .context_mixer import (
+    CasanContextMixer,
+    CasanOutputGate,
+    attention_head_dim,
+    layer_context_mixer,
+    output_gate,
+    self_attention_with_context,
+)
 from .families import FAMILIES, get_family, get_head
 
 # transformers 4.x copies to its module cache only the code files that a local folder's model file imports itself, not
@@ -112,18 +125,6 @@ class FamilyModules:
         """Whether multiple choice's `classifier_pooling="cls"` vector is the pooler's output (BERT's, RoBERTa's),
         rather than the first token, which a summary of the family's own reads (ELECTRA's)."""
         return self.pooler is not None and self.choice_summary is None
-
-
-FAMILY_MODULES = {
-    "bert": FamilyModules(BertEmbeddings, BertPooler, None, None, BertOnlyMLMHead),
-    "roberta": FamilyModules(RobertaEmbeddings, RobertaPooler, RobertaClassificationHead, None, RobertaLMHead),
-    "xlm-roberta": FamilyModules(
-        XLMRobertaEmbeddings, XLMRobertaPooler, XLMRobertaClassificationHead, None, XLMRobertaLMHead
-    ),
-    "electra": FamilyModules(
-        ElectraEmbeddings, None, ElectraClassificationHead, ElectraSequenceSummary, ElectraGeneratorPredictions
-    ),
-}
 
 
 @dataclass
@@ -190,24 +191,17 @@ class CasanSelfAttention(nn.Module):
 
     def __init__(self, config, layer_idx):
         super().__init__()
-        if config.hidden_size % config.num_attention_heads != 0:
-            raise ValueError(
-                f"The hidden size ({config.hidden_size}) is not a multiple of the number of attention "
-                f"heads ({config.num_attention_heads})"
-            )
         self.config = config
         self.layer_idx = layer_idx
         self.is_causal = False
-        self.head_dim = config.hidden_size // config.num_attention_heads
+        self.head_dim = attention_head_dim(config)
         self.scaling = self.head_dim**-0.5
 
         self.query = nn.Linear(config.hidden_size, config.hidden_size)
         self.key = nn.Linear(config.hidden_size, config.hidden_size)
         self.value = nn.Linear(config.hidden_size, config.hidden_size)
         self.dropout = nn.Dropout(config.attention_probs_dropout_prob)
-        self.context_mixer = (
-            CasanContextMixer(config, config.context_size(layer_idx)) if config.mixes_context(layer_idx) else None
-        )
+        self.context_mixer = layer_context_mixer(config, layer_idx)
         self.output_gate = output_gate(config, layer_idx)
 
     def forward(self, hidden_states, attention_mask=None, context=(), **kwargs: Unpack[TransformersKwargs]):
@@ -268,12 +262,25 @@ class CasanEncoder(nn.Module):
         return run_layers_with_context(plan, self.layer, hidden_states, attention_mask, token_mask, **kwargs)
 
 
+def recorded_outputs(layer_class, attention_class):
+    """transformers' output capture (`_can_record_outputs`) for a family's layers: the hidden states each layer
+    returns, the attention weights and the context gates its attention returns (outputs 1 and 2), the output gates."""
+    return {
+        "hidden_states": layer_class,
+        "attentions": OutputRecorder(attention_class, index=1),
+        "context_gates": OutputRecorder(attention_class, index=2),
+        "head_gates": OutputRecorder(CasanOutputGate, index=0),
+    }
+
+
 class CasanPreTrainedModel(FullyShardedLoading, PreTrainedModel):
     """Shared by every CASAN model; `family` says whose checkpoints it loads (BERT's here; each other family's
     `PreTrainedModel` sets its own, with its config class and base model prefix). Each head's class says
     which row of `HEADS` it is (`casan_head`)."""
 
     family = get_family("bert")
+    # The modules the family takes from transformers; None for a family with layers of its own (its model file says).
+    family_modules = FamilyModules(BertEmbeddings, BertPooler, None, None, BertOnlyMLMHead)
     config_class = CasanConfig
     config: CasanConfig
     base_model_prefix = "bert"
@@ -283,12 +290,7 @@ class CasanPreTrainedModel(FullyShardedLoading, PreTrainedModel):
     _supports_flex_attn = True
     _supports_attention_backend = True
     _no_split_modules = ["BertEmbeddings", "CasanLayer"]
-    _can_record_outputs = {
-        "hidden_states": CasanLayer,
-        "attentions": OutputRecorder(CasanSelfAttention, index=1),
-        "context_gates": OutputRecorder(CasanSelfAttention, index=2),
-        "head_gates": OutputRecorder(CasanOutputGate, index=0),
-    }
+    _can_record_outputs = recorded_outputs(CasanLayer, CasanSelfAttention)
 
     @classmethod
     def _can_set_attn_implementation(cls):
@@ -311,10 +313,6 @@ class CasanPreTrainedModel(FullyShardedLoading, PreTrainedModel):
             )
         config.check_context_options()
         super().__init__(config, *inputs, **kwargs)
-
-    @property
-    def family_modules(self):
-        return FAMILY_MODULES[self.family.name]
 
     _model_tags = None
 
@@ -361,7 +359,7 @@ class CasanPreTrainedModel(FullyShardedLoading, PreTrainedModel):
         super()._init_weights(module)
         if isinstance(module, (BertLMPredictionHead, RobertaLMHead, XLMRobertaLMHead)):
             init.zeros_(module.bias)
-        elif isinstance(module, tuple(modules.embeddings for modules in FAMILY_MODULES.values())):
+        elif self.family_modules is not None and isinstance(module, self.family_modules.embeddings):
             init.copy_(module.position_ids, torch.arange(module.position_ids.shape[-1]).expand((1, -1)))
             init.zeros_(module.token_type_ids)
         elif isinstance(module, (CasanContextMixer, CasanOutputGate)):
@@ -413,28 +411,27 @@ def encoder_extras(outputs):
     }
 
 
-class CasanModel(CasanPreTrainedModel):
-    """The encoder, as `BertModel`: the family's embeddings (ELECTRA's projected to the hidden width when they
-    are narrower), the context-aware layers, and the family's pooler where it has one."""
+# What every family's classes share, written once: the base model's steps around its encoder, and each head's forward
+# (the inputs, the base model, the loss, the output). Each family's classes are written out below and in their
+# family's model file, each over the mixin of its head, and hold only what differs: their modules (`__init__`) and the
+# hooks the mixin names (`embed_and_encode`, `classify`, `cls_vector`, `lm_logits`, ...). A mixin comes first among
+# a class's bases, so that its `forward` is found before `nn.Module`'s.
+
+
+class CasanEncoderMixin:
+    """The base model's forward: the inputs checked, the gates asked of the layers as transformers' output capture
+    asks for the other per-layer outputs, and the family's `embed_and_encode(input_ids, attention_mask,
+    token_type_ids, position_ids, inputs_embeds, **kwargs)`, which returns the `CasanModelOutput`."""
 
     casan_head = get_head("base")
-
-    def __init__(self, config, add_pooling_layer=True):
-        super().__init__(config)
-        modules = self.family_modules
-        self.embeddings = modules.embeddings(config)
-        embedding_size = getattr(config, "embedding_size", config.hidden_size)
-        if embedding_size != config.hidden_size:
-            self.embeddings_project = nn.Linear(embedding_size, config.hidden_size)
-        self.encoder = CasanEncoder(config)
-        self.pooler = modules.pooler(config) if add_pooling_layer and modules.pooler is not None else None
-        self.post_init()
+    # The word embeddings' name in the family's `embeddings` module.
+    word_embeddings_name = "word_embeddings"
 
     def get_input_embeddings(self):
-        return self.embeddings.word_embeddings
+        return getattr(self.embeddings, self.word_embeddings_name)
 
     def set_input_embeddings(self, value):
-        self.embeddings.word_embeddings = value
+        setattr(self.embeddings, self.word_embeddings_name, value)
 
     @merge_with_config_defaults
     @capture_outputs
@@ -448,8 +445,214 @@ class CasanModel(CasanPreTrainedModel):
         **kwargs: Unpack[TransformersKwargs],
     ) -> CasanModelOutput:
         check_encoder_inputs(input_ids, inputs_embeds, attention_mask)
-        # The layers make gates only when asked: as transformers' output capture, from the config if not given.
         kwargs.setdefault("output_context_gates", getattr(self.config, "output_context_gates", False))
+        return self.embed_and_encode(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, **kwargs)
+
+
+class CasanHeadMixin:
+    """What every head does first: its family's base model (stored under the family's prefix) on the inputs."""
+
+    def run_base_model(self, input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, **kwargs):
+        return self.base_model(
+            input_ids,
+            attention_mask=attention_mask,
+            token_type_ids=token_type_ids,
+            position_ids=position_ids,
+            inputs_embeds=inputs_embeds,
+            return_dict=True,
+            **kwargs,
+        )
+
+
+class CasanSentenceHeadMixin(CasanHeadMixin):
+    """The heads that score a sentence vector (sequence classification, multiple choice): `pooling`
+    (`classifier_pooling`, casan_hf/pooling.py) of the last hidden states, then the family's `classify(pooled)`."""
+
+    def cls_vector(self, outputs, attention_mask):
+        """The vector `classifier_pooling="cls"` reads where it is not the first token: the family's pooler output
+        where the head reads it (None where the base model built no pooler)."""
+        return outputs.pooler_output
+
+    def sentence_logits(self, outputs, attention_mask):
+        """The logits, the sentence vector and the pooling hops (None but for "structured")."""
+        cls_vector = self.cls_vector(outputs, attention_mask)
+        pooled, hops = self.pooling(outputs.last_hidden_state, attention_mask, cls_vector)
+        return self.classify(pooled), pooled, hops
+
+
+class CasanSequenceClassificationMixin(CasanSentenceHeadMixin):
+    """Sequence classification's forward: the sentence's logits, and the loss by the config's `problem_type`
+    (`sequence_loss`: transformers' rule, which a family may replace with its own)."""
+
+    casan_head = get_head("sequence-classification")
+
+    def sequence_loss(self, logits, labels):
+        return self.loss_function(labels, logits, self.config)
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids=None,
+        attention_mask=None,
+        token_type_ids=None,
+        position_ids=None,
+        inputs_embeds=None,
+        labels=None,
+        output_pooling_attentions=False,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> CasanSequenceClassifierOutput:
+        outputs = self.run_base_model(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, **kwargs)
+        logits, pooled, hops = self.sentence_logits(outputs, attention_mask)
+        loss = self.sequence_loss(logits, labels) if labels is not None else None
+        return CasanSequenceClassifierOutput(
+            loss=self.pooling.add_penalty(loss, hops, pooled),
+            logits=logits,
+            pooling_attentions=hops if output_pooling_attentions else None,
+            **encoder_extras(outputs),
+        )
+
+
+class CasanTokenClassificationMixin(CasanHeadMixin):
+    """Token classification's forward: the family's `classify(last_hidden_state)`, a label for every token."""
+
+    casan_head = get_head("token-classification")
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids=None,
+        attention_mask=None,
+        token_type_ids=None,
+        position_ids=None,
+        inputs_embeds=None,
+        labels=None,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> CasanTokenClassifierOutput:
+        outputs = self.run_base_model(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, **kwargs)
+        logits = self.classify(outputs.last_hidden_state)
+        loss = self.loss_function(logits, labels, self.config) if labels is not None else None
+        return CasanTokenClassifierOutput(loss=loss, logits=logits, **encoder_extras(outputs))
+
+
+class CasanQuestionAnsweringMixin(CasanHeadMixin):
+    """Extractive question answering's forward: the family's `classify(last_hidden_state)` gives every token a start
+    and an end logit; the loss is transformers' over both."""
+
+    casan_head = get_head("question-answering")
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids=None,
+        attention_mask=None,
+        token_type_ids=None,
+        position_ids=None,
+        inputs_embeds=None,
+        start_positions=None,
+        end_positions=None,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> CasanQuestionAnsweringOutput:
+        outputs = self.run_base_model(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, **kwargs)
+        start_logits, end_logits = self.classify(outputs.last_hidden_state).split(1, dim=-1)
+        start_logits = start_logits.squeeze(-1).contiguous()
+        end_logits = end_logits.squeeze(-1).contiguous()
+        loss = None
+        if start_positions is not None and end_positions is not None:
+            loss = self.loss_function(start_logits, end_logits, start_positions, end_positions)
+        return CasanQuestionAnsweringOutput(
+            loss=loss, start_logits=start_logits, end_logits=end_logits, **encoder_extras(outputs)
+        )
+
+
+class CasanMultipleChoiceMixin(CasanSentenceHeadMixin):
+    """Multiple choice's forward: inputs `(batch, num_choices, seq)`, each choice encoded as its own sentence and
+    scored by the family's `classify(pooled)` (one logit); cross-entropy over the choices."""
+
+    casan_head = get_head("multiple-choice")
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids=None,
+        attention_mask=None,
+        token_type_ids=None,
+        position_ids=None,
+        inputs_embeds=None,
+        labels=None,
+        output_pooling_attentions=False,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> CasanMultipleChoiceOutput:
+        num_choices = input_ids.shape[1] if input_ids is not None else inputs_embeds.shape[1]
+        inputs = (input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds)
+        input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds = (
+            None if tensor is None else tensor.flatten(0, 1) for tensor in inputs
+        )
+        outputs = self.run_base_model(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, **kwargs)
+        logits, pooled, hops = self.sentence_logits(outputs, attention_mask)
+        logits = logits.view(-1, num_choices)
+        loss = nn.functional.cross_entropy(logits, labels) if labels is not None else None
+        returned_hops = (
+            hops.unflatten(0, (-1, num_choices)) if output_pooling_attentions and hops is not None else None
+        )
+        return CasanMultipleChoiceOutput(
+            loss=self.pooling.add_penalty(loss, hops, pooled),
+            logits=logits,
+            pooling_attentions=returned_hops,
+            **encoder_extras(outputs),
+        )
+
+
+class CasanMaskedLMMixin(CasanHeadMixin):
+    """Masked LM's forward: the family's `lm_logits(last_hidden_state)` for the tokens `predicted_tokens` keeps (all
+    of them, unless the family predicts the masked ones only), and transformers' masked-LM loss."""
+
+    casan_head = get_head("masked-lm")
+
+    def predicted_tokens(self, states, labels):
+        """The states and labels of the tokens whose words are predicted when labels are given: every token."""
+        return states, labels
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids=None,
+        attention_mask=None,
+        token_type_ids=None,
+        position_ids=None,
+        inputs_embeds=None,
+        labels=None,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> CasanMaskedLMOutput:
+        outputs = self.run_base_model(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, **kwargs)
+        states = outputs.last_hidden_state
+        if labels is not None:
+            states, labels = self.predicted_tokens(states, labels)
+        logits = self.lm_logits(states)
+        loss = None
+        if labels is not None:
+            loss = self.loss_function(logits, labels, vocab_size=self.config.vocab_size)
+        return CasanMaskedLMOutput(loss=loss, logits=logits, **encoder_extras(outputs))
+
+
+# BERT's classes, which the other BERT-style families' classes below take over with their own `PreTrainedModel`.
+
+
+class CasanModel(CasanEncoderMixin, CasanPreTrainedModel):
+    """The encoder, as `BertModel`: the family's embeddings (ELECTRA's projected to the hidden width when they
+    are narrower), the context-aware layers, and the family's pooler where it has one."""
+
+    def __init__(self, config, add_pooling_layer=True):
+        super().__init__(config)
+        modules = self.family_modules
+        self.embeddings = modules.embeddings(config)
+        embedding_size = getattr(config, "embedding_size", config.hidden_size)
+        if embedding_size != config.hidden_size:
+            self.embeddings_project = nn.Linear(embedding_size, config.hidden_size)
+        self.encoder = CasanEncoder(config)
+        self.pooler = modules.pooler(config) if add_pooling_layer and modules.pooler is not None else None
+        self.post_init()
+
+    def embed_and_encode(self, input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, **kwargs):
         embedding_output = self.embeddings(
             input_ids=input_ids,
             position_ids=position_ids,
@@ -473,9 +676,10 @@ class CasanModel(CasanPreTrainedModel):
 
 
 def classifier_dropout(config):
-    """BERT's rule for the dropout before a classifier: `classifier_dropout` where set, else the hidden one."""
-    rate = config.classifier_dropout if config.classifier_dropout is not None else config.hidden_dropout_prob
-    return nn.Dropout(rate)
+    """BERT's rule for the dropout before a classifier: `classifier_dropout` where set, else the hidden one (always,
+    for DeBERTa's config, which has none: DeBERTa's token classifier takes the hidden one)."""
+    rate = getattr(config, "classifier_dropout", None)
+    return nn.Dropout(config.hidden_dropout_prob if rate is None else rate)
 
 
 def first_token_head(head_class, config, in_features):
@@ -486,12 +690,10 @@ def first_token_head(head_class, config, in_features):
     return head
 
 
-class CasanForSequenceClassification(CasanPreTrainedModel):
+class CasanForSequenceClassification(CasanSequenceClassificationMixin, CasanPreTrainedModel):
     """Single-label, multi-label or regression classifier on the sentence vector of `classifier_pooling`
     (by default the family's own: BERT's pooled [CLS] vector, RoBERTa's and ELECTRA's dense head on the first
     token), as `BertForSequenceClassification`."""
-
-    casan_head = get_head("sequence-classification")
 
     _fsdp_plan = {"pooling": "keep_full_weight", "classifier": "keep_full_weight"}
 
@@ -510,45 +712,15 @@ class CasanForSequenceClassification(CasanPreTrainedModel):
             self.classifier = first_token_head(head_class, config, self.pooling.output_size)
         self.post_init()
 
-    @can_return_tuple
-    def forward(
-        self,
-        input_ids=None,
-        attention_mask=None,
-        token_type_ids=None,
-        position_ids=None,
-        inputs_embeds=None,
-        labels=None,
-        output_pooling_attentions=False,
-        **kwargs: Unpack[TransformersKwargs],
-    ) -> CasanSequenceClassifierOutput:
-        outputs = self.base_model(
-            input_ids,
-            attention_mask=attention_mask,
-            token_type_ids=token_type_ids,
-            position_ids=position_ids,
-            inputs_embeds=inputs_embeds,
-            return_dict=True,
-            **kwargs,
-        )
-        pooled, hops = self.pooling(outputs.last_hidden_state, attention_mask, outputs.pooler_output)
+    def classify(self, pooled):
         if self.family_modules.classification_head is None:
-            logits = self.classifier(self.dropout(pooled))
-        else:
-            logits = self.classifier(pooled[:, None])
-        loss = self.loss_function(labels, logits, self.config) if labels is not None else None
-        return CasanSequenceClassifierOutput(
-            loss=self.pooling.add_penalty(loss, hops, pooled),
-            logits=logits,
-            pooling_attentions=hops if output_pooling_attentions else None,
-            **encoder_extras(outputs),
-        )
+            return self.classifier(self.dropout(pooled))
+        return self.classifier(pooled[:, None])
 
 
-class CasanForTokenClassification(CasanPreTrainedModel):
+class CasanForTokenClassification(CasanTokenClassificationMixin, CasanPreTrainedModel):
     """A label for every token, from dropout and one linear layer, as `BertForTokenClassification`."""
 
-    casan_head = get_head("token-classification")
     _fsdp_plan = {"classifier": "keep_full_weight"}
 
     def __init__(self, config):
@@ -559,35 +731,13 @@ class CasanForTokenClassification(CasanPreTrainedModel):
         self.classifier = nn.Linear(config.hidden_size, config.num_labels)
         self.post_init()
 
-    @can_return_tuple
-    def forward(
-        self,
-        input_ids=None,
-        attention_mask=None,
-        token_type_ids=None,
-        position_ids=None,
-        inputs_embeds=None,
-        labels=None,
-        **kwargs: Unpack[TransformersKwargs],
-    ) -> CasanTokenClassifierOutput:
-        outputs = self.base_model(
-            input_ids,
-            attention_mask=attention_mask,
-            token_type_ids=token_type_ids,
-            position_ids=position_ids,
-            inputs_embeds=inputs_embeds,
-            return_dict=True,
-            **kwargs,
-        )
-        logits = self.classifier(self.dropout(outputs.last_hidden_state))
-        loss = self.loss_function(logits, labels, self.config) if labels is not None else None
-        return CasanTokenClassifierOutput(loss=loss, logits=logits, **encoder_extras(outputs))
+    def classify(self, states):
+        return self.classifier(self.dropout(states))
 
 
-class CasanForQuestionAnswering(CasanPreTrainedModel):
+class CasanForQuestionAnswering(CasanQuestionAnsweringMixin, CasanPreTrainedModel):
     """Extractive question answering (start and end logits of every token), as `BertForQuestionAnswering`."""
 
-    casan_head = get_head("question-answering")
     _fsdp_plan = {"qa_outputs": "keep_full_weight"}
 
     def __init__(self, config):
@@ -597,43 +747,13 @@ class CasanForQuestionAnswering(CasanPreTrainedModel):
         self.qa_outputs = nn.Linear(config.hidden_size, config.num_labels)
         self.post_init()
 
-    @can_return_tuple
-    def forward(
-        self,
-        input_ids=None,
-        attention_mask=None,
-        token_type_ids=None,
-        position_ids=None,
-        inputs_embeds=None,
-        start_positions=None,
-        end_positions=None,
-        **kwargs: Unpack[TransformersKwargs],
-    ) -> CasanQuestionAnsweringOutput:
-        outputs = self.base_model(
-            input_ids,
-            attention_mask=attention_mask,
-            token_type_ids=token_type_ids,
-            position_ids=position_ids,
-            inputs_embeds=inputs_embeds,
-            return_dict=True,
-            **kwargs,
-        )
-        start_logits, end_logits = self.qa_outputs(outputs.last_hidden_state).split(1, dim=-1)
-        start_logits = start_logits.squeeze(-1).contiguous()
-        end_logits = end_logits.squeeze(-1).contiguous()
-        loss = None
-        if start_positions is not None and end_positions is not None:
-            loss = self.loss_function(start_logits, end_logits, start_positions, end_positions)
-        return CasanQuestionAnsweringOutput(
-            loss=loss, start_logits=start_logits, end_logits=end_logits, **encoder_extras(outputs)
-        )
+    def classify(self, states):
+        return self.qa_outputs(states)
 
 
-class CasanForMultipleChoice(CasanPreTrainedModel):
+class CasanForMultipleChoice(CasanMultipleChoiceMixin, CasanPreTrainedModel):
     """Scores each choice from its sentence vector: through dropout and one linear layer (BERT, RoBERTa), or
     through ELECTRA's summary (a dense layer and activation) and one linear layer, as `BertForMultipleChoice`."""
-
-    casan_head = get_head("multiple-choice")
 
     _fsdp_plan = {"pooling": "keep_full_weight", "classifier": "keep_full_weight"}
 
@@ -652,56 +772,16 @@ class CasanForMultipleChoice(CasanPreTrainedModel):
             self.classifier = nn.Linear(config.hidden_size if config.summary_use_proj else self.pooling.output_size, 1)
         self.post_init()
 
-    @can_return_tuple
-    def forward(
-        self,
-        input_ids=None,
-        attention_mask=None,
-        token_type_ids=None,
-        position_ids=None,
-        inputs_embeds=None,
-        labels=None,
-        output_pooling_attentions=False,
-        **kwargs: Unpack[TransformersKwargs],
-    ) -> CasanMultipleChoiceOutput:
-        """Inputs are `(batch, num_choices, seq)`; each choice is encoded as its own sentence."""
-        num_choices = input_ids.shape[1] if input_ids is not None else inputs_embeds.shape[1]
-
-        def flat(tensor):
-            return None if tensor is None else tensor.flatten(0, 1)
-
-        outputs = self.base_model(
-            flat(input_ids),
-            attention_mask=flat(attention_mask),
-            token_type_ids=flat(token_type_ids),
-            position_ids=flat(position_ids),
-            inputs_embeds=flat(inputs_embeds),
-            return_dict=True,
-            **kwargs,
-        )
-        pooled, hops = self.pooling(outputs.last_hidden_state, flat(attention_mask), outputs.pooler_output)
+    def classify(self, pooled):
         if self.family_modules.choice_summary is None:
-            logits = self.classifier(self.dropout(pooled)).view(-1, num_choices)
-        else:
-            logits = self.classifier(self.sequence_summary(pooled[:, None])).view(-1, num_choices)
-        loss = nn.functional.cross_entropy(logits, labels) if labels is not None else None
-        returned_hops = (
-            hops.unflatten(0, (-1, num_choices)) if output_pooling_attentions and hops is not None else None
-        )
-        return CasanMultipleChoiceOutput(
-            loss=self.pooling.add_penalty(loss, hops, pooled),
-            logits=logits,
-            pooling_attentions=returned_hops,
-            **encoder_extras(outputs),
-        )
+            return self.classifier(self.dropout(pooled))
+        return self.classifier(self.sequence_summary(pooled[:, None]))
 
 
-class CasanForMaskedLM(CasanPreTrainedModel):
+class CasanForMaskedLM(CasanMaskedLMMixin, CasanPreTrainedModel):
     """Masked LM with BERT's head (`cls.predictions`, its decoder tied to the word embeddings), as
     `BertForMaskedLM`. The other families' masked LMs subclass it with their own head: `add_lm_head`,
     `lm_logits`, the output embeddings and the tied weights."""
-
-    casan_head = get_head("masked-lm")
 
     _tied_weights_keys = {
         "cls.predictions.decoder.weight": "bert.embeddings.word_embeddings.weight",
@@ -729,32 +809,6 @@ class CasanForMaskedLM(CasanPreTrainedModel):
         self.cls.predictions.decoder = new_embeddings
         self.cls.predictions.bias = new_embeddings.bias
 
-    @can_return_tuple
-    def forward(
-        self,
-        input_ids=None,
-        attention_mask=None,
-        token_type_ids=None,
-        position_ids=None,
-        inputs_embeds=None,
-        labels=None,
-        **kwargs: Unpack[TransformersKwargs],
-    ) -> CasanMaskedLMOutput:
-        outputs = self.base_model(
-            input_ids,
-            attention_mask=attention_mask,
-            token_type_ids=token_type_ids,
-            position_ids=position_ids,
-            inputs_embeds=inputs_embeds,
-            return_dict=True,
-            **kwargs,
-        )
-        logits = self.lm_logits(outputs.last_hidden_state)
-        loss = None
-        if labels is not None:
-            loss = self.loss_function(logits, labels, vocab_size=self.config.vocab_size)
-        return CasanMaskedLMOutput(loss=loss, logits=logits, **encoder_extras(outputs))
-
 
 # Each other family's classes: its `PreTrainedModel` says whose checkpoints they load (family, config class,
 # base model prefix, the module that must not be split), and each head is BERT's class under it. Masked LM is
@@ -766,6 +820,7 @@ class CasanRobertaPreTrainedModel(CasanPreTrainedModel):
     """Loads RoBERTa checkpoints, as `RobertaPreTrainedModel`."""
 
     family = get_family("roberta")
+    family_modules = FamilyModules(RobertaEmbeddings, RobertaPooler, RobertaClassificationHead, None, RobertaLMHead)
     config_class = CasanRobertaConfig
     config: CasanRobertaConfig
     base_model_prefix = "roberta"
@@ -819,6 +874,9 @@ class CasanXLMRobertaPreTrainedModel(CasanPreTrainedModel):
     """Loads XLM-RoBERTa checkpoints, as `XLMRobertaPreTrainedModel`."""
 
     family = get_family("xlm-roberta")
+    family_modules = FamilyModules(
+        XLMRobertaEmbeddings, XLMRobertaPooler, XLMRobertaClassificationHead, None, XLMRobertaLMHead
+    )
     config_class = CasanXLMRobertaConfig
     config: CasanXLMRobertaConfig
     base_model_prefix = "roberta"
@@ -854,6 +912,9 @@ class CasanElectraPreTrainedModel(CasanPreTrainedModel):
     """Loads ELECTRA discriminator checkpoints, as `ElectraPreTrainedModel`."""
 
     family = get_family("electra")
+    family_modules = FamilyModules(
+        ElectraEmbeddings, None, ElectraClassificationHead, ElectraSequenceSummary, ElectraGeneratorPredictions
+    )
     config_class = CasanElectraConfig
     config: CasanElectraConfig
     base_model_prefix = "electra"

@@ -44,9 +44,9 @@ def casan_class(family, head_name):
 
 
 def casan_twin(model, **options):
-    """The CASAN model with the weights of a loaded transformers model of a supported family (BERT, RoBERTa,
-    XLM-RoBERTa, ELECTRA; any head of `HEADS`), built in memory (no save and reload): the same head, config,
-    dtype, device, attention backend and train/eval mode, plus the CASAN `options`. Only the context (and an
+    """The CASAN model with the weights of a loaded transformers model of a family of `FAMILIES` (any head of
+    `HEADS`), built in memory (no save and reload): the same head, config, dtype, device, attention backend and
+    train/eval mode, plus the CASAN `options`. Only the context (and an
     attentive pooling) is new; at `context_type="none"` its outputs are the source's. Like `from_pretrained` of
     a source checkpoint, the result has no checkpoint of its own yet."""
     sources = {family.source_class_name(head): (family, head) for family in FAMILIES for head in HEADS}

@@ -21,6 +21,7 @@ layer's the first layer's output after the convolution, as DeBERTa feeds it on. 
 
 import torch
 from torch import nn
+from torch.nn import BCEWithLogitsLoss, CrossEntropyLoss, LayerNorm, MSELoss
 from torch.nn import functional as F
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.models.deberta_v2.modeling_deberta_v2 import (
@@ -40,26 +41,26 @@ from transformers.models.deberta_v2.modeling_deberta_v2 import (
 )
 from transformers.processing_utils import Unpack
 from transformers.utils import TransformersKwargs
-from transformers.utils.generic import can_return_tuple
 
-from .compat import OutputRecorder, capture_outputs, init, merge_with_config_defaults
+from .compat import init
 from .configuration_casan_deberta_v2 import CasanDebertaV2Config
-from .context import ContextPlan, check_encoder_inputs, mean_weights
-from .context_mixer import CasanContextMixer, CasanOutputGate, gate_head_outputs, mix_context, output_gate
-from .families import get_family, get_head
+from .context import ContextPlan, mean_weights
+from .context_mixer import gate_head_outputs, layer_context_mixer, mix_context, output_gate
+from .families import get_family
 
 # transformers 4.x copies to its module cache only the code files that a local folder's model file imports itself, not
 # the files those import in turn (5.x follows them): the mixer's kernels are imported here so that they travel.
 from .fused_mixer import FusedMix  # noqa: F401
 from .modeling_casan import (
-    CasanMaskedLMOutput,
+    CasanEncoderMixin,
+    CasanForQuestionAnswering,
+    CasanForTokenClassification,
+    CasanMaskedLMMixin,
     CasanModelOutput,
-    CasanMultipleChoiceOutput,
+    CasanMultipleChoiceMixin,
     CasanPreTrainedModel,
-    CasanQuestionAnsweringOutput,
-    CasanSequenceClassifierOutput,
-    CasanTokenClassifierOutput,
-    encoder_extras,
+    CasanSequenceClassificationMixin,
+    recorded_outputs,
 )
 from .pooling import SentencePooling
 
@@ -72,9 +73,7 @@ class CasanDisentangledSelfAttention(DisentangledSelfAttention):
         super().__init__(config)
         self.config = config
         self.layer_idx = layer_idx
-        self.context_mixer = (
-            CasanContextMixer(config, config.context_size(layer_idx)) if config.mixes_context(layer_idx) else None
-        )
+        self.context_mixer = layer_context_mixer(config, layer_idx)
         self.output_gate = output_gate(config, layer_idx)
 
     def forward(
@@ -175,21 +174,29 @@ class CasanDebertaV2Encoder(DebertaV2Encoder):
         nn.Module.__init__(self)
         self.layer = nn.ModuleList([CasanDebertaV2Layer(config, i) for i in range(config.num_hidden_layers)])
         self.context_plan = ContextPlan.from_config(config)
-        # Copied from transformers.models.deberta_v2.modeling_deberta_v2.DebertaV2Encoder.__init__, after its layers
+        # Copied from transformers.models.deberta_v2.modeling_deberta_v2.DebertaV2Encoder.__init__
         self.relative_attention = getattr(config, "relative_attention", False)
+
         if self.relative_attention:
             self.max_relative_positions = getattr(config, "max_relative_positions", -1)
             if self.max_relative_positions < 1:
                 self.max_relative_positions = config.max_position_embeddings
+
             self.position_buckets = getattr(config, "position_buckets", -1)
             pos_ebd_size = self.max_relative_positions * 2
+
             if self.position_buckets > 0:
                 pos_ebd_size = self.position_buckets * 2
+
             self.rel_embeddings = nn.Embedding(pos_ebd_size, config.hidden_size)
+
         self.norm_rel_ebd = [x.strip() for x in getattr(config, "norm_rel_ebd", "none").lower().split("|")]
+
         if "layer_norm" in self.norm_rel_ebd:
-            self.LayerNorm = nn.LayerNorm(config.hidden_size, config.layer_norm_eps, elementwise_affine=True)
+            self.LayerNorm = LayerNorm(config.hidden_size, config.layer_norm_eps, elementwise_affine=True)
+
         self.conv = ConvLayer(config) if getattr(config, "conv_kernel_size", 0) > 0 else None
+        # End of copy
 
     def forward(self, hidden_states, token_mask, **kwargs: Unpack[TransformersKwargs]):
         """The layers in turn, each with its context (as `context.run_layers_with_context`, which has no place for
@@ -223,6 +230,7 @@ class CasanDebertaV2PreTrainedModel(CasanPreTrainedModel):
     transformers' DeBERTa-v2: asking for sdpa or flash attention is transformers' error."""
 
     family = get_family("deberta-v2")
+    family_modules = None
     config_class = CasanDebertaV2Config
     config: CasanDebertaV2Config
     base_model_prefix = "deberta"
@@ -232,12 +240,7 @@ class CasanDebertaV2PreTrainedModel(CasanPreTrainedModel):
     _supports_sdpa = False
     _supports_flex_attn = False
     _supports_attention_backend = False
-    _can_record_outputs = {
-        "hidden_states": CasanDebertaV2Layer,
-        "attentions": OutputRecorder(CasanDisentangledSelfAttention, index=1),
-        "context_gates": OutputRecorder(CasanDisentangledSelfAttention, index=2),
-        "head_gates": OutputRecorder(CasanOutputGate, index=0),
-    }
+    _can_record_outputs = recorded_outputs(CasanDebertaV2Layer, CasanDisentangledSelfAttention)
 
     @torch.no_grad()
     def _init_weights(self, module):
@@ -249,52 +252,39 @@ class CasanDebertaV2PreTrainedModel(CasanPreTrainedModel):
         elif isinstance(module, DebertaV2Embeddings):
             init.copy_(module.position_ids, torch.arange(module.position_ids.shape[-1]).expand((1, -1)))
 
-    def build_base_model(self, config):
-        """`CasanDebertaV2Model` under `deberta`, as in transformers (DeBERTa's pooler belongs to the heads)."""
+    def build_base_model(self, config, add_pooling_layer=False):
+        """`CasanDebertaV2Model` under `deberta`, as in transformers. DeBERTa's base model has no pooler: its pooler
+        belongs to the sentence heads (`add_sentence_vector_head`)."""
+        if add_pooling_layer:
+            raise ValueError("DeBERTa's base model has no pooler; its sentence heads hold it.")
         self.deberta = CasanDebertaV2Model(config)
 
 
-def sentence_vector_head(model, config):
-    """The sequence-classification and multiple-choice heads' sentence vector, as DeBERTa's: `pooling` (first
-    token for `classifier_pooling="cls"`), then DeBERTa's `pooler` (dropout, dense, activation) and the
-    classifier's dropout (`cls_dropout`, else the hidden one). A wider vector ("structured", "generalized") gets a
-    dense layer of its width."""
+def add_sentence_vector_head(model, config, num_outputs):
+    """The sequence-classification and multiple-choice heads' modules, as DeBERTa's: `pooling` (first token for
+    `classifier_pooling="cls"`), then DeBERTa's `pooler` (dropout, dense, activation), the classifier's dropout
+    (`cls_dropout`, else the hidden one) and the classifier to `num_outputs`. A wider vector ("structured",
+    "generalized") gets a dense layer of its width."""
     model.pooling = SentencePooling(config)
     model.pooler = ContextPooler(config)
     if model.pooling.output_size != config.hidden_size:
         model.pooler.dense = nn.Linear(model.pooling.output_size, config.pooler_hidden_size)
     rate = getattr(config, "cls_dropout", None)
     model.dropout = nn.Dropout(config.hidden_dropout_prob if rate is None else rate)
-    return model.pooler.output_dim
+    model.classifier = nn.Linear(model.pooler.output_dim, num_outputs)
 
 
-def deberta_sequence_loss(logits, labels, config, num_labels):
-    """`DebertaV2ForSequenceClassification`'s loss: without `problem_type`, regression for one label, cross-entropy
-    over the labels that are not negative for class indices, soft cross-entropy for label distributions."""
-    if config.problem_type is None:
-        if num_labels == 1:
-            return F.mse_loss(logits.view(-1).to(labels.dtype), labels.view(-1))
-        if labels.dim() == 1 or labels.size(-1) == 1:
-            label_index = (labels >= 0).nonzero()
-            labels = labels.long()
-            if label_index.size(0) == 0:
-                return torch.tensor(0).to(logits)
-            labeled_logits = torch.gather(logits, 0, label_index.expand(label_index.size(0), logits.size(1)))
-            labels = torch.gather(labels, 0, label_index.view(-1))
-            return F.cross_entropy(labeled_logits.view(-1, num_labels).float(), labels.view(-1))
-        return -((F.log_softmax(logits, -1) * labels).sum(-1)).mean()
-    if config.problem_type == "regression":
-        return F.mse_loss(logits.squeeze(), labels.squeeze()) if num_labels == 1 else F.mse_loss(logits, labels)
-    if config.problem_type == "single_label_classification":
-        return F.cross_entropy(logits.view(-1, num_labels), labels.view(-1))
-    return F.binary_cross_entropy_with_logits(logits, labels)
+class CasanDebertaV2SentenceHeadMixin:
+    """The logits of DeBERTa's sentence heads (`add_sentence_vector_head`): its pooler on the sentence vector,
+    dropout, classifier."""
+
+    def classify(self, pooled):
+        return self.classifier(self.dropout(self.pooler(pooled[:, None])))
 
 
-class CasanDebertaV2Model(CasanDebertaV2PreTrainedModel):
+class CasanDebertaV2Model(CasanEncoderMixin, CasanDebertaV2PreTrainedModel):
     """The encoder, as `DebertaV2Model`: DeBERTa's embeddings (masked to the real tokens) and the context-aware
     layers with DeBERTa's relative positions. DeBERTa has no pooler in its base model."""
-
-    casan_head = get_head("base")
 
     def __init__(self, config):
         super().__init__(config)
@@ -302,26 +292,7 @@ class CasanDebertaV2Model(CasanDebertaV2PreTrainedModel):
         self.encoder = CasanDebertaV2Encoder(config)
         self.post_init()
 
-    def get_input_embeddings(self):
-        return self.embeddings.word_embeddings
-
-    def set_input_embeddings(self, value):
-        self.embeddings.word_embeddings = value
-
-    @merge_with_config_defaults
-    @capture_outputs
-    def forward(
-        self,
-        input_ids=None,
-        attention_mask=None,
-        token_type_ids=None,
-        position_ids=None,
-        inputs_embeds=None,
-        **kwargs: Unpack[TransformersKwargs],
-    ) -> CasanModelOutput:
-        check_encoder_inputs(input_ids, inputs_embeds, attention_mask)
-        # The layers make gates only when asked: as transformers' output capture, from the config if not given.
-        kwargs.setdefault("output_context_gates", getattr(self.config, "output_context_gates", False))
+    def embed_and_encode(self, input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, **kwargs):
         reference = input_ids if input_ids is not None else inputs_embeds[..., 0]
         if attention_mask is None:
             attention_mask = torch.ones(reference.shape, device=reference.device, dtype=torch.long)
@@ -336,198 +307,94 @@ class CasanDebertaV2Model(CasanDebertaV2PreTrainedModel):
         return CasanModelOutput(last_hidden_state=sequence_output)
 
 
-class CasanDebertaV2ForSequenceClassification(CasanDebertaV2PreTrainedModel):
+class CasanDebertaV2ForSequenceClassification(
+    CasanDebertaV2SentenceHeadMixin, CasanSequenceClassificationMixin, CasanDebertaV2PreTrainedModel
+):
     """Single-label, multi-label or regression classifier on the sentence vector of `classifier_pooling` through
-    DeBERTa's pooler (by default its own: the first token), as `DebertaV2ForSequenceClassification`."""
+    DeBERTa's pooler (by default its own: the first token), with DeBERTa's loss, as
+    `DebertaV2ForSequenceClassification`."""
 
-    casan_head = get_head("sequence-classification")
     _fsdp_plan = {"pooling": "keep_full_weight", "pooler": "keep_full_weight", "classifier": "keep_full_weight"}
 
     def __init__(self, config):
         super().__init__(config)
         self.num_labels = config.num_labels
         self.build_base_model(config)
-        self.classifier = nn.Linear(sentence_vector_head(self, config), config.num_labels)
+        add_sentence_vector_head(self, config, config.num_labels)
         self.post_init()
 
-    @can_return_tuple
-    def forward(
-        self,
-        input_ids=None,
-        attention_mask=None,
-        token_type_ids=None,
-        position_ids=None,
-        inputs_embeds=None,
-        labels=None,
-        output_pooling_attentions=False,
-        **kwargs: Unpack[TransformersKwargs],
-    ) -> CasanSequenceClassifierOutput:
-        outputs = self.deberta(
-            input_ids,
-            attention_mask=attention_mask,
-            token_type_ids=token_type_ids,
-            position_ids=position_ids,
-            inputs_embeds=inputs_embeds,
-            return_dict=True,
-            **kwargs,
-        )
-        pooled, hops = self.pooling(outputs.last_hidden_state, attention_mask)
-        logits = self.classifier(self.dropout(self.pooler(pooled[:, None])))
-        loss = None if labels is None else deberta_sequence_loss(logits, labels, self.config, self.num_labels)
-        return CasanSequenceClassifierOutput(
-            loss=self.pooling.add_penalty(loss, hops, pooled),
-            logits=logits,
-            pooling_attentions=hops if output_pooling_attentions else None,
-            **encoder_extras(outputs),
-        )
-
-
-class CasanDebertaV2ForTokenClassification(CasanDebertaV2PreTrainedModel):
-    """A label for every token, from dropout and one linear layer, as `DebertaV2ForTokenClassification`."""
-
-    casan_head = get_head("token-classification")
-    _fsdp_plan = {"classifier": "keep_full_weight"}
-
-    def __init__(self, config):
-        super().__init__(config)
-        self.num_labels = config.num_labels
-        self.build_base_model(config)
-        self.dropout = nn.Dropout(config.hidden_dropout_prob)
-        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
-        self.post_init()
-
-    @can_return_tuple
-    def forward(
-        self,
-        input_ids=None,
-        attention_mask=None,
-        token_type_ids=None,
-        position_ids=None,
-        inputs_embeds=None,
-        labels=None,
-        **kwargs: Unpack[TransformersKwargs],
-    ) -> CasanTokenClassifierOutput:
-        outputs = self.deberta(
-            input_ids,
-            attention_mask=attention_mask,
-            token_type_ids=token_type_ids,
-            position_ids=position_ids,
-            inputs_embeds=inputs_embeds,
-            return_dict=True,
-            **kwargs,
-        )
-        logits = self.classifier(self.dropout(outputs.last_hidden_state))
+    def sequence_loss(self, logits, labels):
+        """DeBERTa's rule: without `problem_type`, regression for one label, cross-entropy over the labels that are
+        not negative for class indices, soft cross-entropy for label distributions."""
         loss = None
-        if labels is not None:
-            loss = F.cross_entropy(logits.view(-1, self.num_labels), labels.view(-1))
-        return CasanTokenClassifierOutput(loss=loss, logits=logits, **encoder_extras(outputs))
+        # fmt: off
+        # Copied from transformers.models.deberta_v2.modeling_deberta_v2.DebertaV2ForSequenceClassification.forward
+        if self.config.problem_type is None:
+            if self.num_labels == 1:
+                # regression task
+                loss_fn = nn.MSELoss()
+                logits = logits.view(-1).to(labels.dtype)
+                loss = loss_fn(logits, labels.view(-1))
+            elif labels.dim() == 1 or labels.size(-1) == 1:
+                label_index = (labels >= 0).nonzero()
+                labels = labels.long()
+                if label_index.size(0) > 0:
+                    labeled_logits = torch.gather(
+                        logits, 0, label_index.expand(label_index.size(0), logits.size(1))
+                    )
+                    labels = torch.gather(labels, 0, label_index.view(-1))
+                    loss_fct = CrossEntropyLoss()
+                    loss = loss_fct(labeled_logits.view(-1, self.num_labels).float(), labels.view(-1))
+                else:
+                    loss = torch.tensor(0).to(logits)
+            else:
+                log_softmax = nn.LogSoftmax(-1)
+                loss = -((log_softmax(logits) * labels).sum(-1)).mean()
+        elif self.config.problem_type == "regression":
+            loss_fct = MSELoss()
+            if self.num_labels == 1:
+                loss = loss_fct(logits.squeeze(), labels.squeeze())
+            else:
+                loss = loss_fct(logits, labels)
+        elif self.config.problem_type == "single_label_classification":
+            loss_fct = CrossEntropyLoss()
+            loss = loss_fct(logits.view(-1, self.num_labels), labels.view(-1))
+        elif self.config.problem_type == "multi_label_classification":
+            loss_fct = BCEWithLogitsLoss()
+            loss = loss_fct(logits, labels)
+        # End of copy
+        # fmt: on
+        return loss
 
 
-class CasanDebertaV2ForQuestionAnswering(CasanDebertaV2PreTrainedModel):
-    """Extractive question answering (start and end logits of every token), as `DebertaV2ForQuestionAnswering`."""
-
-    casan_head = get_head("question-answering")
-    _fsdp_plan = {"qa_outputs": "keep_full_weight"}
-
-    def __init__(self, config):
-        super().__init__(config)
-        self.num_labels = config.num_labels
-        self.build_base_model(config)
-        self.qa_outputs = nn.Linear(config.hidden_size, config.num_labels)
-        self.post_init()
-
-    @can_return_tuple
-    def forward(
-        self,
-        input_ids=None,
-        attention_mask=None,
-        token_type_ids=None,
-        position_ids=None,
-        inputs_embeds=None,
-        start_positions=None,
-        end_positions=None,
-        **kwargs: Unpack[TransformersKwargs],
-    ) -> CasanQuestionAnsweringOutput:
-        outputs = self.deberta(
-            input_ids,
-            attention_mask=attention_mask,
-            token_type_ids=token_type_ids,
-            position_ids=position_ids,
-            inputs_embeds=inputs_embeds,
-            return_dict=True,
-            **kwargs,
-        )
-        start_logits, end_logits = self.qa_outputs(outputs.last_hidden_state).split(1, dim=-1)
-        start_logits = start_logits.squeeze(-1).contiguous()
-        end_logits = end_logits.squeeze(-1).contiguous()
-        loss = None
-        if start_positions is not None and end_positions is not None:
-            loss = self.loss_function(start_logits, end_logits, start_positions, end_positions)
-        return CasanQuestionAnsweringOutput(
-            loss=loss, start_logits=start_logits, end_logits=end_logits, **encoder_extras(outputs)
-        )
+class CasanDebertaV2ForTokenClassification(CasanDebertaV2PreTrainedModel, CasanForTokenClassification):
+    """`CasanForTokenClassification` (dropout at the hidden rate, one linear layer) for DeBERTa checkpoints, as
+    `DebertaV2ForTokenClassification`."""
 
 
-class CasanDebertaV2ForMultipleChoice(CasanDebertaV2PreTrainedModel):
+class CasanDebertaV2ForQuestionAnswering(CasanDebertaV2PreTrainedModel, CasanForQuestionAnswering):
+    """`CasanForQuestionAnswering` for DeBERTa checkpoints, as `DebertaV2ForQuestionAnswering`."""
+
+
+class CasanDebertaV2ForMultipleChoice(
+    CasanDebertaV2SentenceHeadMixin, CasanMultipleChoiceMixin, CasanDebertaV2PreTrainedModel
+):
     """Scores each choice from its sentence vector through DeBERTa's pooler and one linear layer, as
     `DebertaV2ForMultipleChoice`."""
 
-    casan_head = get_head("multiple-choice")
     _fsdp_plan = {"pooling": "keep_full_weight", "pooler": "keep_full_weight", "classifier": "keep_full_weight"}
 
     def __init__(self, config):
         super().__init__(config)
         self.build_base_model(config)
-        self.classifier = nn.Linear(sentence_vector_head(self, config), 1)
+        add_sentence_vector_head(self, config, 1)
         self.post_init()
 
-    @can_return_tuple
-    def forward(
-        self,
-        input_ids=None,
-        attention_mask=None,
-        token_type_ids=None,
-        position_ids=None,
-        inputs_embeds=None,
-        labels=None,
-        output_pooling_attentions=False,
-        **kwargs: Unpack[TransformersKwargs],
-    ) -> CasanMultipleChoiceOutput:
-        """Inputs are `(batch, num_choices, seq)`; each choice is encoded as its own sentence."""
-        num_choices = input_ids.shape[1] if input_ids is not None else inputs_embeds.shape[1]
 
-        def flat(tensor):
-            return None if tensor is None else tensor.flatten(0, 1)
-
-        outputs = self.deberta(
-            flat(input_ids),
-            attention_mask=flat(attention_mask),
-            token_type_ids=flat(token_type_ids),
-            position_ids=flat(position_ids),
-            inputs_embeds=flat(inputs_embeds),
-            return_dict=True,
-            **kwargs,
-        )
-        pooled, hops = self.pooling(outputs.last_hidden_state, flat(attention_mask))
-        logits = self.classifier(self.dropout(self.pooler(pooled[:, None]))).view(-1, num_choices)
-        loss = F.cross_entropy(logits, labels) if labels is not None else None
-        returned_hops = (
-            hops.unflatten(0, (-1, num_choices)) if output_pooling_attentions and hops is not None else None
-        )
-        return CasanMultipleChoiceOutput(
-            loss=self.pooling.add_penalty(loss, hops, pooled),
-            logits=logits,
-            pooling_attentions=returned_hops,
-            **encoder_extras(outputs),
-        )
-
-
-class CasanDebertaV2ForMaskedLM(CasanDebertaV2PreTrainedModel):
+class CasanDebertaV2ForMaskedLM(CasanMaskedLMMixin, CasanDebertaV2PreTrainedModel):
     """Masked LM with DeBERTa's head, as `DebertaV2ForMaskedLM`: with `legacy` (the config's default, and what
     DeBERTa-v2/v3 checkpoints converted by transformers hold) `cls.predictions`, its decoder tied to the word
     embeddings; else `lm_predictions.lm_head`, which multiplies by the word embeddings itself (nothing to tie)."""
-
-    casan_head = get_head("masked-lm")
 
     _tied_weights_keys = {
         "cls.predictions.decoder.bias": "cls.predictions.bias",
@@ -583,35 +450,10 @@ class CasanDebertaV2ForMaskedLM(CasanDebertaV2PreTrainedModel):
             head.bias = nn.Parameter(bias, requires_grad=head.bias.requires_grad)
         return embeddings
 
-    @can_return_tuple
-    def forward(
-        self,
-        input_ids=None,
-        attention_mask=None,
-        token_type_ids=None,
-        position_ids=None,
-        inputs_embeds=None,
-        labels=None,
-        **kwargs: Unpack[TransformersKwargs],
-    ) -> CasanMaskedLMOutput:
-        outputs = self.deberta(
-            input_ids,
-            attention_mask=attention_mask,
-            token_type_ids=token_type_ids,
-            position_ids=position_ids,
-            inputs_embeds=inputs_embeds,
-            return_dict=True,
-            **kwargs,
-        )
-        sequence_output = outputs.last_hidden_state
+    def lm_logits(self, states):
         if self.legacy:
-            logits = self.cls(sequence_output)
-        else:
-            logits = self.lm_predictions(sequence_output, self.deberta.embeddings.word_embeddings)
-        loss = None
-        if labels is not None:
-            loss = F.cross_entropy(logits.view(-1, self.config.vocab_size), labels.view(-1))
-        return CasanMaskedLMOutput(loss=loss, logits=logits, **encoder_extras(outputs))
+            return self.cls(states)
+        return self.lm_predictions(states, self.deberta.embeddings.word_embeddings)
 
 
 # This file's model classes by (family name, head name), in the order of `HEADS`; `modeling_casan_auto.MODEL_CLASSES`

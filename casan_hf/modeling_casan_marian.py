@@ -35,7 +35,13 @@ from .compat import FullyShardedLoading
 from .configuration_casan import check_saved_weights, checkpoint_config, converted_start
 from .configuration_casan_marian import CasanMarianConfig
 from .context import ContextPlan, check_encoder_inputs, run_layers_with_context
-from .context_mixer import CasanContextMixer, CasanOutputGate, output_gate, self_attention_with_context
+from .context_mixer import (
+    CasanContextMixer,
+    CasanOutputGate,
+    layer_context_mixer,
+    output_gate,
+    self_attention_with_context,
+)
 
 
 @dataclass
@@ -65,9 +71,7 @@ class CasanMarianSelfAttention(MarianAttention):
             config=config,
             layer_idx=layer_idx,
         )
-        self.context_mixer = (
-            CasanContextMixer(config, config.context_size(layer_idx)) if config.mixes_context(layer_idx) else None
-        )
+        self.context_mixer = layer_context_mixer(config, layer_idx)
         self.output_gate = output_gate(config, layer_idx)
 
     def forward(self, hidden_states, attention_mask=None, context=(), **kwargs: Unpack[TransformersKwargs]):

@@ -37,29 +37,28 @@ from transformers.models.modernbert.modeling_modernbert import (
 )
 from transformers.processing_utils import Unpack
 from transformers.utils import TransformersKwargs
-from transformers.utils.generic import can_return_tuple, merge_with_config_defaults
-from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 
 from .configuration_casan_modernbert import CasanModernBertConfig
-from .context import ContextPlan, check_encoder_inputs, run_layers_with_context
+from .context import ContextPlan, run_layers_with_context
 from .context_mixer import (
-    CasanContextMixer,
-    CasanOutputGate,
+    attention_head_dim,
     attention_interface,
     gate_head_outputs,
+    layer_context_mixer,
     mix_context,
     output_gate,
 )
-from .families import get_family, get_head
+from .families import get_family
 from .modeling_casan import (
-    CasanMaskedLMOutput,
+    CasanEncoderMixin,
+    CasanMaskedLMMixin,
     CasanModelOutput,
-    CasanMultipleChoiceOutput,
+    CasanMultipleChoiceMixin,
     CasanPreTrainedModel,
-    CasanQuestionAnsweringOutput,
-    CasanSequenceClassifierOutput,
-    CasanTokenClassifierOutput,
-    encoder_extras,
+    CasanQuestionAnsweringMixin,
+    CasanSequenceClassificationMixin,
+    CasanTokenClassificationMixin,
+    recorded_outputs,
 )
 from .pooling import SentencePooling
 
@@ -70,17 +69,12 @@ class CasanModernBertAttention(nn.Module):
 
     def __init__(self, config, layer_idx):
         super().__init__()
-        if config.hidden_size % config.num_attention_heads != 0:
-            raise ValueError(
-                f"The hidden size ({config.hidden_size}) is not a multiple of the number of attention "
-                f"heads ({config.num_attention_heads})"
-            )
         self.config = config
         self.layer_idx = layer_idx
         self.is_causal = False
         self.attention_dropout = config.attention_dropout
         self.deterministic_flash_attn = config.deterministic_flash_attn
-        self.head_dim = config.hidden_size // config.num_attention_heads
+        self.head_dim = attention_head_dim(config)
         self.scaling = self.head_dim**-0.5
         self.Wqkv = nn.Linear(config.hidden_size, 3 * config.hidden_size, bias=config.attention_bias)
         # As ModernBERT: the half window, +1 because flash attention's window bounds are inclusive.
@@ -88,9 +82,7 @@ class CasanModernBertAttention(nn.Module):
         self.sliding_window = config.sliding_window + 1 if sliding else None
         self.Wo = nn.Linear(config.hidden_size, config.hidden_size, bias=config.attention_bias)
         self.out_drop = nn.Dropout(config.attention_dropout) if config.attention_dropout > 0.0 else nn.Identity()
-        self.context_mixer = (
-            CasanContextMixer(config, config.context_size(layer_idx)) if config.mixes_context(layer_idx) else None
-        )
+        self.context_mixer = layer_context_mixer(config, layer_idx)
         self.output_gate = output_gate(config, layer_idx)
 
     def forward(
@@ -157,29 +149,17 @@ class CasanModernBertEncoderLayer(GradientCheckpointingLayer):
         return hidden_states + self.mlp(self.mlp_norm(hidden_states))
 
 
-def prediction_head(config, in_features):
-    """ModernBERT's prediction head (dense, activation, norm) whose dense layer reads `in_features`, the width of
-    the sentence vector (wider than `hidden_size` for the attentive poolings)."""
-    head = ModernBertPredictionHead(config)
-    head.dense = nn.Linear(in_features, config.hidden_size, config.classifier_bias)
-    return head
-
-
 class CasanModernBertPreTrainedModel(CasanPreTrainedModel):
     """Loads ModernBERT checkpoints, as `ModernBertPreTrainedModel`: `from_pretrained`'s checks, FSDP2 loading and the
     PEFT guard are `CasanPreTrainedModel`'s, the initialisation ModernBERT's plus the context's."""
 
     family = get_family("modernbert")
+    family_modules = None
     config_class = CasanModernBertConfig
     config: CasanModernBertConfig
     base_model_prefix = "model"
     _no_split_modules = ["ModernBertEmbeddings", "CasanModernBertEncoderLayer"]
-    _can_record_outputs = {
-        "hidden_states": CasanModernBertEncoderLayer,
-        "attentions": OutputRecorder(CasanModernBertAttention, index=1),
-        "context_gates": OutputRecorder(CasanModernBertAttention, index=2),
-        "head_gates": OutputRecorder(CasanOutputGate, index=0),
-    }
+    _can_record_outputs = recorded_outputs(CasanModernBertEncoderLayer, CasanModernBertAttention)
 
     @torch.no_grad()
     def _init_weights(self, module):
@@ -224,11 +204,11 @@ class CasanModernBertPreTrainedModel(CasanPreTrainedModel):
                 init.copy_(getattr(module, f"{layer_type}_original_inv_freq"), inv_freq)
 
 
-class CasanModernBertModel(CasanModernBertPreTrainedModel):
+class CasanModernBertModel(CasanEncoderMixin, CasanModernBertPreTrainedModel):
     """The encoder, as `ModernBertModel`: ModernBERT's embeddings, the context-aware layers (each with its layer
     type's mask and rotary embedding), and the final norm after them."""
 
-    casan_head = get_head("base")
+    word_embeddings_name = "tok_embeddings"
 
     def __init__(self, config):
         super().__init__(config)
@@ -241,25 +221,12 @@ class CasanModernBertModel(CasanModernBertPreTrainedModel):
         self.rotary_emb = ModernBertRotaryEmbedding(config=config)
         self.post_init()
 
-    def get_input_embeddings(self):
-        return self.embeddings.tok_embeddings
-
-    def set_input_embeddings(self, value):
-        self.embeddings.tok_embeddings = value
-
-    @merge_with_config_defaults
-    @capture_outputs
-    def forward(
-        self,
-        input_ids=None,
-        attention_mask=None,
-        position_ids=None,
-        inputs_embeds=None,
-        **kwargs: Unpack[TransformersKwargs],
-    ) -> CasanModelOutput:
-        check_encoder_inputs(input_ids, inputs_embeds, attention_mask)
-        # The layers make gates only when asked: as transformers' output capture, from the config if not given.
-        kwargs.setdefault("output_context_gates", getattr(self.config, "output_context_gates", False))
+    def embed_and_encode(self, input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, **kwargs):
+        if token_type_ids is not None:
+            raise ValueError(
+                "ModernBERT has no token types: pass token_type_ids=None (a tokenizer gives none when its "
+                "model_input_names are ['input_ids', 'attention_mask'], as ModernBERT's are)."
+            )
         reference = input_ids if input_ids is not None else inputs_embeds
         if position_ids is None:
             position_ids = torch.arange(reference.shape[1], device=reference.device).unsqueeze(0)
@@ -285,12 +252,31 @@ class CasanModernBertModel(CasanModernBertPreTrainedModel):
         return CasanModelOutput(last_hidden_state=self.final_norm(hidden_states))
 
 
-class CasanModernBertForSequenceClassification(CasanModernBertPreTrainedModel):
+def add_prediction_head(model, config, in_features, num_outputs):
+    """ModernBERT's classifier of a head, under its names: the prediction head (`head`: dense, activation, norm) whose
+    dense layer reads `in_features` (wider than `hidden_size` for the attentive poolings), dropout (`drop`) and one
+    linear layer (`classifier`) to `num_outputs`."""
+    model.head = ModernBertPredictionHead(config)
+    if in_features != config.hidden_size:
+        model.head.dense = nn.Linear(in_features, config.hidden_size, config.classifier_bias)
+    model.drop = nn.Dropout(config.classifier_dropout)
+    model.classifier = nn.Linear(config.hidden_size, num_outputs)
+
+
+class CasanModernBertPredictionHeadMixin:
+    """The logits of ModernBERT's classifying heads: prediction head, dropout, classifier (`add_prediction_head`)."""
+
+    def classify(self, states):
+        return self.classifier(self.drop(self.head(states)))
+
+
+class CasanModernBertForSequenceClassification(
+    CasanModernBertPredictionHeadMixin, CasanSequenceClassificationMixin, CasanModernBertPreTrainedModel
+):
     """Single-label, multi-label or regression classifier on the sentence vector of `classifier_pooling` (ModernBERT's
     "cls": the first token; "mean"; or CASAN's attentive poolings) through ModernBERT's prediction head, dropout and
     one linear layer, as `ModernBertForSequenceClassification`."""
 
-    casan_head = get_head("sequence-classification")
     _fsdp_plan = {"pooling": "keep_full_weight", "head": "keep_full_weight", "classifier": "keep_full_weight"}
 
     def __init__(self, config):
@@ -298,193 +284,68 @@ class CasanModernBertForSequenceClassification(CasanModernBertPreTrainedModel):
         self.num_labels = config.num_labels
         self.model = CasanModernBertModel(config)
         self.pooling = SentencePooling(config)
-        self.head = prediction_head(config, self.pooling.output_size)
-        self.drop = nn.Dropout(config.classifier_dropout)
-        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
+        add_prediction_head(self, config, self.pooling.output_size, config.num_labels)
         self.post_init()
 
-    @can_return_tuple
-    def forward(
-        self,
-        input_ids=None,
-        attention_mask=None,
-        position_ids=None,
-        inputs_embeds=None,
-        labels=None,
-        output_pooling_attentions=False,
-        **kwargs: Unpack[TransformersKwargs],
-    ) -> CasanSequenceClassifierOutput:
-        outputs = self.model(
-            input_ids,
-            attention_mask=attention_mask,
-            position_ids=position_ids,
-            inputs_embeds=inputs_embeds,
-            return_dict=True,
-            **kwargs,
-        )
-        pooled, hops = self.pooling(outputs.last_hidden_state, attention_mask)
-        logits = self.classifier(self.drop(self.head(pooled)))
-        loss = self.loss_function(labels, logits, self.config) if labels is not None else None
-        return CasanSequenceClassifierOutput(
-            loss=self.pooling.add_penalty(loss, hops, pooled),
-            logits=logits,
-            pooling_attentions=hops if output_pooling_attentions else None,
-            **encoder_extras(outputs),
-        )
+
+class CasanModernBertTokenHeadMixin(CasanModernBertPredictionHeadMixin):
+    """ModernBERT's heads that classify every token (token classification, question answering): the base model and
+    a prediction head, dropout and classifier to `num_labels` outputs a token."""
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        self.model = CasanModernBertModel(config)
+        add_prediction_head(self, config, config.hidden_size, config.num_labels)
+        self.post_init()
 
 
-class CasanModernBertForTokenClassification(CasanModernBertPreTrainedModel):
+class CasanModernBertForTokenClassification(
+    CasanModernBertTokenHeadMixin, CasanTokenClassificationMixin, CasanModernBertPreTrainedModel
+):
     """A label for every token, through ModernBERT's prediction head, dropout and one linear layer, as
     `ModernBertForTokenClassification`."""
 
-    casan_head = get_head("token-classification")
     _fsdp_plan = {"head": "keep_full_weight", "classifier": "keep_full_weight"}
 
-    def __init__(self, config):
-        super().__init__(config)
-        self.num_labels = config.num_labels
-        self.model = CasanModernBertModel(config)
-        self.head = ModernBertPredictionHead(config)
-        self.drop = nn.Dropout(config.classifier_dropout)
-        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
-        self.post_init()
 
-    @can_return_tuple
-    def forward(
-        self,
-        input_ids=None,
-        attention_mask=None,
-        position_ids=None,
-        inputs_embeds=None,
-        labels=None,
-        **kwargs: Unpack[TransformersKwargs],
-    ) -> CasanTokenClassifierOutput:
-        outputs = self.model(
-            input_ids,
-            attention_mask=attention_mask,
-            position_ids=position_ids,
-            inputs_embeds=inputs_embeds,
-            return_dict=True,
-            **kwargs,
-        )
-        logits = self.classifier(self.drop(self.head(outputs.last_hidden_state)))
-        loss = self.loss_function(logits, labels, self.config) if labels is not None else None
-        return CasanTokenClassifierOutput(loss=loss, logits=logits, **encoder_extras(outputs))
-
-
-class CasanModernBertForQuestionAnswering(CasanModernBertPreTrainedModel):
+class CasanModernBertForQuestionAnswering(
+    CasanModernBertTokenHeadMixin, CasanQuestionAnsweringMixin, CasanModernBertPreTrainedModel
+):
     """Extractive question answering (start and end logits of every token) through ModernBERT's prediction head,
     dropout and one linear layer, as `ModernBertForQuestionAnswering`."""
 
-    casan_head = get_head("question-answering")
     _fsdp_plan = {"head": "keep_full_weight", "classifier": "keep_full_weight"}
 
-    def __init__(self, config):
-        super().__init__(config)
-        self.num_labels = config.num_labels
-        self.model = CasanModernBertModel(config)
-        self.head = ModernBertPredictionHead(config)
-        self.drop = nn.Dropout(config.classifier_dropout)
-        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
-        self.post_init()
 
-    @can_return_tuple
-    def forward(
-        self,
-        input_ids=None,
-        attention_mask=None,
-        position_ids=None,
-        inputs_embeds=None,
-        start_positions=None,
-        end_positions=None,
-        **kwargs: Unpack[TransformersKwargs],
-    ) -> CasanQuestionAnsweringOutput:
-        outputs = self.model(
-            input_ids,
-            attention_mask=attention_mask,
-            position_ids=position_ids,
-            inputs_embeds=inputs_embeds,
-            return_dict=True,
-            **kwargs,
-        )
-        logits = self.classifier(self.drop(self.head(outputs.last_hidden_state)))
-        start_logits, end_logits = logits.split(1, dim=-1)
-        start_logits = start_logits.squeeze(-1).contiguous()
-        end_logits = end_logits.squeeze(-1).contiguous()
-        loss = None
-        if start_positions is not None and end_positions is not None:
-            loss = self.loss_function(start_logits, end_logits, start_positions, end_positions)
-        return CasanQuestionAnsweringOutput(
-            loss=loss, start_logits=start_logits, end_logits=end_logits, **encoder_extras(outputs)
-        )
-
-
-class CasanModernBertForMultipleChoice(CasanModernBertPreTrainedModel):
+class CasanModernBertForMultipleChoice(
+    CasanModernBertPredictionHeadMixin, CasanMultipleChoiceMixin, CasanModernBertPreTrainedModel
+):
     """Scores each choice from its sentence vector of `classifier_pooling` through ModernBERT's prediction head,
     dropout and one linear layer, as `ModernBertForMultipleChoice` (whose "cls" vector is the first real token, so
     that left padding works too)."""
 
-    casan_head = get_head("multiple-choice")
     _fsdp_plan = {"pooling": "keep_full_weight", "head": "keep_full_weight", "classifier": "keep_full_weight"}
 
     def __init__(self, config):
         super().__init__(config)
         self.model = CasanModernBertModel(config)
         self.pooling = SentencePooling(config)
-        self.head = prediction_head(config, self.pooling.output_size)
-        self.drop = nn.Dropout(config.classifier_dropout)
-        self.classifier = nn.Linear(config.hidden_size, 1)
+        add_prediction_head(self, config, self.pooling.output_size, 1)
         self.post_init()
 
-    @can_return_tuple
-    def forward(
-        self,
-        input_ids=None,
-        attention_mask=None,
-        position_ids=None,
-        inputs_embeds=None,
-        labels=None,
-        output_pooling_attentions=False,
-        **kwargs: Unpack[TransformersKwargs],
-    ) -> CasanMultipleChoiceOutput:
-        """Inputs are `(batch, num_choices, seq)`; each choice is encoded as its own sentence."""
-        num_choices = input_ids.shape[1] if input_ids is not None else inputs_embeds.shape[1]
-
-        def flat(tensor):
-            return None if tensor is None else tensor.flatten(0, 1)
-
-        attention_mask = flat(attention_mask)
-        outputs = self.model(
-            flat(input_ids),
-            attention_mask=attention_mask,
-            position_ids=flat(position_ids),
-            inputs_embeds=flat(inputs_embeds),
-            return_dict=True,
-            **kwargs,
-        )
+    def cls_vector(self, outputs, attention_mask):
+        """The first real token of each choice (ModernBERT's multiple choice), where `classifier_pooling` is "cls"."""
+        if self.pooling.kind != "cls" or attention_mask is None:
+            return None
         states = outputs.last_hidden_state
-        first_real = None
-        if self.pooling.kind == "cls" and attention_mask is not None:
-            first_real = states[torch.arange(states.shape[0], device=states.device), attention_mask.argmax(dim=-1)]
-        pooled, hops = self.pooling(states, attention_mask, first_real)
-        logits = self.classifier(self.drop(self.head(pooled))).view(-1, num_choices)
-        loss = nn.functional.cross_entropy(logits, labels) if labels is not None else None
-        returned_hops = (
-            hops.unflatten(0, (-1, num_choices)) if output_pooling_attentions and hops is not None else None
-        )
-        return CasanMultipleChoiceOutput(
-            loss=self.pooling.add_penalty(loss, hops, pooled),
-            logits=logits,
-            pooling_attentions=returned_hops,
-            **encoder_extras(outputs),
-        )
+        return states[torch.arange(states.shape[0], device=states.device), attention_mask.argmax(dim=-1)]
 
 
-class CasanModernBertForMaskedLM(CasanModernBertPreTrainedModel):
+class CasanModernBertForMaskedLM(CasanMaskedLMMixin, CasanModernBertPreTrainedModel):
     """Masked LM with ModernBERT's head (`head`, then `decoder`, tied to the token embeddings), as
     `ModernBertForMaskedLM`; with `sparse_prediction` and labels, the logits of the masked tokens only."""
 
-    casan_head = get_head("masked-lm")
     _tied_weights_keys = {"decoder.weight": "model.embeddings.tok_embeddings.weight"}
     # The decoder, tied to the token embeddings, stays with them in the root's group.
     _fsdp_plan = {"head": "keep_full_weight"}
@@ -504,36 +365,18 @@ class CasanModernBertForMaskedLM(CasanModernBertPreTrainedModel):
     def set_output_embeddings(self, new_embeddings):
         self.decoder = new_embeddings
 
-    @can_return_tuple
-    def forward(
-        self,
-        input_ids=None,
-        attention_mask=None,
-        position_ids=None,
-        inputs_embeds=None,
-        labels=None,
-        **kwargs: Unpack[TransformersKwargs],
-    ) -> CasanMaskedLMOutput:
-        outputs = self.model(
-            input_ids,
-            attention_mask=attention_mask,
-            position_ids=position_ids,
-            inputs_embeds=inputs_embeds,
-            return_dict=True,
-            **kwargs,
-        )
-        states = outputs.last_hidden_state
-        if self.sparse_prediction and labels is not None:
-            # As ModernBERT: only the masked tokens are predicted.
-            labels = labels.view(-1)
-            states = states.view(labels.shape[0], -1)
-            masked = labels != self.sparse_pred_ignore_index
-            states, labels = states[masked], labels[masked]
-        logits = self.decoder(self.head(states))
-        loss = None
-        if labels is not None:
-            loss = self.loss_function(logits, labels, vocab_size=self.config.vocab_size)
-        return CasanMaskedLMOutput(loss=loss, logits=logits, **encoder_extras(outputs))
+    def predicted_tokens(self, states, labels):
+        """With `sparse_prediction`, as ModernBERT: only the masked tokens (those whose label is not
+        `sparse_pred_ignore_index`), flattened."""
+        if not self.sparse_prediction:
+            return states, labels
+        labels = labels.view(-1)
+        states = states.view(labels.shape[0], -1)
+        masked = labels != self.sparse_pred_ignore_index
+        return states[masked], labels[masked]
+
+    def lm_logits(self, states):
+        return self.decoder(self.head(states))
 
 
 # The heads whose `classifier` ModernBERT initialises at 1/sqrt(hidden_size).

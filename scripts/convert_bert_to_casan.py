@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from transformers import AutoTokenizer, HfArgumentParser, PreTrainedConfig
 
-from casan_hf import HEADS, casan_class, get_head
+from casan_hf import FAMILIES, HEADS, casan_class, get_head
 from casan_hf.cli import CasanArguments, PositiveInt
 from casan_hf.hub import (
     check_output_dir,
@@ -35,7 +35,8 @@ class ConvertArguments:
 
     model_name_or_path: str = field(
         metadata={
-            "help": "A BERT, RoBERTa, XLM-RoBERTa or ELECTRA checkpoint (or a CASAN one): local folder or Hub id."
+            "help": "A checkpoint of a family CASAN converts (model_type "
+            f"{', '.join(family.name for family in FAMILIES)}), or a CASAN one: local folder or Hub id."
         }
     )
     output_dir: str = field(metadata={"help": "Where the Hub-ready folder is written."})

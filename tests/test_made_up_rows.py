@@ -26,6 +26,7 @@ from casan_hf.inspection import inspect_attention, predict
 from casan_hf.inspection.prediction import READINGS, Prediction
 from casan_hf.modeling_casan import (
     CasanElectraPreTrainedModel,
+    CasanHeadMixin,
     CasanPreTrainedModel,
     CasanRobertaPreTrainedModel,
     CasanSequenceClassifierOutput,
@@ -54,9 +55,9 @@ def sentence_score(config, tokenizer, inspection, top_k):
     return Prediction(f"scores the sentence {score:.3f}", ("text", "score"), [("this text", score)])
 
 
-class CasanForSentenceScoring(CasanPreTrainedModel):
+class CasanForSentenceScoring(CasanHeadMixin, CasanPreTrainedModel):
     """A score for each sentence, from the first token's hidden state and one linear layer; the family's base model
-    under its prefix, as every head of every family has it."""
+    under its prefix, run as every head of every family runs it (`CasanHeadMixin`)."""
 
     casan_head = SCORING
 
@@ -67,7 +68,7 @@ class CasanForSentenceScoring(CasanPreTrainedModel):
         self.post_init()
 
     def forward(self, input_ids=None, attention_mask=None, **kwargs):
-        outputs = self.base_model(input_ids, attention_mask=attention_mask, return_dict=True, **kwargs)
+        outputs = self.run_base_model(input_ids, attention_mask, None, None, None, **kwargs)
         scores = self.scorer(outputs.last_hidden_state[:, 0])
         return CasanSequenceClassifierOutput(logits=scores, **encoder_extras(outputs))
 

@@ -11,7 +11,7 @@ import transformers
 
 from casan_hf import FAMILY_CONFIGS
 from casan_hf.families import FAMILIES, HEADS
-from casan_hf.modeling_casan import FAMILY_MODULES, CasanPreTrainedModel
+from casan_hf.modeling_casan import CasanPreTrainedModel
 from casan_hf.modeling_casan_auto import MODEL_CLASSES
 
 
@@ -72,9 +72,9 @@ def test_every_class_agrees_with_its_row():
             assert mirrored.base_model_prefix == model_class.base_model_prefix
             assert mirrored.config_class.model_type == family.name
             assert issubclass(model_class, family_base(family)), name
-            if family.name in FAMILY_MODULES:
+            if model_class.family_modules is not None:
                 # A BERT-style family: the family's PreTrainedModel over BERT's class of the head.
-                assert model_class._no_split_modules == [FAMILY_MODULES[family.name].embeddings.__name__, "CasanLayer"]
+                assert model_class._no_split_modules == [model_class.family_modules.embeddings.__name__, "CasanLayer"]
                 assert issubclass(model_class, MODEL_CLASSES[("bert", head.name)]), name
 
 

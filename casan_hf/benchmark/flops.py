@@ -13,14 +13,18 @@ this file does not count: `counts_floor` says no for them, and the benchmark sho
 """
 
 from ..context import CONTEXT_KINDS
-from ..families import get_family
-from ..modeling_casan import FAMILY_MODULES
+from ..modeling_casan_auto import casan_class
+
+
+def _family_modules(model_type):
+    """The modules a BERT-style family takes from transformers; None for a family with layers of its own."""
+    return casan_class(model_type, "base").family_modules
 
 
 def counts_floor(model_type):
     """Whether `bert_forward_flops` counts the arithmetic of a family (its name, or a config's `model_type`): the
     BERT-style families."""
-    return get_family(model_type).name in FAMILY_MODULES
+    return _family_modules(model_type) is not None
 
 
 def bert_forward_flops(config, seq_len):
@@ -30,7 +34,7 @@ def bert_forward_flops(config, seq_len):
     per_layer = 2 * n * d * d * 4 + 2 * n * d * d_ff * 2 + 2 * n * n * d * 2
     embedding_size = getattr(config, "embedding_size", d)
     projection = 2 * n * embedding_size * d if embedding_size != d else 0
-    pooler = 2 * d * d if FAMILY_MODULES[get_family(config.model_type).name].pooler is not None else 0
+    pooler = 2 * d * d if _family_modules(config.model_type).pooler is not None else 0
     return projection + config.num_hidden_layers * per_layer + pooler
 
 
