@@ -2,8 +2,8 @@
 every attention variant (both `share_att_key` settings, c2p and p2c alone or together, buckets, the convolution,
 the legacy and the new masked-LM head); the decisions of docs/METHOD.md ("DeBERTa-v2 and v3") each have a test
 here; padding, checkpointing, autocast, saving and a fresh process without casan_hf (on the pinned, the newest
-and transformers 4.x) as for the other families. The generic suites (tests/tiny_models.py's FAMILY_TWINS and
-FAMILY_TINY) run the family too."""
+and transformers 4.x) as for the other families. The generic suites (tests/tiny_models.py's FAMILY_TWINS, on the
+family row's `tiny_config`) run the family too."""
 
 import dataclasses
 import json
@@ -16,10 +16,11 @@ import torch
 import transformers
 from fresh_process import run_without_casan_hf
 from test_transformers4 import PYTHON_4X
-from tiny_models import DEBERTA_V3_ATTENTION, TINY, comparable_outputs, head_inputs, padded_batch
+from tiny_models import TINY, comparable_outputs, head_inputs, padded_batch
 
 from casan_hf import HEADS, CasanConfig, casan_class, casan_twin, get_family, get_head
 from casan_hf.configuration_casan_deberta_v2 import CasanDebertaV2Config
+from casan_hf.families import DEBERTA_V3_ATTENTION
 from casan_hf.modeling_casan_deberta_v2 import CasanDisentangledSelfAttention
 from casan_hf.options import OPTIONS
 
@@ -194,7 +195,7 @@ def test_the_context_changes_the_scores_through_every_term():
 @pytest.mark.parametrize("variant", ["v2", "p2c-shared"])
 def test_padding_does_not_change_real_tokens(variant, context_type):
     """v2's convolution and separate position projections, a lone position term: as tests/test_context.py checks
-    the tiny v3-with-convolution config of FAMILY_TINY."""
+    the tiny v3-with-convolution config of the family row's `tiny_config`."""
     torch.manual_seed(0)
     model = casan_class("deberta-v2", "base")(config(variant, context_type=context_type, gate_bias_init=0.0)).eval()
     input_ids, attention_mask = padded_batch(LENGTHS)

@@ -12,12 +12,11 @@ from unittest import mock
 
 import pytest
 import transformers
-from tiny_models import DEBERTA_V3_ATTENTION
 from transformers_common import load_common_tests, missing_common_tests
 
 from casan_hf import CasanConfig, casan_class
 from casan_hf.configuration_casan_deberta_v2 import CasanDebertaV2Config
-from casan_hf.families import HEADS, get_family
+from casan_hf.families import DEBERTA_V3_ATTENTION, HEADS, get_family
 
 
 if missing_common_tests() is not None:  # skipped outside CI, where `make test` fetches them

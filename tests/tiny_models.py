@@ -34,35 +34,6 @@ FAMILY_TWINS = {
     for head in HEADS
 }
 BERT_TWINS = {casan: source for casan, source in FAMILY_TWINS.items() if casan.family.name == "bert"}
-# What a tiny config of each family adds: ELECTRA's embeddings narrower than the hidden states (projected);
-# ModernBERT's special tokens inside the tiny vocabulary, and a window of 4 tokens, so that its sliding-window layers
-# (the second and third of three) see less than the sentences of the tests.
-# DeBERTa's: v3's relative attention (log buckets, both position terms, shared keys, LayerNorm on the relative
-# embeddings, no absolute positions) with v2's convolution after the first layer, so that every path is run.
-DEBERTA_V3_ATTENTION = {
-    "relative_attention": True,
-    "pos_att_type": ["p2c", "c2p"],
-    "position_buckets": 8,
-    "max_relative_positions": 16,
-    "share_att_key": True,
-    "norm_rel_ebd": "layer_norm",
-    "position_biased_input": False,
-}
-FAMILY_TINY = {
-    "bert": {},
-    "roberta": {},
-    "xlm-roberta": {},
-    "electra": {"embedding_size": 16},
-    "modernbert": {
-        "pad_token_id": 0,
-        "bos_token_id": 1,
-        "eos_token_id": 2,
-        "cls_token_id": 1,
-        "sep_token_id": 2,
-        "local_attention": 4,
-    },
-    "deberta-v2": {**DEBERTA_V3_ATTENTION, "conv_kernel_size": 3},
-}
 
 
 def attention_implementations(model_class):
@@ -72,13 +43,15 @@ def attention_implementations(model_class):
 
 
 def tiny_config(family="bert", **overrides):
-    return FAMILY_CONFIGS[family](**{**TINY, **FAMILY_TINY[family], **overrides})
+    """The family's CASAN config of the tiny size, with what its row's `tiny_config` adds."""
+    return FAMILY_CONFIGS[family](**{**TINY, **get_family(family).tiny_config, **overrides})
 
 
 def tiny_source_config(family, **overrides):
     """The family's own transformers config (`RobertaConfig`, ...) of the same tiny size."""
-    config_class = getattr(transformers, f"{get_family(family).transformers_prefix}Config")
-    return config_class(**{**TINY, **FAMILY_TINY[family], **overrides})
+    family = get_family(family)
+    config_class = getattr(transformers, f"{family.transformers_prefix}Config")
+    return config_class(**{**TINY, **family.tiny_config, **overrides})
 
 
 def padded_batch(lengths, vocab_size=99, seed=0, pad_token_id=0):
