@@ -24,7 +24,7 @@ TINY = dict(
     attention_probs_dropout_prob=0.0,
 )
 # The context types with context (every kind but "none", which runs the source model's numbers).
-CONTEXT_TYPES = tuple(kind for kind in CONTEXT_KINDS if kind != "none")
+CONTEXT_TYPES = tuple(name for name, kind in CONTEXT_KINDS.items() if kind.gives_context)
 
 # CASAN class -> the transformers class with the same weights and outputs when context_type="none", for every
 # family and head; BERT_TWINS for BERT's alone.

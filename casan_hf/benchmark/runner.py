@@ -28,7 +28,7 @@ from .peak_memory import step_peak_mb
 
 
 # The kind without context: CASAN's code path with BERT's numbers, the control that must tie with BERT.
-CONTROL = "none"
+CONTROL = next(kind.name for kind in CONTEXT_KINDS.values() if not kind.gives_context)
 # The family compared when none is named: BERT (`BertModel` against `CasanModel`).
 DEFAULT_FAMILY = "bert"
 # The sizes the models are compared at, by name: the shape (width, depth, heads, feed-forward width) given to the
@@ -86,7 +86,7 @@ def default_variants(
     for context_type in context_types:
         label = f"casan {CONTROL} (control)" if context_type == CONTROL else f"casan {context_type}"
         variants.append(Variant(label, context_type))
-        if pytorch_mixer and context_type != CONTROL:
+        if pytorch_mixer and CONTEXT_KINDS[context_type].gives_context:
             variants.append(Variant(label + PYTORCH_MIXER, context_type, fused_mixer="off"))
     for context_type in context_types:
         if rank and CONTEXT_KINDS[context_type].grows_with_depth:
