@@ -16,7 +16,14 @@ import torch
 import transformers
 from fresh_process import run_without_casan_hf
 from test_transformers4 import PYTHON_4X
-from tiny_models import TINY, comparable_outputs, head_inputs, padded_batch
+from tiny_models import (
+    TINY,
+    assert_same_gradients,
+    comparable_outputs,
+    gradients_without_and_with_checkpointing,
+    head_inputs,
+    padded_batch,
+)
 
 from casan_hf import HEADS, CasanConfig, casan_class, casan_twin, get_family, get_head
 from casan_hf.configuration_casan_deberta_v2 import CasanDebertaV2Config
@@ -231,18 +238,9 @@ def test_gradient_checkpointing_gives_the_same_gradients():
     torch.manual_seed(0)
     model_class = casan_class("deberta-v2", "sequence-classification")
     model = model_class(config("v2", context_type="deep_global", gate_bias_init=0.0)).train()
-    inputs = inputs_for("sequence-classification")
-    gradients = []
-    for checkpointing in (False, True):
-        if checkpointing:
-            model.activation_checkpointing_enable()
-        model.zero_grad()
-        model(**inputs).loss.backward()
-        gradients.append({name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None})
-    assert gradients[0].keys() == gradients[1].keys()
-    assert any("rel_embeddings" in name for name in gradients[1]) and any(".conv." in name for name in gradients[1])
-    for name, gradient in gradients[0].items():
-        torch.testing.assert_close(gradients[1][name], gradient, atol=1e-6, rtol=1e-5, msg=name)
+    plain, checkpointed = gradients_without_and_with_checkpointing(model, inputs_for("sequence-classification"))
+    assert_same_gradients(plain, checkpointed)
+    assert any("rel_embeddings" in name for name in checkpointed) and any(".conv." in name for name in checkpointed)
 
 
 def test_the_encoder_builds_no_layer_it_does_not_keep(monkeypatch):

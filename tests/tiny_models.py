@@ -95,3 +95,24 @@ def comparable_outputs(outputs):
     """The tensors of a model output that must agree between two implementations."""
     names = ("loss", "logits", "start_logits", "end_logits", "last_hidden_state", "pooler_output")
     return {name: outputs[name] for name in names if name in outputs and outputs[name] is not None}
+
+
+def gradients_without_and_with_checkpointing(model, inputs, checkpointing_kwargs=None):
+    """The gradients of `model`'s loss on `inputs` by parameter name, first as the model is, then after
+    `activation_checkpointing_enable(checkpointing_kwargs)`: a pair that checkpointing must leave equal."""
+
+    def gradients():
+        model.zero_grad()
+        model(**inputs).loss.backward()
+        return {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
+
+    plain = gradients()
+    model.activation_checkpointing_enable(checkpointing_kwargs)
+    return plain, gradients()
+
+
+def assert_same_gradients(plain, checkpointed):
+    """Checkpointing computed the same gradients for the same parameters (up to float32's order of summation)."""
+    assert plain.keys() == checkpointed.keys()
+    for name in plain:
+        torch.testing.assert_close(checkpointed[name], plain[name], atol=1e-6, rtol=1e-5, msg=name)
