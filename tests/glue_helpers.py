@@ -26,6 +26,14 @@ TINY_RUN = [
 ]  # fmt: skip
 
 
+def tiny_run_args(model, task, glue_dir, output_dir, *flags):
+    """scripts/run_glue.py's arguments for a `TINY_RUN` of `model` on the GLUE `task`, with further `flags`."""
+    return [
+        "--model_name_or_path", model, "--task_name", task, "--glue_dir", glue_dir, *flags,
+        "--output_dir", output_dir, *TINY_RUN,
+    ]  # fmt: skip
+
+
 def make_tiny_bert(folder, tokenizer_path):
     """A 2-layer random BERT (hidden 32) saved with the real MiniLM tokenizer: real tokenisation, tiny compute."""
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_path)
