@@ -1,7 +1,8 @@
 """The two tables that name every CASAN model class: `HEADS`, the six heads, and `FAMILIES`, the six families of
 checkpoints CASAN converts (BERT, RoBERTa, XLM-RoBERTa, ELECTRA, ModernBERT, DeBERTa-v2/v3). A model class is one
 head of one family (`CasanRobertaForSequenceClassification`); its name, model type, config class, base model prefix,
-the transformers class it mirrors and its `auto_map` entry are all read from its two rows here.
+the transformers class it mirrors and its `auto_map` entry are all read from its two rows here. A family's row also
+holds the configs the benchmark and the tests build of it.
 """
 
 from dataclasses import dataclass, field
@@ -105,17 +106,20 @@ class Family:
     class; `minimum_transformers` the oldest transformers its folders load with, where it is newer than the
     package's (`compat.MINIMUM_TRANSFORMERS`).
 
-    The config values a family's tools need beside its defaults, so that a new family is one row (none of them is
-    part of the row's identity: a family is equal to another by its names alone):
-    `benchmark_config`, what the benchmark's configs of the family take beside their size where the config's defaults
-    are not the checkpoints people use; `tiny_config`, what the tests' tiny random config of the family (a few
-    layers of width 32) adds so that every path of the family runs; `tiny_checkpoint_config`, what the tests' tiny
-    saved checkpoint of the family's source model (the scripts' input, with a real tokenizer) adds to its size;
-    `tiny_checkpoint_tokenizer`, the kind of tokenizer that checkpoint is saved with ("wordpiece": MiniLM's;
-    "wordpiece-without-token-types": MiniLM's, returning what a model without token types takes; "byte-level-bpe":
-    one trained on the data as RoBERTa's, which returns no token type ids); `token_id_fields`, the config's fields
-    that name a special token of the tokenizer, (config field, tokenizer attribute) pairs, copied from the tokenizer
-    into a config made for it."""
+    The config values the tools around the models need for the family, here so that a new family is one row and no
+    table elsewhere is keyed by its name (the models never read them; they are no part of the row's identity, so
+    that a family equals another by its names alone):
+    - `benchmark_config`: what the benchmark's configs take beside their size where the family's config defaults are
+      not the checkpoints people use, so that the benchmark times the models people run;
+    - `tiny_config`: what the tests' tiny random config (`tests/tiny_models.py`) adds, so that every path of the
+      family runs at the tests' tiny size;
+    - `tiny_checkpoint_config` and `tiny_checkpoint_tokenizer`: what the scripts' tests' tiny saved checkpoint of the
+      source model adds to its size, and the kind of tokenizer saved with it ("wordpiece": MiniLM's;
+      "wordpiece-without-token-types": MiniLM's, without the token type ids the family's models do not take;
+      "byte-level-bpe": one trained on the data, RoBERTa's kind), so that it is the family's as its checkpoints are;
+    - `token_id_fields`: the config's fields that name a special token, (config field, tokenizer attribute) pairs,
+      so that a config made for a tokenizer takes those tokens' ids from it.
+    """
 
     name: str
     transformers_prefix: str
