@@ -84,14 +84,15 @@ class CasanConfig(BertConfig):
                 )
         if self.gate_per_head and self.gate != "dynamic":
             raise ValueError(f"`gate_per_head` shapes the dynamic gate; gate={self.gate!r} has none to split.")
-        if self.context_rank is not None and self.context_type == "none":
-            raise ValueError("`context_rank` has no effect with context_type='none'; leave it None.")
-        if self.output_gate_context and (self.output_gate is None or self.context_type == "none"):
+        gives_context = CONTEXT_KINDS[self.context_type].gives_context
+        if self.context_rank is not None and not gives_context:
+            raise ValueError(f"`context_rank` has no effect with context_type={self.context_type!r}; leave it None.")
+        if self.output_gate_context and (self.output_gate is None or not gives_context):
             raise ValueError(
                 "`output_gate_context` lets the context drive the output gate: it needs an `output_gate` "
                 f"({self.output_gate!r}) and a context_type other than 'none' ({self.context_type!r})."
             )
-        if not self.context_targets and self.context_type != "none" and not self.output_gate_context:
+        if not self.context_targets and gives_context and not self.output_gate_context:
             raise ValueError(
                 f"context_targets=[] mixes the {self.context_type!r} context into neither query nor key: name a "
                 "target, or let it drive the output gate (`output_gate_context=True`), or set context_type='none'."

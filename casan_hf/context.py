@@ -38,12 +38,15 @@ class ContextKind:
     `reads(l)`: the layers whose inputs make C of layer l, each `d` columns of it (empty: the layer attends as
     plain BERT). `per_token`: C is those inputs position by position (`n` rows); otherwise it is their masked
     means over the real tokens, one row per sentence broadcast to every position (few FLOPs, but all of U read).
+    `gives_context`: whether some layer takes a context at all; False for `none` alone, whose model computes its
+    source's numbers, so that the options that shape a context have nothing to shape.
     """
 
     name: str
     per_token: bool
     reads: Callable[[int], range]
     description: str
+    gives_context: bool = True
 
     def width(self, layer_index):
         """d_c / d: how many layer inputs C of layer `layer_index` concatenates."""
@@ -78,7 +81,9 @@ CONTEXT_KINDS = {
             reads=lambda layer: range(layer + 1),
             description="the global vectors of all earlier layers and the current one",
         ),
-        ContextKind("none", per_token=False, reads=lambda layer: range(0), description="exactly BERT"),
+        ContextKind(
+            "none", per_token=False, reads=lambda layer: range(0), description="exactly BERT", gives_context=False
+        ),
     )
 }
 

@@ -1,10 +1,11 @@
 """The two tables that name every CASAN model class: `HEADS`, the six heads, and `FAMILIES`, the six families of
 checkpoints CASAN converts (BERT, RoBERTa, XLM-RoBERTa, ELECTRA, ModernBERT, DeBERTa-v2/v3). A model class is one
 head of one family (`CasanRobertaForSequenceClassification`); its name, model type, config class, base model prefix,
-the transformers class it mirrors and its `auto_map` entry are all read from its two rows here.
+the transformers class it mirrors and its `auto_map` entry are all read from its two rows here. A family's row also
+holds the configs the benchmark and the tests build of it.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
@@ -103,7 +104,22 @@ class Family:
     (`roberta.encoder.layer.0...`). A CASAN checkpoint of the family says `model_type` "casan_<name>";
     `modeling_module` is the model file that writes its classes out, `configuration_module` the one of its config
     class; `minimum_transformers` the oldest transformers its folders load with, where it is newer than the
-    package's (`compat.MINIMUM_TRANSFORMERS`)."""
+    package's (`compat.MINIMUM_TRANSFORMERS`).
+
+    The config values the tools around the models need for the family, here so that a new family is one row and no
+    table elsewhere is keyed by its name (the models never read them; they are no part of the row's identity, so
+    that a family equals another by its names alone):
+    - `benchmark_config`: what the benchmark's configs take beside their size where the family's config defaults are
+      not the checkpoints people use, so that the benchmark times the models people run;
+    - `tiny_config`: what the tests' tiny random config (`tests/tiny_models.py`) adds, so that every path of the
+      family runs at the tests' tiny size;
+    - `tiny_checkpoint_config` and `tiny_checkpoint_tokenizer`: what the scripts' tests' tiny saved checkpoint of the
+      source model adds to its size, and the kind of tokenizer saved with it ("wordpiece": MiniLM's;
+      "wordpiece-without-token-types": MiniLM's, without the token type ids the family's models do not take;
+      "byte-level-bpe": one trained on the data, RoBERTa's kind), so that it is the family's as its checkpoints are;
+    - `token_id_fields`: the config's fields that name a special token, (config field, tokenizer attribute) pairs,
+      so that a config made for a tokenizer takes those tokens' ids from it.
+    """
 
     name: str
     transformers_prefix: str
@@ -112,6 +128,11 @@ class Family:
     modeling_module: str = "modeling_casan"
     configuration_module: str = "configuration_casan"
     minimum_transformers: str | None = None
+    benchmark_config: dict = field(default_factory=dict, compare=False)
+    tiny_config: dict = field(default_factory=dict, compare=False)
+    tiny_checkpoint_config: dict = field(default_factory=dict, compare=False)
+    tiny_checkpoint_tokenizer: str = field(default="wordpiece", compare=False)
+    token_id_fields: tuple = field(default=(("pad_token_id", "pad_token_id"),), compare=False)
 
     @property
     def model_type(self):
@@ -135,11 +156,40 @@ class Family:
         }
 
 
+# DeBERTa-v3's relative attention (log buckets, both position terms, shared keys, LayerNorm on the relative
+# embeddings, no absolute positions), in the few buckets of the tests' tiny configs.
+DEBERTA_V3_ATTENTION = {
+    "relative_attention": True,
+    "pos_att_type": ["p2c", "c2p"],
+    "position_buckets": 8,
+    "max_relative_positions": 16,
+    "share_att_key": True,
+    "norm_rel_ebd": "layer_norm",
+    "position_biased_input": False,
+}
+# RoBERTa's and XLM-RoBERTa's: their positions start after the padding index, so a checkpoint has 2 positions more
+# than its longest input (514 for 512 tokens: the config's default 512 fails at sequence 512; 66 for the tests' 64),
+# and one token type; their tokenizer is a byte-level BPE.
+ROBERTA_SETTINGS = dict(
+    benchmark_config={"max_position_embeddings": 514},
+    tiny_checkpoint_config={"type_vocab_size": 1, "max_position_embeddings": 66},
+    tiny_checkpoint_tokenizer="byte-level-bpe",
+)
+# ELECTRA's embeddings narrower than the hidden states (projected), so that the projection runs.
+ELECTRA_TINY_EMBEDDINGS = {"embedding_size": 16}
+
 FAMILIES = (
     Family("bert", "Bert", "", "bert"),
-    Family("roberta", "Roberta", "Roberta", "roberta"),
-    Family("xlm-roberta", "XLMRoberta", "XLMRoberta", "roberta"),
-    Family("electra", "Electra", "Electra", "electra"),
+    Family("roberta", "Roberta", "Roberta", "roberta", **ROBERTA_SETTINGS),
+    Family("xlm-roberta", "XLMRoberta", "XLMRoberta", "roberta", **ROBERTA_SETTINGS),
+    Family(
+        "electra",
+        "Electra",
+        "Electra",
+        "electra",
+        tiny_config=ELECTRA_TINY_EMBEDDINGS,
+        tiny_checkpoint_config=ELECTRA_TINY_EMBEDDINGS,
+    ),
     Family(
         "modernbert",
         "ModernBert",
@@ -148,6 +198,26 @@ FAMILIES = (
         modeling_module="modeling_casan_modernbert",
         configuration_module="configuration_casan_modernbert",
         minimum_transformers="5.2",
+        # The special tokens inside the tiny vocabulary, and a window of 4 tokens, so that the sliding-window layers
+        # (the second and third of three) see less than the tests' sentences; the checkpoint's window is 8 tokens.
+        tiny_config={
+            "pad_token_id": 0,
+            "bos_token_id": 1,
+            "eos_token_id": 2,
+            "cls_token_id": 1,
+            "sep_token_id": 2,
+            "local_attention": 4,
+        },
+        tiny_checkpoint_config={"local_attention": 8},
+        tiny_checkpoint_tokenizer="wordpiece-without-token-types",
+        # ModernBERT's config names its sentence's first and last tokens twice: bos is [CLS], eos is [SEP].
+        token_id_fields=(
+            ("pad_token_id", "pad_token_id"),
+            ("bos_token_id", "cls_token_id"),
+            ("cls_token_id", "cls_token_id"),
+            ("eos_token_id", "sep_token_id"),
+            ("sep_token_id", "sep_token_id"),
+        ),
     ),
     Family(
         "deberta-v2",
@@ -156,6 +226,15 @@ FAMILIES = (
         "deberta",
         modeling_module="modeling_casan_deberta_v2",
         configuration_module="configuration_casan_deberta_v2",
+        # `DebertaV2Config`'s defaults have no relative attention, so the benchmark runs DeBERTa-v3-base's config.json:
+        # relative attention in 256 log buckets, both position terms, shared keys, LayerNorm on the relative
+        # embeddings, no absolute positions.
+        benchmark_config={**DEBERTA_V3_ATTENTION, "position_buckets": 256, "max_relative_positions": -1},
+        # v3's relative attention with v2's convolution after the first layer, so that every path runs; the
+        # checkpoint is v3's (the model reads no token types; its tokenizer is WordPiece all the same, since a
+        # SentencePiece model cannot be trained here).
+        tiny_config={**DEBERTA_V3_ATTENTION, "conv_kernel_size": 3},
+        tiny_checkpoint_config=DEBERTA_V3_ATTENTION,
     ),
 )
 

@@ -26,7 +26,7 @@ from torch.profiler import ProfilerActivity, profile, record_function
 from casan_hf.benchmark.operators import count_table, format_count_table, small_bert_config
 from casan_hf.benchmark.runner import (
     BERT_BASE,
-    CONTROL,
+    DEFAULT_FAMILY,
     SIZES,
     Variant,
     build_model,
@@ -77,7 +77,7 @@ def main():
     parser.add_argument(
         "--context-types",
         nargs="+",
-        default=["bert", *(kind for kind in CONTEXT_KINDS if kind != CONTROL)],
+        default=[DEFAULT_FAMILY, *(name for name, kind in CONTEXT_KINDS.items() if kind.gives_context)],
         help="bert or a context type (default: bert and every kind but the control, which runs BERT's numbers)",
     )
     parser.add_argument("--rank", type=int, help="context_rank of the CASAN models")
@@ -97,7 +97,7 @@ def main():
     reference, _ = source_model(args.size, args.attn, torch.float32)
     inputs = random_inputs(reference.config.vocab_size, args.batch_size, args.seq_len, torch.device("cpu"))
     for context_type in args.context_types:
-        variant = Variant(context_type, None if context_type == "bert" else context_type, args.rank)
+        variant = Variant(context_type, None if context_type == DEFAULT_FAMILY else context_type, args.rank)
         model = build_model(variant, reference, args.attn, torch.float32)
         label_context_mixers(model)
         step = make_step(model, inputs, args.mode)

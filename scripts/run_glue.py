@@ -33,7 +33,7 @@ from transformers import (
     set_seed,
 )
 
-from casan_hf.cli.arguments import EncoderModelArguments, check_positive
+from casan_hf.cli.arguments import EncoderModelArguments, RunDataArguments, check_positive
 from casan_hf.cli.launch import padding_multiple, parse_run_args, prepare_or_exit, setup_logging
 from casan_hf.cli.resume import find_checkpoint
 from casan_hf.cli.run_inputs import check_tokenizer, first_examples, run_model_class, sequence_length
@@ -63,7 +63,7 @@ class ModelArguments(EncoderModelArguments):
 
 
 @dataclass
-class DataTrainingArguments:
+class DataTrainingArguments(RunDataArguments):
     """What data to train and evaluate on."""
 
     task_name: str | None = field(default=None, metadata={"help": "The GLUE task.", "choices": list(GLUE_TASKS)})
@@ -82,10 +82,6 @@ class DataTrainingArguments:
         default=None, metadata={"help": "Keep the first N examples of each dev split."}
     )
     overwrite_cache: bool = field(default=False, metadata={"help": "Recompute the tokenised data."})
-    preprocessing_num_workers: int | None = field(default=None, metadata={"help": "Processes for tokenisation."})
-    overwrite_output_dir: bool = field(
-        default=False, metadata={"help": "Write into a non-empty --output_dir (without it, the run stops)."}
-    )
 
 
 def load_model(model_args, casan_args, scaling_args, glue_data):

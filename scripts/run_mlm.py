@@ -39,7 +39,7 @@ from transformers import (
     set_seed,
 )
 
-from casan_hf.cli.arguments import EncoderModelArguments, check_positive
+from casan_hf.cli.arguments import EncoderModelArguments, RunDataArguments, check_positive
 from casan_hf.cli.launch import padding_multiple, parse_run_args, prepare_or_exit, setup_logging
 from casan_hf.cli.resume import find_checkpoint
 from casan_hf.cli.run_inputs import check_tokenizer, first_examples, run_model_class, sequence_length
@@ -75,7 +75,7 @@ class ModelArguments(EncoderModelArguments):
 
 
 @dataclass
-class DataArguments:
+class DataArguments(RunDataArguments):
     """The text to train on, one text a line."""
 
     train_file: str | None = field(default=None, metadata={"help": "A .txt (one text a line), .csv or .json file."})
@@ -99,10 +99,6 @@ class DataArguments:
     whole_word_mask: bool = field(default=False, metadata={"help": "Mask whole words rather than word pieces."})
     max_train_samples: int | None = field(default=None, metadata={"help": "Keep the first N training texts."})
     max_eval_samples: int | None = field(default=None, metadata={"help": "Keep the first N held-out texts."})
-    preprocessing_num_workers: int | None = field(default=None, metadata={"help": "Processes for tokenisation."})
-    overwrite_output_dir: bool = field(
-        default=False, metadata={"help": "Write into a non-empty --output_dir (without it, the run stops)."}
-    )
 
     def __post_init__(self):
         sources = [self.train_file, self.glue_dir, self.dataset_name]

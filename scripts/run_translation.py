@@ -34,7 +34,7 @@ import numpy as np
 from transformers import AutoTokenizer, DataCollatorForSeq2Seq, Seq2SeqTrainingArguments, set_seed
 
 import casan_hf
-from casan_hf.cli.arguments import check_positive
+from casan_hf.cli.arguments import RunDataArguments, check_positive
 from casan_hf.cli.launch import padding_multiple, parse_run_args, prepare_or_exit, setup_logging
 from casan_hf.cli.resume import find_checkpoint
 from casan_hf.cli.run_inputs import check_tokenizer, first_examples
@@ -91,7 +91,7 @@ class ModelArguments:
 
 
 @dataclass
-class DataTrainingArguments:
+class DataTrainingArguments(RunDataArguments):
     """What to translate, and from where."""
 
     source_lang: str = field(default="en", metadata={"help": "Source language code (file suffix, json key)."})
@@ -115,10 +115,6 @@ class DataTrainingArguments:
     max_train_samples: int | None = field(default=None, metadata={"help": "Keep the first N training pairs."})
     max_eval_samples: int | None = field(default=None, metadata={"help": "Keep the first N validation pairs."})
     max_predict_samples: int | None = field(default=None, metadata={"help": "Keep the first N test pairs."})
-    preprocessing_num_workers: int | None = field(default=None, metadata={"help": "Processes for tokenisation."})
-    overwrite_output_dir: bool = field(
-        default=False, metadata={"help": "Write into a non-empty --output_dir (without it, the run stops)."}
-    )
 
 
 def wanted_splits(training_args):

@@ -25,6 +25,9 @@ settings.load_profile("ci")
 
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+# What every model folder a script writes for the Hub holds, whatever the model: its weights, config, tokenizer and
+# model card.
+HUB_MODEL_FILES = {"model.safetensors", "config.json", "tokenizer.json", "tokenizer_config.json", "README.md"}
 
 
 def pytest_addoption(parser):
@@ -115,3 +118,13 @@ def hub_server(tmp_path_factory):
     server = HubServer(tmp_path_factory.mktemp("hub")).start()
     yield server
     server.stop()
+
+
+def glue_sweep_runs(*arms):
+    """The runs scripts/glue_sweep.py plans for `arms` on RTE, one seed, mean pooling, as its command line asks."""
+    glue = load_script("glue_sweep")
+    args = glue.parse_args(
+        ["--model_name_or_path", "m", "--glue_dir", "g", "--output_dir", "o", "--classifier_pooling", "mean",
+         "--arms", *arms, "--tasks", "rte", "--seeds", "1"]
+    )  # fmt: skip
+    return glue.study_runs(args)

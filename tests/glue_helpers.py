@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 
 import transformers
-from tiny_models import DEBERTA_V3_ATTENTION
 from tokenizers import ByteLevelBPETokenizer
 from transformers import AutoTokenizer, BertConfig, BertModel, RobertaTokenizer
 
@@ -27,6 +26,14 @@ TINY_RUN = [
 ]  # fmt: skip
 
 
+def tiny_run_args(model, task, glue_dir, output_dir, *flags):
+    """scripts/run_glue.py's arguments for a `TINY_RUN` of `model` on the GLUE `task`, with further `flags`."""
+    return [
+        "--model_name_or_path", model, "--task_name", task, "--glue_dir", glue_dir, *flags,
+        "--output_dir", output_dir, *TINY_RUN,
+    ]  # fmt: skip
+
+
 def make_tiny_bert(folder, tokenizer_path):
     """A 2-layer random BERT (hidden 32) saved with the real MiniLM tokenizer: real tokenisation, tiny compute."""
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_path)
@@ -39,37 +46,45 @@ def make_tiny_bert(folder, tokenizer_path):
     return str(folder)
 
 
-# What a tiny source checkpoint of a family adds to its size: ELECTRA's narrower embeddings; DeBERTa-v3's relative
-# attention (log buckets, both position terms, shared keys, no absolute positions, no token types).
-FAMILY_SOURCE_SIZES = {"electra": {"embedding_size": 16}, "deberta-v2": DEBERTA_V3_ATTENTION}
+def wordpiece_tokenizer(folder, tokenizer_path, glue_dir):
+    """MiniLM's real WordPiece tokenizer."""
+    return AutoTokenizer.from_pretrained(tokenizer_path)
+
+
+def wordpiece_tokenizer_without_token_types(folder, tokenizer_path, glue_dir):
+    """MiniLM's WordPiece tokenizer returning no token type ids, for a model that takes none (ModernBERT)."""
+    return AutoTokenizer.from_pretrained(tokenizer_path, model_input_names=["input_ids", "attention_mask"])
+
+
+def byte_level_bpe_tokenizer(folder, tokenizer_path, glue_dir):
+    """A byte-level BPE trained on MRPC's training sentences, RoBERTa's kind: it returns no token type ids."""
+    lines = (Path(glue_dir) / "MRPC" / "train.tsv").read_text(encoding="utf-8").splitlines()
+    bpe = ByteLevelBPETokenizer()
+    special = ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]
+    bpe.train_from_iterator(lines[1:], vocab_size=1000, show_progress=False, special_tokens=special)
+    bpe.save_model(str(folder))
+    return RobertaTokenizer(vocab=str(folder / "vocab.json"), merges=str(folder / "merges.txt"))
+
+
+# The tokenizer of a tiny source checkpoint, by its family row's `tiny_checkpoint_tokenizer`.
+TINY_CHECKPOINT_TOKENIZERS = {
+    "wordpiece": wordpiece_tokenizer,
+    "wordpiece-without-token-types": wordpiece_tokenizer_without_token_types,
+    "byte-level-bpe": byte_level_bpe_tokenizer,
+}
 
 
 def make_tiny_source(folder, family, tokenizer_path, glue_dir):
-    """A 2-layer random checkpoint of `family`'s own base model (hidden 32) with a tokenizer of its kind: the
-    MiniLM WordPiece one for BERT and ELECTRA; for RoBERTa and XLM-RoBERTa a byte-level BPE trained on MRPC's
-    training sentences, which returns no token type ids (their checkpoints have one token type). DeBERTa-v2 takes the
-    WordPiece one too (the model reads no token types; a SentencePiece model cannot be trained here)."""
+    """A 2-layer random checkpoint of `family`'s own base model (hidden 32) with a tokenizer of its kind and the
+    config its row's `tiny_checkpoint_config` gives it, the special token ids its tokenizer's."""
     family = get_family(family)
     folder.mkdir(parents=True, exist_ok=True)
+    tokenizer = TINY_CHECKPOINT_TOKENIZERS[family.tiny_checkpoint_tokenizer](folder, tokenizer_path, glue_dir)
     size = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=37)
-    if family.name in ("roberta", "xlm-roberta"):
-        lines = (Path(glue_dir) / "MRPC" / "train.tsv").read_text(encoding="utf-8").splitlines()
-        bpe = ByteLevelBPETokenizer()
-        special = ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]
-        bpe.train_from_iterator(lines[1:], vocab_size=1000, show_progress=False, special_tokens=special)
-        bpe.save_model(str(folder))
-        tokenizer = RobertaTokenizer(vocab=str(folder / "vocab.json"), merges=str(folder / "merges.txt"))
-        size.update(type_vocab_size=1, max_position_embeddings=66, pad_token_id=tokenizer.pad_token_id)
-    elif family.name == "modernbert":
-        # MiniLM's WordPiece with ModernBERT's inputs (no token type ids) and special tokens; a window of 8 tokens.
-        tokenizer = AutoTokenizer.from_pretrained(tokenizer_path, model_input_names=["input_ids", "attention_mask"])
-        cls, sep = tokenizer.cls_token_id, tokenizer.sep_token_id
-        special = dict(bos_token_id=cls, cls_token_id=cls, eos_token_id=sep, sep_token_id=sep)
-        size.update(max_position_embeddings=64, local_attention=8, pad_token_id=tokenizer.pad_token_id, **special)
-    else:
-        tokenizer = AutoTokenizer.from_pretrained(tokenizer_path)
-        size.update(max_position_embeddings=64, **FAMILY_SOURCE_SIZES.get(family.name, {}))
-    config = getattr(transformers, f"{family.transformers_prefix}Config")(vocab_size=len(tokenizer), **size)
+    settings = {"max_position_embeddings": 64, **family.tiny_checkpoint_config}
+    token_ids = {field: getattr(tokenizer, attribute) for field, attribute in family.token_id_fields}
+    config_class = getattr(transformers, f"{family.transformers_prefix}Config")
+    config = config_class(vocab_size=len(tokenizer), **size, **settings, **token_ids)
     getattr(transformers, f"{family.transformers_prefix}Model")(config).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return str(folder)

@@ -2,7 +2,7 @@
 checks them, named canonically, and never pooled with runs of other options."""
 
 import pytest
-from conftest import load_script
+from conftest import glue_sweep_runs, load_script
 
 from casan_hf.studies import Arm, check_cells, parse_arm
 
@@ -53,18 +53,13 @@ def test_one_cell_never_pools_records_of_different_options():
 
 
 def test_both_sweeps_take_arms_and_refuse_a_bad_one(capsys):
-    glue = load_script("glue_sweep")
-    args = glue.parse_args(
-        ["--model_name_or_path", "m", "--glue_dir", "g", "--output_dir", "o", "--classifier_pooling", "mean",
-         "--arms", "none", "deep:context_rank=64", "--tasks", "rte", "--seeds", "1"]
-    )  # fmt: skip
-    runs = glue.study_runs(args)
+    runs = glue_sweep_runs("none", "deep:context_rank=64")
     assert [run.identity["variant"] for run in runs] == ["none", "deep:context_rank=64"]
     (command,) = runs[1].commands
     assert command[command.index("--context_type") + 1 :][:3] == ["deep", "--context_rank", "64"]
     translation = load_script("translation_sweep")
     for sweep, required in (
-        (glue, ["--model_name_or_path", "m", "--glue_dir", "g"]),
+        (load_script("glue_sweep"), ["--model_name_or_path", "m", "--glue_dir", "g"]),
         (translation, ["--data_dir", "d"]),
     ):
         with pytest.raises(SystemExit):

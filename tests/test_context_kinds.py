@@ -4,7 +4,7 @@ and both study sweeps, with nothing else changed."""
 
 import pytest
 import torch
-from conftest import load_script
+from conftest import glue_sweep_runs, load_script
 from tiny_models import padded_batch, tiny_config
 
 from casan_hf import CasanConfig, CasanModel
@@ -64,12 +64,7 @@ def test_the_benchmark_counts_the_new_kind(previous_kind):
 
 
 def test_both_sweeps_take_the_new_kind_as_an_arm(previous_kind):
-    glue = load_script("glue_sweep")
-    args = glue.parse_args(
-        ["--model_name_or_path", "m", "--glue_dir", "g", "--output_dir", "o", "--classifier_pooling", "mean",
-         "--arms", "none", "previous:gate_bias_init=0", "--tasks", "rte", "--seeds", "1"]
-    )  # fmt: skip
-    (command,) = glue.study_runs(args)[1].commands
+    (command,) = glue_sweep_runs("none", "previous:gate_bias_init=0")[1].commands
     assert command[command.index("--context_type") + 1] == "previous"
     translation = load_script("translation_sweep")
     args = translation.parse_args(

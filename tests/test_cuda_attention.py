@@ -5,10 +5,10 @@ attention on every real token. Skipped without CUDA; `scripts/device/shard.sh sp
 import pytest
 import torch
 import torch.nn.functional as F
-from tiny_models import FAMILY_TINY, padded_batch, tiny_config
+from tiny_models import padded_batch, tiny_config
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from casan_hf import casan_class
+from casan_hf import FAMILIES, casan_class
 
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (scripts/device/shard.sh)")
@@ -17,7 +17,7 @@ needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a C
 BF16 = dict(atol=3e-2, rtol=3e-2)
 # Flash attention takes head sizes that are multiples of 8: 64 / 4 heads = 16.
 SIZE = dict(hidden_size=64, num_attention_heads=4)
-SDPA_FAMILIES = [family for family in FAMILY_TINY if casan_class(family, "base")._supports_sdpa]
+SDPA_FAMILIES = [family.name for family in FAMILIES if casan_class(family, "base")._supports_sdpa]
 # The flash test's batch: no padding, and no longer than ModernBERT's sliding window (transformers builds no mask
 # for a window that covers the whole sentence; the tiny config's 4-token window would mask every sliding layer).
 FLASH_LENGTH = 12

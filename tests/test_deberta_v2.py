@@ -2,8 +2,8 @@
 every attention variant (both `share_att_key` settings, c2p and p2c alone or together, buckets, the convolution,
 the legacy and the new masked-LM head); the decisions of docs/METHOD.md ("DeBERTa-v2 and v3") each have a test
 here; padding, checkpointing, autocast, saving and a fresh process without casan_hf (on the pinned, the newest
-and transformers 4.x) as for the other families. The generic suites (tests/tiny_models.py's FAMILY_TWINS and
-FAMILY_TINY) run the family too."""
+and transformers 4.x) as for the other families. The generic suites (tests/tiny_models.py's FAMILY_TWINS, on the
+family row's `tiny_config`) run the family too."""
 
 import dataclasses
 import json
@@ -16,10 +16,18 @@ import torch
 import transformers
 from fresh_process import run_without_casan_hf
 from test_transformers4 import PYTHON_4X
-from tiny_models import DEBERTA_V3_ATTENTION, TINY, comparable_outputs, head_inputs, padded_batch
+from tiny_models import (
+    TINY,
+    assert_same_gradients,
+    comparable_outputs,
+    gradients_without_and_with_checkpointing,
+    head_inputs,
+    padded_batch,
+)
 
 from casan_hf import HEADS, CasanConfig, casan_class, casan_twin, get_family, get_head
 from casan_hf.configuration_casan_deberta_v2 import CasanDebertaV2Config
+from casan_hf.families import DEBERTA_V3_ATTENTION
 from casan_hf.modeling_casan_deberta_v2 import CasanDisentangledSelfAttention
 from casan_hf.options import OPTIONS
 
@@ -194,7 +202,7 @@ def test_the_context_changes_the_scores_through_every_term():
 @pytest.mark.parametrize("variant", ["v2", "p2c-shared"])
 def test_padding_does_not_change_real_tokens(variant, context_type):
     """v2's convolution and separate position projections, a lone position term: as tests/test_context.py checks
-    the tiny v3-with-convolution config of FAMILY_TINY."""
+    the tiny v3-with-convolution config of the family row's `tiny_config`."""
     torch.manual_seed(0)
     model = casan_class("deberta-v2", "base")(config(variant, context_type=context_type, gate_bias_init=0.0)).eval()
     input_ids, attention_mask = padded_batch(LENGTHS)
@@ -230,18 +238,9 @@ def test_gradient_checkpointing_gives_the_same_gradients():
     torch.manual_seed(0)
     model_class = casan_class("deberta-v2", "sequence-classification")
     model = model_class(config("v2", context_type="deep_global", gate_bias_init=0.0)).train()
-    inputs = inputs_for("sequence-classification")
-    gradients = []
-    for checkpointing in (False, True):
-        if checkpointing:
-            model.activation_checkpointing_enable()
-        model.zero_grad()
-        model(**inputs).loss.backward()
-        gradients.append({name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None})
-    assert gradients[0].keys() == gradients[1].keys()
-    assert any("rel_embeddings" in name for name in gradients[1]) and any(".conv." in name for name in gradients[1])
-    for name, gradient in gradients[0].items():
-        torch.testing.assert_close(gradients[1][name], gradient, atol=1e-6, rtol=1e-5, msg=name)
+    plain, checkpointed = gradients_without_and_with_checkpointing(model, inputs_for("sequence-classification"))
+    assert_same_gradients(plain, checkpointed)
+    assert any("rel_embeddings" in name for name in checkpointed) and any(".conv." in name for name in checkpointed)
 
 
 def test_the_encoder_builds_no_layer_it_does_not_keep(monkeypatch):

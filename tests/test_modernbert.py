@@ -13,7 +13,15 @@ import torch
 import transformers
 from fresh_process import run_without_casan_hf
 from test_transformers4 import python_4x
-from tiny_models import CONTEXT_TYPES, head_inputs, padded_batch, tiny_config, tiny_source_config
+from tiny_models import (
+    CONTEXT_TYPES,
+    assert_same_gradients,
+    gradients_without_and_with_checkpointing,
+    head_inputs,
+    padded_batch,
+    tiny_config,
+    tiny_source_config,
+)
 
 from casan_hf import (
     CasanConfig,
@@ -207,19 +215,10 @@ def test_gradient_checkpointing_gives_the_same_gradients(context_type, use_reent
         tiny_config("modernbert", context_type=context_type, num_labels=2, gate_bias_init=0.0)
     ).train()
     input_ids, attention_mask = padded_batch([6, 4, 2])
-    labels = torch.tensor([0, 1, 1])
-
-    def gradients():
-        model.zero_grad()
-        model(input_ids, attention_mask=attention_mask, labels=labels).loss.backward()
-        return {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
-
-    plain = gradients()
-    model.activation_checkpointing_enable({"use_reentrant": use_reentrant})
-    checkpointed = gradients()
-    assert plain.keys() == checkpointed.keys() and any("context_mixer" in name for name in plain)
-    for name in plain:
-        torch.testing.assert_close(checkpointed[name], plain[name], atol=1e-6, rtol=1e-5, msg=name)
+    inputs = dict(input_ids=input_ids, attention_mask=attention_mask, labels=torch.tensor([0, 1, 1]))
+    plain, checkpointed = gradients_without_and_with_checkpointing(model, inputs, {"use_reentrant": use_reentrant})
+    assert_same_gradients(plain, checkpointed)
+    assert any("context_mixer" in name for name in plain)
 
 
 def test_bf16_autocast_matches_fp32():

@@ -46,6 +46,33 @@ def trained(peft_model):
     return peft_model.eval()
 
 
+def adapter_inputs():
+    """Two sentences, one padded."""
+    input_ids, attention_mask = padded_batch([6, 3])
+    return {"input_ids": input_ids, "attention_mask": attention_mask}
+
+
+def check_adapter_reloads_and_merges(peft_model, model_class, folder, inputs):
+    """Saves the trained adapter of the CASAN model saved in `folder / "casan"` to `folder / "adapter"`, and checks
+    that it reloads as `model_class` with the same logits on `inputs`, merges into a plain `model_class` with them,
+    and holds what training changed (the base alone gives other logits). Returns the adapter's logits."""
+    with torch.no_grad():
+        expected = peft_model(**inputs).logits
+    peft_model.save_pretrained(folder / "adapter")
+
+    loaded = AutoPeftModelForSequenceClassification.from_pretrained(folder / "adapter").eval()
+    assert type(loaded.get_base_model()) is model_class
+    with torch.no_grad():
+        assert torch.equal(loaded(**inputs).logits, expected)
+        merged = loaded.merge_and_unload()
+        assert type(merged) is model_class
+        torch.testing.assert_close(merged(**inputs).logits, expected, atol=1e-6, rtol=1e-5)
+        # The adapter holds what training changed: the base alone gives other outputs.
+        untrained = model_class.from_pretrained(folder / "casan").eval()
+        assert not torch.allclose(untrained(**inputs).logits, expected)
+    return expected
+
+
 RELOAD = """
 import json, torch
 from peft import AutoPeftModelForSequenceClassification
@@ -64,25 +91,11 @@ def test_adapter_reloads_as_casan_and_merges(tmp_path, family):
     base = model_class.from_pretrained(tmp_path / "casan")
     peft_model = trained(get_peft_model(base, LoraConfig(**lora(family))))
     assert any("context_mixer" in name for name, p in peft_model.named_parameters() if p.requires_grad)
-    input_ids, attention_mask = padded_batch([6, 3])
-    inputs = {"input_ids": input_ids, "attention_mask": attention_mask}
-    with torch.no_grad():
-        expected = peft_model(**inputs).logits
-    peft_model.save_pretrained(tmp_path / "adapter")
+    inputs = adapter_inputs()
+    expected = check_adapter_reloads_and_merges(peft_model, model_class, tmp_path, inputs)
     assert json.loads((tmp_path / "adapter" / "adapter_config.json").read_text())["base_model_name_or_path"] == str(
         tmp_path / "casan"
     )
-
-    loaded = AutoPeftModelForSequenceClassification.from_pretrained(tmp_path / "adapter").eval()
-    assert type(loaded.get_base_model()) is model_class
-    with torch.no_grad():
-        assert torch.equal(loaded(**inputs).logits, expected)
-        merged = loaded.merge_and_unload()
-        assert type(merged) is model_class
-        torch.testing.assert_close(merged(**inputs).logits, expected, atol=1e-6, rtol=1e-5)
-        # The adapter holds what training changed: the base alone gives other outputs.
-        untrained = model_class.from_pretrained(tmp_path / "casan").eval()
-        assert not torch.allclose(untrained(**inputs).logits, expected)
 
     torch.save(inputs, tmp_path / "inputs.pt")
     torch.save(expected, tmp_path / "expected.pt")
@@ -117,18 +130,4 @@ def test_a_deberta_v2_adapter_reloads_as_casan_and_merges(tmp_path):
     peft_model = trained(get_peft_model(model_class.from_pretrained(tmp_path / "casan"), LoraConfig(**lora)))
     trainable = [name for name, parameter in peft_model.named_parameters() if parameter.requires_grad]
     assert any(".query_proj.lora_A" in name for name in trainable) and not any("pos_" in name for name in trainable)
-    input_ids, attention_mask = padded_batch([6, 3])
-    inputs = {"input_ids": input_ids, "attention_mask": attention_mask}
-    with torch.no_grad():
-        expected = peft_model(**inputs).logits
-    peft_model.save_pretrained(tmp_path / "adapter")
-
-    loaded = AutoPeftModelForSequenceClassification.from_pretrained(tmp_path / "adapter").eval()
-    assert type(loaded.get_base_model()) is model_class
-    with torch.no_grad():
-        assert torch.equal(loaded(**inputs).logits, expected)
-        merged = loaded.merge_and_unload()
-        assert type(merged) is model_class
-        torch.testing.assert_close(merged(**inputs).logits, expected, atol=1e-6, rtol=1e-5)
-        untrained = model_class.from_pretrained(tmp_path / "casan").eval()
-        assert not torch.allclose(untrained(**inputs).logits, expected)
+    check_adapter_reloads_and_merges(peft_model, model_class, tmp_path, adapter_inputs())

@@ -7,24 +7,27 @@ import sys
 
 import pytest
 import torch
-from conftest import load_script
+from conftest import HUB_MODEL_FILES, load_script
 from fresh_process import run_without_casan_hf
-from glue_helpers import TINY_RUN, card_metadata, make_tiny_bert, read_json, run_glue, write_synthetic_glue
+from glue_helpers import (
+    TINY_RUN,
+    card_metadata,
+    make_tiny_bert,
+    read_json,
+    run_glue,
+    tiny_run_args,
+    write_synthetic_glue,
+)
 from hub_server import RecordingHubApi
 from transformers import AutoTokenizer
 
 from casan_hf import CasanForSequenceClassification
 
 
-HUB_FILES = {
-    "config.json",
-    "model.safetensors",
+HUB_FILES = HUB_MODEL_FILES | {
     "configuration_casan.py",
     "modeling_casan.py",
-    "tokenizer.json",
-    "tokenizer_config.json",
     "training_args.bin",
-    "README.md",
     "eval_results.json",
     "all_results.json",
 }
@@ -121,20 +124,7 @@ def test_fresh_process_without_casan_hf_loads_the_output(mrpc_run, tmp_path):
 
 def test_casan_checkpoint_is_continued_and_keeps_its_context(mrpc_run, run_in_process, tmp_path, glue_dir):
     output_dir, _ = mrpc_run
-    run_in_process(
-        [
-            "--model_name_or_path",
-            output_dir,
-            "--task_name",
-            "mrpc",
-            "--glue_dir",
-            glue_dir,
-            "--do_eval",
-            "--output_dir",
-            tmp_path / "eval",
-            *TINY_RUN,
-        ]
-    )
+    run_in_process(tiny_run_args(output_dir, "mrpc", glue_dir, tmp_path / "eval", "--do_eval"))
     assert (
         read_json(tmp_path / "eval" / "eval_results.json")["eval_accuracy"]
         == read_json(output_dir / "eval_results.json")["eval_accuracy"]
@@ -143,43 +133,14 @@ def test_casan_checkpoint_is_continued_and_keeps_its_context(mrpc_run, run_in_pr
         SystemExit, match="trained with context_type='deep_global'; it cannot be loaded with context_type='global'"
     ):
         run_in_process(
-            [
-                "--model_name_or_path",
-                output_dir,
-                "--context_type",
-                "global",
-                "--task_name",
-                "mrpc",
-                "--glue_dir",
-                glue_dir,
-                "--do_eval",
-                "--output_dir",
-                tmp_path / "other",
-                *TINY_RUN,
-            ]
+            tiny_run_args(output_dir, "mrpc", glue_dir, tmp_path / "other", "--context_type", "global", "--do_eval")
         )
 
 
 def test_baseline_is_plain_bert_with_the_same_settings(tiny_bert, run_in_process, tmp_path, glue_dir):
     output_dir = tmp_path / "baseline"
-    run_in_process(
-        [
-            "--model_name_or_path",
-            tiny_bert,
-            "--baseline",
-            "--task_name",
-            "rte",
-            "--glue_dir",
-            glue_dir,
-            "--do_train",
-            "--do_eval",
-            "--max_steps",
-            "1",
-            "--output_dir",
-            output_dir,
-            *TINY_RUN,
-        ]
-    )
+    train = ("--do_train", "--do_eval", "--max_steps", "1")
+    run_in_process(tiny_run_args(tiny_bert, "rte", glue_dir, output_dir, "--baseline", *train))
     config = read_json(output_dir / "config.json")
     assert (
         config["model_type"] == "bert"
@@ -193,46 +154,17 @@ def test_baseline_is_plain_bert_with_the_same_settings(tiny_bert, run_in_process
         SystemExit, match=r"--baseline fine-tunes the plain source model; drop the context options \['context_type'\]"
     ):
         run_in_process(
-            [
-                "--model_name_or_path",
-                tiny_bert,
-                "--baseline",
-                "--context_type",
-                "deep",
-                "--task_name",
-                "rte",
-                "--glue_dir",
-                glue_dir,
-                "--do_eval",
-                "--output_dir",
-                tmp_path / "b2",
-                *TINY_RUN,
-            ]
+            tiny_run_args(
+                tiny_bert, "rte", glue_dir, tmp_path / "b2", "--baseline", "--context_type", "deep", "--do_eval"
+            )
         )
 
 
 def test_mnli_evaluates_matched_and_mismatched(tiny_bert, run_in_process, tmp_path):
     glue = write_synthetic_glue(tmp_path / "glue")
     output_dir = tmp_path / "mnli"
-    run_in_process(
-        [
-            "--model_name_or_path",
-            tiny_bert,
-            "--context_type",
-            "global",
-            "--task_name",
-            "mnli",
-            "--glue_dir",
-            glue,
-            "--do_train",
-            "--do_eval",
-            "--max_steps",
-            "1",
-            "--output_dir",
-            output_dir,
-            *TINY_RUN,
-        ]
-    )
+    train = ("--do_train", "--do_eval", "--max_steps", "1")
+    run_in_process(tiny_run_args(tiny_bert, "mnli", glue, output_dir, "--context_type", "global", *train))
     scores = read_json(output_dir / "eval_results.json")
     assert {"eval_accuracy", "eval_accuracy_mm"} <= set(scores) and (
         scores["eval_samples"],

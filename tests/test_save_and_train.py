@@ -7,7 +7,14 @@ from pathlib import Path
 
 import pytest
 import torch
-from tiny_models import CONTEXT_TYPES, TINY, padded_batch, tiny_config
+from tiny_models import (
+    CONTEXT_TYPES,
+    TINY,
+    assert_same_gradients,
+    gradients_without_and_with_checkpointing,
+    padded_batch,
+    tiny_config,
+)
 from transformers import AutoModel, AutoModelForSequenceClassification, BertConfig, BertModel
 
 import casan_hf
@@ -139,20 +146,10 @@ def test_gradient_checkpointing_gives_the_same_gradients(options, use_reentrant)
     model = CasanForSequenceClassification(tiny_config(**options, num_labels=2, gate_bias_init=0.0))
     model.train()
     input_ids, attention_mask = padded_batch([6, 4, 2])
-    labels = torch.tensor([0, 1, 1])
-
-    def gradients():
-        model.zero_grad()
-        model(input_ids, attention_mask=attention_mask, labels=labels).loss.backward()
-        return {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
-
-    plain = gradients()
-    model.activation_checkpointing_enable({"use_reentrant": use_reentrant})
-    checkpointed = gradients()
-    assert plain.keys() == checkpointed.keys()
+    inputs = dict(input_ids=input_ids, attention_mask=attention_mask, labels=torch.tensor([0, 1, 1]))
+    plain, checkpointed = gradients_without_and_with_checkpointing(model, inputs, {"use_reentrant": use_reentrant})
+    assert_same_gradients(plain, checkpointed)
     assert any("context_mixer" in name for name in plain)
-    for name in plain:
-        torch.testing.assert_close(checkpointed[name], plain[name], atol=1e-6, rtol=1e-5, msg=name)
 
 
 @pytest.mark.parametrize("context_type", CONTEXT_TYPES)

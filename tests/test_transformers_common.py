@@ -12,12 +12,11 @@ from unittest import mock
 
 import pytest
 import transformers
-from tiny_models import DEBERTA_V3_ATTENTION
 from transformers_common import load_common_tests, missing_common_tests
 
 from casan_hf import CasanConfig, casan_class
 from casan_hf.configuration_casan_deberta_v2 import CasanDebertaV2Config
-from casan_hf.families import HEADS, get_family
+from casan_hf.families import DEBERTA_V3_ATTENTION, HEADS, get_family
 
 
 if missing_common_tests() is not None:  # skipped outside CI, where `make test` fetches them
@@ -26,6 +25,16 @@ if missing_common_tests() is not None:  # skipped outside CI, where `make test` 
     pytest.skip(missing_common_tests(), allow_module_level=True)
 modeling_common, configuration_common = load_common_tests()
 ModelTesterMixin = modeling_common.ModelTesterMixin
+
+
+def source_classes(family):
+    """transformers' class of each head of `family`, in the order of `HEADS` (`BertModel`, ...)."""
+    return tuple(getattr(transformers, get_family(family).source_class_name(head)) for head in HEADS)
+
+
+def casan_classes(family):
+    """CASAN's class of each head of `family`, in the order of `HEADS` (`CasanModel`, ...)."""
+    return tuple(casan_class(family, head.name) for head in HEADS)
 
 
 class EncoderTester:
@@ -55,13 +64,20 @@ class EncoderTester:
             num_hidden_layers=self.num_hidden_layers,
             num_attention_heads=self.num_attention_heads,
             intermediate_size=self.intermediate_size,
+            max_position_embeddings=512,
+            initializer_range=0.02,
+            **self.family_fields(),
+            **self.options,
+        )
+
+    def family_fields(self):
+        """The config fields of transformers' tester of the family (`BertModelTester`'s here) that others name
+        otherwise or lack."""
+        return dict(
             hidden_act="gelu",
             hidden_dropout_prob=0.1,
             attention_probs_dropout_prob=0.1,
-            max_position_embeddings=512,
             type_vocab_size=self.type_vocab_size,
-            initializer_range=0.02,
-            **self.options,
         )
 
     def prepare_config_and_inputs_for_common(self):
@@ -79,7 +95,7 @@ class BertCommonTest(ModelTesterMixin, unittest.TestCase):
 
     config_class = transformers.BertConfig
     options = {}
-    all_model_classes = tuple(getattr(transformers, get_family("bert").source_class_name(head)) for head in HEADS)
+    all_model_classes = source_classes("bert")
 
     def setUp(self):
         self.model_tester = EncoderTester(self, self.config_class, **self.options)
@@ -89,19 +105,23 @@ class BertCommonTest(ModelTesterMixin, unittest.TestCase):
         self.config_tester.run_common_tests()
 
 
-class CasanCommonTest(BertCommonTest):
-    """CASAN's six BERT heads, in place of BERT's. transformers' tests find a class's head by its name in the auto
-    classes' name tables (`MODEL_FOR_MULTIPLE_CHOICE_MAPPING_NAMES`, ...), which name only transformers' own
-    classes: CASAN's are added under `casan_bert` while the class's tests run."""
-
-    __test__ = False
-    config_class = CasanConfig
-    all_model_classes = tuple(casan_class("bert", head.name) for head in HEADS)
+class NamesCasanClasses:
+    """Mixed into the tests of CASAN's heads, before the control they extend. transformers' tests find a class's head
+    by its name in the auto classes' name tables (`MODEL_FOR_MULTIPLE_CHOICE_MAPPING_NAMES`, ...), which name only
+    transformers' own classes: CASAN's are added under their model type (`casan_bert`) while the class's tests run."""
 
     @classmethod
     def setUpClass(cls):
         super().setUpClass()
         cls.addClassCleanup(name_casan_classes(cls).close)
+
+
+class CasanCommonTest(NamesCasanClasses, BertCommonTest):
+    """CASAN's six BERT heads, in place of BERT's."""
+
+    __test__ = False
+    config_class = CasanConfig
+    all_model_classes = casan_classes("bert")
 
 
 def name_casan_classes(test_class):
@@ -131,19 +151,8 @@ class CasanDeepGlobalCommonTest(CasanCommonTest):
 # ModernBERT: transformers' own ModernBERT as the control, and CASAN's six ModernBERT heads with deep_global context
 # beside it, through a tester written as transformers' `ModernBertModelTester` (its config fields; no token types).
 class ModernBertTester(EncoderTester):
-    def get_config(self):
-        return self.config_class(
-            vocab_size=self.vocab_size,
-            pad_token_id=0,
-            hidden_size=self.hidden_size,
-            num_hidden_layers=self.num_hidden_layers,
-            num_attention_heads=self.num_attention_heads,
-            intermediate_size=self.intermediate_size,
-            hidden_activation="gelu",
-            max_position_embeddings=512,
-            initializer_range=0.02,
-            **self.options,
-        )
+    def family_fields(self):
+        return dict(pad_token_id=0, hidden_activation="gelu")
 
     def prepare_config_and_inputs_for_common(self):
         config, inputs = super().prepare_config_and_inputs_for_common()
@@ -155,26 +164,19 @@ class ModernBertCommonTest(BertCommonTest):
     """The control of the ModernBERT family: transformers' ModernBERT, with its tester."""
 
     config_class = transformers.ModernBertConfig
-    all_model_classes = tuple(
-        getattr(transformers, get_family("modernbert").source_class_name(head)) for head in HEADS
-    )
+    all_model_classes = source_classes("modernbert")
 
     def setUp(self):
         super().setUp()
         self.model_tester = ModernBertTester(self, self.config_class, **self.options)
 
 
-class CasanModernBertCommonTest(ModernBertCommonTest):
+class CasanModernBertCommonTest(NamesCasanClasses, ModernBertCommonTest):
     """CASAN's six ModernBERT heads (deep_global context), added to the auto classes' name tables as BERT's are."""
 
-    all_model_classes = tuple(casan_class("modernbert", head.name) for head in HEADS)
+    all_model_classes = casan_classes("modernbert")
     config_class = all_model_classes[0].config_class
     options = {"context_type": "deep_global"}
-
-    @classmethod
-    def setUpClass(cls):
-        super().setUpClass()
-        cls.addClassCleanup(name_casan_classes(cls).close)
 
 
 def test_the_common_tests_are_the_installed_releases():
@@ -190,9 +192,7 @@ class DebertaV2CommonTest(BertCommonTest):
 
     config_class = transformers.DebertaV2Config
     options = DEBERTA_V3_ATTENTION
-    all_model_classes = tuple(
-        getattr(transformers, get_family("deberta-v2").source_class_name(head)) for head in HEADS
-    )
+    all_model_classes = source_classes("deberta-v2")
 
     @unittest.skip(
         "transformers' DeBERTa-v2 passes the relative embeddings as a keyword: reentrant checkpointing misses them"
@@ -201,17 +201,12 @@ class DebertaV2CommonTest(BertCommonTest):
         pass
 
 
-class CasanDebertaV2CommonTest(DebertaV2CommonTest):
+class CasanDebertaV2CommonTest(NamesCasanClasses, DebertaV2CommonTest):
     """CASAN's six DeBERTa-v2 heads (deep_global context), added to the auto classes' name tables as BERT's are."""
 
     config_class = CasanDebertaV2Config
     options = {**DEBERTA_V3_ATTENTION, "context_type": "deep_global"}
-    all_model_classes = tuple(casan_class("deberta-v2", head.name) for head in HEADS)
-
-    @classmethod
-    def setUpClass(cls):
-        super().setUpClass()
-        cls.addClassCleanup(name_casan_classes(cls).close)
+    all_model_classes = casan_classes("deberta-v2")
 
     def test_training_gradient_checkpointing_use_reentrant_true(self):
         """Runs here, where the control skips it: CASAN's layers take the relative embeddings positionally."""

@@ -24,7 +24,7 @@ TINY = dict(
     attention_probs_dropout_prob=0.0,
 )
 # The context types with context (every kind but "none", which runs the source model's numbers).
-CONTEXT_TYPES = tuple(kind for kind in CONTEXT_KINDS if kind != "none")
+CONTEXT_TYPES = tuple(name for name, kind in CONTEXT_KINDS.items() if kind.gives_context)
 
 # CASAN class -> the transformers class with the same weights and outputs when context_type="none", for every
 # family and head; BERT_TWINS for BERT's alone.
@@ -34,35 +34,6 @@ FAMILY_TWINS = {
     for head in HEADS
 }
 BERT_TWINS = {casan: source for casan, source in FAMILY_TWINS.items() if casan.family.name == "bert"}
-# What a tiny config of each family adds: ELECTRA's embeddings narrower than the hidden states (projected);
-# ModernBERT's special tokens inside the tiny vocabulary, and a window of 4 tokens, so that its sliding-window layers
-# (the second and third of three) see less than the sentences of the tests.
-# DeBERTa's: v3's relative attention (log buckets, both position terms, shared keys, LayerNorm on the relative
-# embeddings, no absolute positions) with v2's convolution after the first layer, so that every path is run.
-DEBERTA_V3_ATTENTION = {
-    "relative_attention": True,
-    "pos_att_type": ["p2c", "c2p"],
-    "position_buckets": 8,
-    "max_relative_positions": 16,
-    "share_att_key": True,
-    "norm_rel_ebd": "layer_norm",
-    "position_biased_input": False,
-}
-FAMILY_TINY = {
-    "bert": {},
-    "roberta": {},
-    "xlm-roberta": {},
-    "electra": {"embedding_size": 16},
-    "modernbert": {
-        "pad_token_id": 0,
-        "bos_token_id": 1,
-        "eos_token_id": 2,
-        "cls_token_id": 1,
-        "sep_token_id": 2,
-        "local_attention": 4,
-    },
-    "deberta-v2": {**DEBERTA_V3_ATTENTION, "conv_kernel_size": 3},
-}
 
 
 def attention_implementations(model_class):
@@ -72,13 +43,15 @@ def attention_implementations(model_class):
 
 
 def tiny_config(family="bert", **overrides):
-    return FAMILY_CONFIGS[family](**{**TINY, **FAMILY_TINY[family], **overrides})
+    """The family's CASAN config of the tiny size, with what its row's `tiny_config` adds."""
+    return FAMILY_CONFIGS[family](**{**TINY, **get_family(family).tiny_config, **overrides})
 
 
 def tiny_source_config(family, **overrides):
     """The family's own transformers config (`RobertaConfig`, ...) of the same tiny size."""
-    config_class = getattr(transformers, f"{get_family(family).transformers_prefix}Config")
-    return config_class(**{**TINY, **FAMILY_TINY[family], **overrides})
+    family = get_family(family)
+    config_class = getattr(transformers, f"{family.transformers_prefix}Config")
+    return config_class(**{**TINY, **family.tiny_config, **overrides})
 
 
 def padded_batch(lengths, vocab_size=99, seed=0, pad_token_id=0):
@@ -122,3 +95,24 @@ def comparable_outputs(outputs):
     """The tensors of a model output that must agree between two implementations."""
     names = ("loss", "logits", "start_logits", "end_logits", "last_hidden_state", "pooler_output")
     return {name: outputs[name] for name in names if name in outputs and outputs[name] is not None}
+
+
+def gradients_without_and_with_checkpointing(model, inputs, checkpointing_kwargs=None):
+    """The gradients of `model`'s loss on `inputs` by parameter name, first as the model is, then after
+    `activation_checkpointing_enable(checkpointing_kwargs)`: a pair that checkpointing must leave equal."""
+
+    def gradients():
+        model.zero_grad()
+        model(**inputs).loss.backward()
+        return {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
+
+    plain = gradients()
+    model.activation_checkpointing_enable(checkpointing_kwargs)
+    return plain, gradients()
+
+
+def assert_same_gradients(plain, checkpointed):
+    """Checkpointing computed the same gradients for the same parameters (up to float32's order of summation)."""
+    assert plain.keys() == checkpointed.keys()
+    for name in plain:
+        torch.testing.assert_close(checkpointed[name], plain[name], atol=1e-6, rtol=1e-5, msg=name)

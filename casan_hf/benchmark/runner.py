@@ -28,7 +28,7 @@ from .peak_memory import step_peak_mb
 
 
 # The kind without context: CASAN's code path with BERT's numbers, the control that must tie with BERT.
-CONTROL = "none"
+CONTROL = next(kind.name for kind in CONTEXT_KINDS.values() if not kind.gives_context)
 # The family compared when none is named: BERT (`BertModel` against `CasanModel`).
 DEFAULT_FAMILY = "bert"
 # The sizes the models are compared at, by name: the shape (width, depth, heads, feed-forward width) given to the
@@ -40,24 +40,6 @@ SIZES = {
     "bert-base": {"hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12, "intermediate_size": 3072},
 }
 MINILM, BERT_BASE = SIZES
-# What a family's config takes beside the size where its defaults are not the checkpoints people use: RoBERTa's
-# positions start after the padding index, so its checkpoints have 514 positions (512 tokens; the config's default
-# 512 fails at sequence 512); `DebertaV2Config`'s defaults have no relative attention, so DeBERTa runs as
-# DeBERTa-v3-base's config.json has it (relative attention in 256 log buckets, both position terms, shared keys,
-# LayerNorm on the relative embeddings, no absolute positions).
-FAMILY_SETTINGS = {
-    "roberta": {"max_position_embeddings": 514},
-    "xlm-roberta": {"max_position_embeddings": 514},
-    "deberta-v2": {
-        "relative_attention": True,
-        "pos_att_type": ["p2c", "c2p"],
-        "position_buckets": 256,
-        "max_relative_positions": -1,
-        "share_att_key": True,
-        "norm_rel_ebd": "layer_norm",
-        "position_biased_input": False,
-    },
-}
 
 
 @dataclass(frozen=True)
@@ -104,7 +86,7 @@ def default_variants(
     for context_type in context_types:
         label = f"casan {CONTROL} (control)" if context_type == CONTROL else f"casan {context_type}"
         variants.append(Variant(label, context_type))
-        if pytorch_mixer and context_type != CONTROL:
+        if pytorch_mixer and CONTEXT_KINDS[context_type].gives_context:
             variants.append(Variant(label + PYTORCH_MIXER, context_type, fused_mixer="off"))
     for context_type in context_types:
         if rank and CONTEXT_KINDS[context_type].grows_with_depth:
@@ -166,14 +148,14 @@ def checkpoint_family(folder):
 
 def source_model(size, attn_implementation, dtype, family=DEFAULT_FAMILY):
     """The family's transformers base model every model of this size copies its weights from (BERT's by default),
-    and where the weights came from: the size's shape on the family's config, with `FAMILY_SETTINGS`."""
+    and where the weights came from: the size's shape on the family's config, with its row's `benchmark_config`."""
     model_class = source_class(family)
     checkpoint = minilm_path() if size == MINILM else None
     # The real checkpoint stands in for its own family's models only (it is a BERT's).
     if checkpoint is not None and checkpoint_family(checkpoint) is get_family(family):
         model = model_class.from_pretrained(checkpoint, attn_implementation=attn_implementation, dtype=dtype)
         return model, "checkpoint"
-    config = model_class.config_class(**SIZES[size], **FAMILY_SETTINGS.get(family, {}))
+    config = model_class.config_class(**SIZES[size], **get_family(family).benchmark_config)
     torch.manual_seed(0)
     return model_class._from_config(config, attn_implementation=attn_implementation, dtype=dtype), "random"
 

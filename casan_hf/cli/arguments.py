@@ -115,3 +115,17 @@ class EncoderModelArguments:
         },
     )
     license: str = dataclasses.field(default="apache-2.0", metadata={"help": "License written on the model card."})
+
+
+@dataclasses.dataclass
+class RunDataArguments:
+    """The data flags every training script takes alike: how many processes tokenise, and whether a run may write
+    into a non-empty output folder (`resume.find_checkpoint` reads it); each script's data arguments add what to
+    train on."""
+
+    preprocessing_num_workers: int | None = dataclasses.field(
+        default=None, metadata={"help": "Processes for tokenisation."}
+    )
+    overwrite_output_dir: bool = dataclasses.field(
+        default=False, metadata={"help": "Write into a non-empty --output_dir (without it, the run stops)."}
+    )
