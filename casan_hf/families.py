@@ -98,7 +98,7 @@ def get_head(name):
 
 @dataclass(frozen=True)
 class Family:
-    """One family of BERT-style encoders that CASAN converts: its checkpoints' `model_type` (`name`), the
+    """One family of encoders that CASAN converts: its checkpoints' `model_type` (`name`), the
     prefix of transformers' class names (`RobertaForMaskedLM`) and of CASAN's (`CasanRobertaForMaskedLM`;
     BERT's classes keep the plain `CasanModel`, ...), and the attribute that holds the encoder in every head
     (`roberta.encoder.layer.0...`). A CASAN checkpoint of the family says `model_type` "casan_<name>";
