@@ -54,11 +54,10 @@ def build(family, head, context_type, pooling="cls"):
     return casan_class(family, head)(config)
 
 
-# The layers of the CASAN models: the encoders' (BERT families, ModernBERT, DeBERTa, Marian) and Marian's decoder's.
+# The layers of the CASAN models: each family's encoder's (its layer class, as its output capture records their
+# hidden states), the translation model's encoder's and Marian's decoder's.
 LAYER_CLASSES = (
-    "CasanLayer",
-    "CasanModernBertEncoderLayer",
-    "CasanDebertaV2Layer",
+    *dict.fromkeys(casan_class(family, "base")._can_record_outputs["hidden_states"].__name__ for family in FAMILIES),
     "CasanMarianEncoderLayer",
     "MarianDecoderLayer",
 )
