@@ -22,6 +22,22 @@ from .families import get_family
 from .options import CONTEXT_TARGETS, OPTION_CHECKS, OPTIONS, STRUCTURAL_OPTIONS
 
 
+def set_checked(config, source_config_class, name, value):
+    """Sets `name` on a CASAN config, through its option's check where it is an option, as the family's transformers
+    config (`source_config_class`) sets attributes."""
+    check = OPTION_CHECKS.get(name)
+    source_config_class.__setattr__(config, name, value if check is None else check(value))
+
+
+def finish_family_config(config):
+    """What every family's CASAN config does once its fields are set: its class's model type wins over the one a
+    converted config.json names ("bert", "roberta", ...), its `auto_map` is its family's, and the options that
+    depend on each other are checked."""
+    config.__dict__.pop("model_type", None)
+    config.auto_map = get_family(config.model_type).auto_map()
+    config.check_context_options()
+
+
 @dataclass_config
 class CasanConfig(BertConfig):
     r"""
@@ -64,14 +80,10 @@ class CasanConfig(BertConfig):
     def __post_init__(self, **kwargs):
         if hasattr(BertConfig, "__post_init__"):  # transformers 4.x configs have none: see `dataclass_config`
             super().__post_init__(**kwargs)
-        # A converted BERT config.json says model_type "bert"; the class attribute must win.
-        self.__dict__.pop("model_type", None)
-        self.auto_map = get_family(self.model_type).auto_map()
-        self.check_context_options()
+        finish_family_config(self)
 
     def __setattr__(self, name, value):
-        check = OPTION_CHECKS.get(name)
-        super().__setattr__(name, value if check is None else check(value))
+        set_checked(self, BertConfig, name, value)
 
     def check_context_options(self):
         """Checks the options that depend on each other; models call it again before building."""

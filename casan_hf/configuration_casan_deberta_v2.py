@@ -13,13 +13,13 @@ import dataclasses
 from transformers import DebertaV2Config
 
 from .compat import dataclass_config
-from .configuration_casan import CasanConfig
+from .configuration_casan import CasanConfig, finish_family_config, set_checked
 
 # transformers 4.x copies, out of a local folder, only the files a remote-code file imports itself: every model
 # file that configuration_casan.py imports is imported here too (CONTEXT_TARGETS from its home, context.py).
 from .context import CONTEXT_TARGETS
-from .families import get_family
-from .options import OPTION_CHECKS
+from .families import FAMILIES  # noqa: F401
+from .options import OPTIONS  # noqa: F401
 
 
 @dataclass_config
@@ -64,14 +64,10 @@ class CasanDebertaV2Config(DebertaV2Config):
     def __post_init__(self, **kwargs):
         if hasattr(DebertaV2Config, "__post_init__"):  # transformers 4.x configs have none: see `dataclass_config`
             super().__post_init__(**kwargs)
-        # A converted DeBERTa config.json says model_type "deberta-v2"; the class attribute must win.
-        self.__dict__.pop("model_type", None)
-        self.auto_map = get_family(self.model_type).auto_map()
-        self.check_context_options()
+        finish_family_config(self)
 
     def __setattr__(self, name, value):
-        check = OPTION_CHECKS.get(name)
-        super().__setattr__(name, value if check is None else check(value))
+        set_checked(self, DebertaV2Config, name, value)
 
     # The checks of options that depend on each other, which layers take context and how wide it is: `CasanConfig`'s.
     check_context_options = CasanConfig.check_context_options

@@ -13,8 +13,8 @@ import dataclasses
 from transformers import MarianConfig
 
 from .compat import require_transformers
-from .configuration_casan import CasanConfig
-from .options import CONTEXT_TARGETS, OPTION_CHECKS, option_names
+from .configuration_casan import CasanConfig, set_checked
+from .options import CONTEXT_TARGETS, option_names
 
 
 # The translation model builds on transformers 5's Marian (its masking and output-capturing utilities): on 4.x
@@ -76,8 +76,7 @@ class CasanMarianConfig(MarianConfig):
                 f"`{name}` is a pooling option of the BERT classification heads; a translation model has no "
                 f"sentence vector to pool. CasanMarianConfig takes the context options: {', '.join(CONTEXT_OPTIONS)}."
             )
-        check = OPTION_CHECKS.get(name)
-        super().__setattr__(name, value if check is None else check(value))
+        set_checked(self, MarianConfig, name, value)
 
     def check_context_options(self):
         """`CasanConfig`'s checks of the options that depend on each other (on the encoder's layers), and the two

@@ -17,10 +17,10 @@ from transformers import ModernBertConfig
 # Every model file the config needs is imported here directly: transformers 4.x copies a folder's code files only
 # one relative import deep, and must reach `require_transformers` to say what it lacks.
 from .compat import require_transformers
-from .configuration_casan import CasanConfig
+from .configuration_casan import CasanConfig, finish_family_config, set_checked
 from .context import CONTEXT_TARGETS
 from .families import get_family
-from .options import OPTION_CHECKS
+from .options import OPTIONS  # noqa: F401
 
 
 # ModernBERT's layout of transformers 5.2 and later: per-layer-type rotary embeddings (`layer_types`,
@@ -73,14 +73,10 @@ class CasanModernBertConfig(ModernBertConfig):
 
     def __post_init__(self, **kwargs):
         super().__post_init__(**kwargs)
-        # A converted ModernBERT config.json says model_type "modernbert"; the class attribute must win.
-        self.__dict__.pop("model_type", None)
-        self.auto_map = get_family(self.model_type).auto_map()
-        self.check_context_options()
+        finish_family_config(self)
 
     def __setattr__(self, name, value):
-        check = OPTION_CHECKS.get(name)
-        super().__setattr__(name, value if check is None else check(value))
+        set_checked(self, ModernBertConfig, name, value)
 
     # `CasanConfig`'s checks of the options that depend on each other, and its rules for which layers take
     # context and how wide it is.
