@@ -279,6 +279,8 @@ class CasanPreTrainedModel(FullyShardedLoading, PreTrainedModel):
     which row of `HEADS` it is (`casan_head`)."""
 
     family = get_family("bert")
+    # Whether the family's embeddings read token types (`token_type_ids`); a family without them refuses any.
+    has_token_types = True
     # The modules the family takes from transformers; None for a family with layers of its own (its model file says).
     family_modules = FamilyModules(BertEmbeddings, BertPooler, None, None, BertOnlyMLMHead)
     config_class = CasanConfig
@@ -445,6 +447,11 @@ class CasanEncoderMixin:
         **kwargs: Unpack[TransformersKwargs],
     ) -> CasanModelOutput:
         check_encoder_inputs(input_ids, inputs_embeds, attention_mask)
+        if token_type_ids is not None and not self.has_token_types:
+            raise ValueError(
+                f"The {self.family.name} family has no token types: pass token_type_ids=None (a tokenizer gives "
+                "none when its model_input_names are ['input_ids', 'attention_mask'], as this family's are)."
+            )
         kwargs.setdefault("output_context_gates", getattr(self.config, "output_context_gates", False))
         return self.embed_and_encode(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, **kwargs)
 

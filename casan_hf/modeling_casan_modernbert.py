@@ -155,6 +155,7 @@ class CasanModernBertPreTrainedModel(CasanPreTrainedModel):
 
     family = get_family("modernbert")
     family_modules = None
+    has_token_types = False
     config_class = CasanModernBertConfig
     config: CasanModernBertConfig
     base_model_prefix = "model"
@@ -222,11 +223,6 @@ class CasanModernBertModel(CasanEncoderMixin, CasanModernBertPreTrainedModel):
         self.post_init()
 
     def embed_and_encode(self, input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, **kwargs):
-        if token_type_ids is not None:
-            raise ValueError(
-                "ModernBERT has no token types: pass token_type_ids=None (a tokenizer gives none when its "
-                "model_input_names are ['input_ids', 'attention_mask'], as ModernBERT's are)."
-            )
         reference = input_ids if input_ids is not None else inputs_embeds
         if position_ids is None:
             position_ids = torch.arange(reference.shape[1], device=reference.device).unsqueeze(0)

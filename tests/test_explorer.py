@@ -84,9 +84,11 @@ def cache_of(tokenizer, **models):
 
 
 @pytest.mark.parametrize("family", ["bert", "modernbert"])
-def test_gates_view_shows_every_gate_and_greys_the_layers_without_context(tokenizer, family):
+def test_gates_view_shows_every_gate_and_greys_the_layers_without_context(tokenizer, family, tmp_path):
     torch.manual_seed(0)
     model = casan_class(family, "base")(tiny_config(family, context_type="global", context_layers=[1]))
+    if not model.has_token_types:
+        tokenizer = tiny_tokenizer(tmp_path, token_types=False)
     cache = cache_of(tokenizer, casan=model)
     (exploration,) = submit(cache, "casan", "", TEXT, PAIR)
     inspection, layers = exploration.inspection, TINY["num_hidden_layers"]

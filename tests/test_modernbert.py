@@ -174,7 +174,7 @@ def test_attentive_pooling_widens_the_prediction_head(tmp_path):
 def test_token_type_ids_are_refused_by_name_since_modernbert_has_none():
     model = CasanModernBertForSequenceClassification(tiny_config("modernbert")).eval()
     input_ids, attention_mask = padded_batch([5, 3])
-    with pytest.raises(ValueError, match="ModernBERT has no token types: pass token_type_ids=None"):
+    with pytest.raises(ValueError, match="The modernbert family has no token types: pass token_type_ids=None"):
         model(input_ids, attention_mask=attention_mask, token_type_ids=torch.zeros_like(input_ids))
     assert model(input_ids, attention_mask=attention_mask, token_type_ids=None).logits.shape == (2, 2)
 

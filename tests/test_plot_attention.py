@@ -42,7 +42,7 @@ def png_size(path):
 def saved(folder, model):
     torch.manual_seed(0)
     model.save_pretrained(folder)
-    tiny_tokenizer(folder)
+    tiny_tokenizer(folder, token_types=getattr(model, "has_token_types", True))  # transformers' BertModel: True
     return folder
 
 
