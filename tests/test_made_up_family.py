@@ -8,10 +8,13 @@ the auto classes, and the checks tests/test_model_classes.py makes of each class
 
 import dataclasses
 import inspect
+import json
 
 import pytest
 import torch
 import transformers
+from conftest import load_script
+from glue_helpers import make_tiny_source, read_json
 from tiny_models import comparable_outputs, head_inputs, padded_batch, tiny_config, tiny_source_config
 from transformers.models.camembert.modeling_camembert import (
     CamembertClassificationHead,
@@ -231,6 +234,14 @@ def test_a_camembert_checkpoint_converts_into_every_head_and_reloads(made_up_fam
             assert 0 < (diff.norm() / reference[real].norm()).item() <= 0.05
         saved = tmp_path / head.name
         casan.save_pretrained(saved)
+        # transformers writes the saved class's own entry and the config's as the files they are written in (this
+        # module here, modeling_casan.py and configuration_casan.py for a real row); the rest are the row's.
+        here = __name__.rsplit(".", 1)[-1]
+        assert json.loads((saved / "config.json").read_text())["auto_map"] == {
+            **CAMEMBERT.auto_map(),
+            "AutoConfig": f"{here}.CasanCamembertConfig",
+            head.auto_class: f"{here}.{model_class.__name__}",
+        }
         reloaded, info = model_class.from_pretrained(saved, output_loading_info=True)
         assert not any(info.values()), info
         assert reloaded.config.auto_map == CAMEMBERT.auto_map()
@@ -240,6 +251,29 @@ def test_a_camembert_checkpoint_converts_into_every_head_and_reloads(made_up_fam
         # Exactly; NaN equal to NaN, which the new masked-LM head's uninitialised bias may give (see below).
         for name, tensor in comparable_outputs(outputs).items():
             torch.testing.assert_close(again[name], tensor, rtol=0, atol=0, equal_nan=True, msg=(head.name, name))
+
+
+def test_the_converter_writes_a_camembert_folder(made_up_family, minilm_path, glue_dir, tmp_path):
+    """scripts/convert_bert_to_casan.py on a tiny CamemBERT checkpoint made as the scripts' tests make every
+    family's (the row's `tiny_checkpoint_config`, `tiny_checkpoint_tokenizer` and `token_id_fields`): a Hub folder
+    of the family's CASAN class, with its tokenizer, that loads with the same outputs."""
+    source = make_tiny_source(tmp_path / "camembert", "camembert", minilm_path, glue_dir)
+    assert read_json(tmp_path / "camembert" / "config.json")["max_position_embeddings"] == 66
+    output = tmp_path / "casan"
+    load_script("convert_bert_to_casan").main(
+        ["--model_name_or_path", source, "--output_dir", str(output), "--head", "sequence-classification",
+         "--num_labels", "3", "--context_type", "deep"]
+    )  # fmt: skip
+    config = read_json(output / "config.json")
+    assert config["model_type"] == "casan_camembert" and config["context_type"] == "deep"
+    assert config["architectures"] == ["CasanCamembertForSequenceClassification"]
+    model = casan_class("camembert", "sequence-classification").from_pretrained(output).eval()
+    assert model.config.pad_token_id == 1 and model.num_labels == 3
+    tokenizer = transformers.AutoTokenizer.from_pretrained(output)
+    batch = tokenizer(["the film was great .", "it was dull"], padding=True, return_tensors="pt")
+    with torch.no_grad():
+        logits = model(**batch).logits
+    assert logits.shape == (2, 3) and torch.isfinite(logits).all()
 
 
 @pytest.mark.parametrize(
