@@ -9,12 +9,14 @@ the auto classes, and the checks tests/test_model_classes.py makes of each class
 import dataclasses
 import inspect
 import json
+import sys
 
 import pytest
 import torch
 import transformers
 from conftest import load_script
 from glue_helpers import make_tiny_source, read_json
+from test_model_classes import class_line
 from tiny_models import comparable_outputs, head_inputs, padded_batch, tiny_config, tiny_source_config
 from transformers.models.camembert.modeling_camembert import (
     CamembertClassificationHead,
@@ -158,6 +160,21 @@ def test_the_made_up_family_has_a_class_for_every_head_that_agrees_with_its_row(
         assert issubclass(model_class, CasanCamembertPreTrainedModel), name
         assert model_class._no_split_modules == [model_class.family_modules.embeddings.__name__, "CasanLayer"]
         assert issubclass(model_class, modeling_casan_auto.MODEL_CLASSES[("bert", head.name)]), name
+    # `test_every_row_of_the_tables_has_its_class_in_table_order` and `test_no_model_class_stands_outside_the_tables`,
+    # of the module the classes are written in: each its own `class` statement, in the order of `HEADS`, and no
+    # model class beside them and the family's `PreTrainedModel`.
+    module = sys.modules[__name__]
+    lines = [class_line(module, CAMEMBERT.class_name(head)) for head in HEADS]
+    assert None not in lines and lines == sorted(lines)
+    defined = {
+        value
+        for value in vars(module).values()
+        if inspect.isclass(value) and issubclass(value, CasanPreTrainedModel) and value.__module__ == __name__
+    }
+    assert defined == {*CAMEMBERT_CLASSES, CasanCamembertPreTrainedModel}
+    assert CasanCamembertPreTrainedModel.family is CAMEMBERT
+    assert CasanCamembertPreTrainedModel.config_class is CasanCamembertConfig
+    assert CasanCamembertPreTrainedModel.base_model_prefix == CAMEMBERT.base_model_prefix
 
 
 def test_the_made_up_family_s_config_names_its_classes_in_auto_map(made_up_family):
