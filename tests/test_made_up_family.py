@@ -359,4 +359,6 @@ def test_the_tables_are_as_they_were_without_the_fixture():
     assert "camembert" not in modeling_casan_auto.FAMILY_CONFIGS
     assert not hasattr(modeling_casan, "CasanCamembertModel")
     assert "casan_camembert" not in transformers.models.auto.configuration_auto.CONFIG_MAPPING
+    for head in HEADS:
+        assert CasanCamembertConfig not in getattr(transformers, head.auto_class)._model_mapping._extra_content
     assert dataclasses.is_dataclass(CasanCamembertConfig)
