@@ -359,9 +359,12 @@ class CasanPreTrainedModel(FullyShardedLoading, PreTrainedModel):
         """The families' initialisation, plus the context parameters: U ~ N(0, context_init_range), the gate
         vectors too, and the gate bias at `gate_bias_init` so that a converted checkpoint starts near its source."""
         super()._init_weights(module)
-        if isinstance(module, (BertLMPredictionHead, RobertaLMHead, XLMRobertaLMHead)):
+        modules = self.family_modules
+        if isinstance(module, BertLMPredictionHead) or (
+            modules is not None and isinstance(module, modules.lm_head) and hasattr(module, "bias")
+        ):  # the masked-LM head's own bias (BERT's sits in its prediction head; ELECTRA's head has none)
             init.zeros_(module.bias)
-        elif self.family_modules is not None and isinstance(module, self.family_modules.embeddings):
+        elif modules is not None and isinstance(module, modules.embeddings):
             init.copy_(module.position_ids, torch.arange(module.position_ids.shape[-1]).expand((1, -1)))
             init.zeros_(module.token_type_ids)
         elif isinstance(module, (CasanContextMixer, CasanOutputGate)):

@@ -4,9 +4,8 @@ class, its `PreTrainedModel` and six classes written out as RoBERTa's are, each 
 from which `MODEL_CLASSES` is gathered as at import), runs through what reads the tables with nothing else changed:
 `casan_class`, `casan_twin` (transformers' outputs and loss at context_type="none", other outputs with a context),
 `from_pretrained` of a CamembertModel checkpoint into every head and of another family's refused, save and reload,
-the converter script, the config's `auto_map`, the auto classes, and the checks tests/test_model_classes.py makes
-of each class. One thing does not follow the row: `_init_weights` leaves a new CamemBERT masked-LM head's bias
-uninitialised (a strict xfail, `test_a_new_masked_lm_head_s_bias_starts_at_zero`)."""
+the converter script, the config's `auto_map`, the auto classes, the new masked-LM head's initialisation (from the
+family's `family_modules`), and the checks tests/test_model_classes.py makes of each class."""
 
 import dataclasses
 import inspect
@@ -302,21 +301,7 @@ def test_the_converter_writes_a_camembert_folder(made_up_family, minilm_path, gl
     assert logits.shape == (2, 3) and torch.isfinite(logits).all()
 
 
-@pytest.mark.parametrize(
-    "family",
-    [
-        "roberta",
-        pytest.param(
-            "camembert",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="CasanPreTrainedModel._init_weights zeros the bias of BERT's, RoBERTa's and XLM-RoBERTa's LM "
-                "heads by name, not of the family's `family_modules.lm_head`: a converted CamemBERT masked LM's "
-                "new `lm_head.bias` is left as uninitialised memory",
-            ),
-        ),
-    ],
-)
+@pytest.mark.parametrize("family", ["roberta", "camembert"])
 def test_a_new_masked_lm_head_s_bias_starts_at_zero(made_up_family, family):
     """What a checkpoint lacks is initialised by `_init_weights`, module by module, as the family's own
     `PreTrainedModel` does: the masked-LM head's bias at zero (`CamembertPreTrainedModel` zeros
