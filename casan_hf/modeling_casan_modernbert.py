@@ -193,7 +193,7 @@ class CasanModernBertPreTrainedModel(CasanPreTrainedModel):
             truncated(module.dense, stds["out"])
         elif isinstance(module, CasanModernBertForMaskedLM):
             truncated(module.decoder, stds["out"])
-        elif isinstance(module, CLASSIFIER_HEADS):
+        elif isinstance(module, CasanModernBertPredictionHeadMixin):  # the heads with a `classifier`
             truncated(module.classifier, stds["final_out"])
         elif isinstance(module, ModernBertRotaryEmbedding):
             for layer_type in module.layer_types:
@@ -374,14 +374,6 @@ class CasanModernBertForMaskedLM(CasanMaskedLMMixin, CasanModernBertPreTrainedMo
     def lm_logits(self, states):
         return self.decoder(self.head(states))
 
-
-# The heads whose `classifier` ModernBERT initialises at 1/sqrt(hidden_size).
-CLASSIFIER_HEADS = (
-    CasanModernBertForSequenceClassification,
-    CasanModernBertForTokenClassification,
-    CasanModernBertForQuestionAnswering,
-    CasanModernBertForMultipleChoice,
-)
 
 # This file's model classes by (family name, head name) in the order of `HEADS`; `modeling_casan_auto.MODEL_CLASSES`
 # gathers every modeling file's.
