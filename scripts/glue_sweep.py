@@ -29,6 +29,7 @@ import sys
 from pathlib import Path
 
 from casan_hf.cli.extras import GLUE, require_packages
+from casan_hf.glue.tasks import glue_files
 from casan_hf.options import CLASSIFIER_POOLINGS
 from casan_hf.studies import Arm, Run, add_sweep_arguments, arm_argument, run_study, study_variants
 from casan_hf.studies.catalog import run_sweep_command_line
@@ -209,7 +210,8 @@ def study_runs(args):
                     identity = {"task": task, "recipe": made_under, "variant": arm.name, "seed": seed}
                     settings = run_settings(args, task, made_under, arm.variant)
                     run_commands = tuple(commands(args, settings, task, arm, seed, out))
-                    runs[out] = Run(identity, out, run_commands, settings)
+                    data = tuple(glue_files(args.glue_dir, task))
+                    runs[out] = Run(identity, out, run_commands, settings, data)
     return list(runs.values())
 
 

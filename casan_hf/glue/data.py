@@ -78,7 +78,7 @@ def _load_hub(task, need_train, need_eval, cache_dir):
     try:
         raw = load_dataset(GLUE_HUB_ID, task.name, cache_dir=cache_dir)
     except ConnectionError as error:  # offline, or the Hub out of reach: datasets says ConnectionError for both
-        files = " and ".join(f"<dir>/{task.tsv.folder}/{name}" for name in _tsv_names(task))
+        files = " and ".join(f"<dir>/{task.tsv.folder}/{name}" for name in task.tsv_names)
         raise ValueError(
             f"Could not fetch {GLUE_HUB_ID!r} ({task.name}) from the Hub ({error}). Put the original GLUE TSVs in "
             f"a folder ({files}) and pass it as --glue_dir (make glue: GLUE_DIR=<dir>)."
@@ -93,11 +93,6 @@ def _load_hub(task, need_train, need_eval, cache_dir):
         ]
     )
     return GlueData.for_task(task, splits, task.eval_splits if need_eval else (), GLUE_HUB_ID)
-
-
-def _tsv_names(task):
-    """The original GLUE files of `task`: train.tsv and its dev file(s)."""
-    return ["train.tsv", *(task.tsv.eval_files.get(split, "train.tsv") for split in task.eval_splits)]
 
 
 def _load_glue_dir(task, glue_dir, need_train, need_eval, cache_dir):

@@ -4,6 +4,7 @@ Every data source (the Hub's `nyu-mll/glue`, a folder of original TSVs, the user
 brought to the Hub's schema described here, so that everything after loading runs one code path.
 """
 
+import os
 from dataclasses import dataclass, field
 
 
@@ -40,6 +41,17 @@ class GlueTask:
     @property
     def eval_splits(self):
         return tuple(self.tsv.eval_files)
+
+    @property
+    def tsv_names(self):
+        """The original GLUE files of the task: train.tsv and its dev file(s)."""
+        return ["train.tsv", *(self.tsv.eval_files.get(split, "train.tsv") for split in self.eval_splits)]
+
+
+def glue_files(glue_dir, task_name):
+    """The original GLUE files a run of `task_name` reads from the folder `glue_dir`."""
+    task = get_task(task_name)
+    return [os.path.join(glue_dir, task.tsv.folder, name) for name in task.tsv_names]
 
 
 _NLI = ("entailment", "not_entailment")
@@ -130,4 +142,4 @@ def get_task(name):
     return GLUE_TASKS[name]
 
 
-__all__ = ["GLUE_HUB_ID", "GLUE_TASKS", "STSB_RANGE", "GlueTask", "TsvLayout", "get_task"]
+__all__ = ["GLUE_HUB_ID", "GLUE_TASKS", "STSB_RANGE", "GlueTask", "TsvLayout", "get_task", "glue_files"]

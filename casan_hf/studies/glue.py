@@ -7,6 +7,7 @@ import json
 import statistics
 from dataclasses import dataclass
 
+from ..cli.run_start import data_fingerprint
 from ..glue.tasks import GLUE_TASKS
 from .arms import CONTEXT_OPTIONS, arm_order, check_cells, study_variants
 from .gates import final_gates, mean_gates
@@ -56,14 +57,15 @@ def mlm_dir(fine_tuning_dir):
 
 
 def collect(run):
-    """A finished run's record: every metric of all_results.json, the final gates per layer and, after MLM
-    pre-training, its perplexity."""
+    """A finished run's record: every metric of all_results.json, the final gates per layer, after MLM
+    pre-training its perplexity, and the sha256 of the GLUE files it read (`run.data_files`)."""
     record = {**json.loads((run.folder / "all_results.json").read_text())}
     record["gates"] = final_gates(run.folder / "trainer_state.json")
     config = json.loads((run.folder / "config.json").read_text())
     record["context_options"] = {name: config[name] for name in CONTEXT_OPTIONS if name in config} or None
     if RECIPES[run.identity["recipe"]].mlm:
         record["mlm_perplexity"] = json.loads((mlm_dir(run.folder) / "eval_results.json").read_text())["perplexity"]
+    record["data"] = data_fingerprint(run.data_files)
     return record
 
 

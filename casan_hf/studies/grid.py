@@ -28,12 +28,14 @@ from .figure import paired_figure
 class Run:
     """One run of a study: `identity` names it in the results file (e.g. task, recipe, variant, seed); its
     `commands` run in order and write into `folder`; `log` gets their output. `settings`: what else its result
-    depends on (hyper-parameters, not paths), kept in its record."""
+    depends on (hyper-parameters, not paths), kept in its record; `data_files`: the local data it reads, whose
+    sha256 its record keeps where the run's own script does not write it (`run_start.data_fingerprint`)."""
 
     identity: dict
     folder: Path
     commands: tuple
     settings: dict = field(default_factory=dict)
+    data_files: tuple = ()
 
     @property
     def key(self):
