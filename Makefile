@@ -18,7 +18,7 @@ TASK ?= mrpc
 CONTEXT ?= deep_global
 OUTPUT_DIR ?= outputs/minilm-casan-$(CONTEXT)-$(TASK)
 
-.PHONY: install install-demo browser test test-latest glue
+.PHONY: install install-demo browser test test-latest glue docs
 
 $(BIN)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -122,3 +122,8 @@ glue: install
 		--do_train --do_eval --max_seq_length 128 --per_device_train_batch_size 32 \
 		--learning_rate 5e-5 --num_train_epochs 3 --seed 42 \
 		--output_dir $(OUTPUT_DIR)
+
+# Every results table, verdict and quoted figure of README.md, docs/RESULTS.md and docs/TRANSLATION.md, rendered
+# from the committed records (docs/TESTS.md, "Figures in the docs").
+docs: install
+	$(BIN)/python -m casan_hf.studies.render

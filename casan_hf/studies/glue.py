@@ -107,21 +107,44 @@ def comparisons(classifier_pooling, records):
     return found
 
 
+def summary_of(name, digits, statistic=statistics.mean):
+    """A table cell: the `statistic` of the record field `name` over the runs that have it, "-" where none has."""
+
+    def cell(runs):
+        values = [run[name] for run in runs if name in run]
+        return f"{statistic(values):.{digits}f}" if values else "-"
+
+    return cell
+
+
+# The median: one run that shared the machine with more jobs than the others does not move it.
+median_train_time = summary_of("train_runtime", 0, statistics.median)
+mean_perplexity = summary_of("mlm_perplexity", 2)
+
+
+def wall_times(records):
+    """Per task and recipe: the runs, the wall time of a run (the range, minutes) and in all (hours)."""
+    lines = [
+        "| task | recipe | runs | wall time of a run (min) | wall time in all (h) |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    groups = {}
+    for record in records:
+        groups.setdefault((record["task"], record["recipe"]), []).append(record["wall_seconds"] / 60)
+    for (task, recipe), minutes in groups.items():
+        lines.append(
+            f"| {task} | {recipe} | {len(minutes)} | {min(minutes):.1f}-{max(minutes):.1f} | {sum(minutes) / 60:.1f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
 def tables(classifier_pooling, records):
     """The paired table of each comparison, with the final gates, the MLM perplexity and the training time."""
 
-    def summary_of(name, digits, statistic=statistics.mean):
-        def cell(runs):
-            values = [run[name] for run in runs if name in run]
-            return f"{statistic(values):.{digits}f}" if values else "-"
-
-        return cell
-
     extra = [
         ("final gates q / k", mean_gates),
-        ("MLM perplexity", summary_of("mlm_perplexity", 2)),
-        # The median: one run that shared the machine with more jobs than the others does not move it.
-        ("train time (s, median)", summary_of("train_runtime", 0, statistics.median)),
+        ("MLM perplexity", mean_perplexity),
+        ("train time (s, median)", median_train_time),
     ]
     text = f"Twin: `{twin_variant(classifier_pooling)}` (classifier_pooling `{classifier_pooling}`).\n"
     return text + "".join(paired_table(comparison, extra) for comparison in comparisons(classifier_pooling, records))

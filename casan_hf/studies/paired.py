@@ -11,11 +11,15 @@ from dataclasses import dataclass
 from scipy import stats
 
 
-def mean_std(values, digits=2):
-    if not values:
-        return "-"
+def score_spread(values, digits=2):
+    """The mean ± std of an arm's scores (the mean alone for one): `56.10 ± 2.18`."""
     spread = f" ± {statistics.stdev(values):.{digits}f}" if len(values) > 1 else ""
-    return f"{statistics.mean(values):.{digits}f}{spread} (n={len(values)})"
+    return f"{statistics.mean(values):.{digits}f}{spread}"
+
+
+def mean_std(values, digits=2):
+    """`score_spread` with the count: `56.10 ± 2.18 (n=5)`; "-" without scores."""
+    return f"{score_spread(values, digits)} (n={len(values)})" if values else "-"
 
 
 def paired_interval(differences):
@@ -82,11 +86,26 @@ class Paired:
         return sum(won(d, self.lower_is_better) for d in self.differences)
 
     @property
-    def seeds_won(self):
-        """The seeds won with the two-sided sign test's p: `4/5 (p=0.38)`."""
+    def sign_test(self):
+        """The two-sided sign test's p of the seeds won against those lost (ties count for neither): `0.38`."""
         losses = sum(won(-d, self.lower_is_better) for d in self.differences)
         p = stats.binomtest(self.wins, self.wins + losses).pvalue if self.wins + losses else 1.0
-        return f"{self.wins}/{len(self.differences)} (p={p:.2f})"
+        return f"{p:.2f}"
+
+    @property
+    def seeds_won(self):
+        """The seeds won with the two-sided sign test's p: `4/5 (p=0.38)`."""
+        return f"{self.wins}/{len(self.differences)} (p={self.sign_test})"
+
+    @property
+    def per_seed(self):
+        """Each seed's difference, in the seeds' order: `+1.96, +0.74, -0.49`."""
+        return ", ".join(self.signed(difference) for difference in self.differences)
+
+    @property
+    def extent(self):
+        """The smallest and the largest per-seed difference: `-1.08 to +5.05`."""
+        return f"{self.signed(min(self.differences))} to {self.signed(max(self.differences))}"
 
     @property
     def beyond(self):
@@ -100,6 +119,11 @@ class Paired:
     def power(self):
         """The detectable difference (`detectable_difference`): `0.013`."""
         return f"{detectable_difference(self.differences):.{self.digits}f}"
+
+
+def percent_of(value, scores, sign=True):
+    """`value` as a percentage of the mean of `scores` (a difference to the twin, of the twin's mean): `+0.64%`."""
+    return f"{100 * value / statistics.mean(scores):{'+' if sign else ''}.2f}%"
 
 
 def paired(differences, lower_is_better=False, digits=2):
@@ -137,8 +161,9 @@ class Comparison:
         return {seed: score - twin[seed] for seed, score in self.scores(runs).items() if seed in twin}
 
     def paired(self, runs, other_runs):
-        """The `Paired` differences of `runs` to `other_runs` over the seeds both have."""
-        return Paired(tuple(self.differences(runs, other_runs).values()), self.lower_is_better, self.digits)
+        """The `Paired` differences of `runs` to `other_runs` over the seeds both have, in the seeds' order."""
+        differences = tuple(difference for _, difference in sorted(self.differences(runs, other_runs).items()))
+        return Paired(differences, self.lower_is_better, self.digits)
 
 
 PAIRED_COLUMNS = [

@@ -15,7 +15,15 @@ from ..translation import LENGTH_BUCKETS, bucket_name
 from .arms import CONTEXT_OPTIONS, arm_order, check_cells, study_variants
 from .gates import final_gates, has_output_gate, mean_gates, mean_output_gates
 from .grid import run_time, timed_whole
-from .paired import PAIRED_COLUMNS, Comparison, detectable_difference, paired_cells, paired_interval, paired_table
+from .paired import (
+    PAIRED_COLUMNS,
+    Comparison,
+    detectable_difference,
+    paired_cells,
+    paired_interval,
+    paired_table,
+    percent_of,
+)
 
 
 TWIN = "none"
@@ -72,7 +80,7 @@ def collect(run):
 def gates_per_layer(records, variants):
     """The final mean query / key gate of each encoder layer, per arm, over its seeds; with a gate per head, each
     head's too."""
-    lines = ["\n### Final encoder gates per layer (query / key, mean over seeds)\n"]
+    lines = []
     for variant in variants:
         gates = [record["gates"] for record in records if record["variant"] == variant and record["gates"]]
         if not gates:
@@ -107,7 +115,7 @@ def gates_per_layer(records, variants):
                     f"  - {target} gate per head: "
                     + "; ".join(f"layer {i}: {cell}" for i, cell in enumerate(per_head))
                 )
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n" if lines else ""
 
 
 def budgets(records):
@@ -216,10 +224,10 @@ def relative_to_twin(comparison):
         differences = list(comparison.differences(runs, twin_runs).values()) if twin_runs is not None else []
         if len(differences) < 2:
             continue
-        twin = statistics.mean(comparison.scores(twin_runs).values())
+        twin = list(comparison.scores(twin_runs).values())
         lines.append(
-            f"| {labels[-1]} | {100 * statistics.mean(differences) / twin:+.2f}% | "
-            f"{100 * detectable_difference(differences) / twin:.2f}% |"
+            f"| {labels[-1]} | {percent_of(statistics.mean(differences), twin)} | "
+            f"{percent_of(detectable_difference(differences), twin, sign=False)} |"
         )
     if not lines:
         return ""
@@ -258,7 +266,6 @@ def runs_by_commit(of_budget):
     for record in sorted(of_budget, key=lambda record: record.get("received", {}).get("started", "")):
         groups.setdefault(record.get("received", {}).get("commit"), []).append(record)
     lines = [
-        "\n### Runs per commit (wall time of a run, seconds per training step)\n",
         "| commit | first started | runs | wall time of a run (min) | s / step | wall time in all (h) |",
         "| --- | --- | --- | --- | --- | --- |",
     ]
@@ -323,6 +330,8 @@ def tables(records):
         text += "".join(paired_table(comparison, extra) for comparison in scored)
         primary = [comparison for comparison in scored if comparison.title.split(": ", 1)[1] == PRIMARY]
         text += "".join(relative_to_twin(comparison) + between_arms(comparison) for comparison in primary)
+        text += "\n### Final encoder gates per layer (query / key, mean over seeds)\n\n"
         text += gates_per_layer(of_budget, present_variants(records))
-        text += runs_by_commit(of_budget) + differing_data(of_budget)
+        text += "\n### Runs per commit (wall time of a run, seconds per training step)\n\n" + runs_by_commit(of_budget)
+        text += differing_data(of_budget)
     return text
