@@ -17,7 +17,6 @@ from .grid import load_results
 from .quotes import (
     ARM_KINDS,
     EARLIER_RESULTS,
-    PAIRED_KINDS,
     QUOTE_PATTERN,
     VERDICT,
     arm_row,
@@ -114,10 +113,8 @@ class MetricTable:
         for label, metric in self.metrics:
             comparison = metric_comparison(self.study, metric, root)
             _, runs, twin_runs = arm_row(comparison, self.arm)
-            pair = comparison.paired(runs, twin_runs)
-            twin_scores = list(comparison.scores(twin_runs).values())
             cells = [ARM_KINDS["score"](comparison, twin_runs), ARM_KINDS["score"](comparison, runs)]
-            cells += [PAIRED_KINDS[kind](pair, twin_scores) for _, kind in self.columns]
+            cells += [paired_text(comparison, kind, runs, twin_runs) or "-" for _, kind in self.columns]
             lines.append(markdown_row([label, *cells]))
         return "\n".join(lines) + "\n"
 
@@ -131,31 +128,17 @@ H100_METRICS = (
 )
 
 
-def h100_table(root):
-    """The H100 GLUE grid (`cls` pooling, 3 seeds): mean ± std per task, metric and variant."""
+def h100_block(root, kind):
+    """The H100 GLUE grid (`cls` pooling, 3 seeds): per task and metric, each variant's `ARM_KINDS[kind]` (its
+    mean ± std, `score`; its scores seed by seed, `seeds`)."""
     lines = [
         "| task (metric) | BERT baseline | CASAN global | CASAN deep | CASAN deep_global |",
         "| --- | --- | --- | --- | --- |",
     ]
     for metric, name in H100_METRICS:
         comparison = metric_comparison("glue-minilm-h100", metric, root)
-        cells = [
-            ARM_KINDS["score"](comparison, arm_row(comparison, f"finetune/{variant}")[1]) for variant in H100_VARIANTS
-        ]
-        lines.append(markdown_row([name, *cells]))
-    return "\n".join(lines) + "\n"
-
-
-def h100_seeds(root):
-    """The H100 grid's accuracy per seed (42 / 43 / 44) of each task and variant."""
-    lines = ["| task | baseline | global | deep | deep_global |", "| --- | --- | --- | --- | --- |"]
-    for metric, name in (("sst2_accuracy", "SST-2"), ("mrpc_accuracy", "MRPC"), ("rte_accuracy", "RTE")):
-        comparison = metric_comparison("glue-minilm-h100", metric, root)
-        cells = [
-            ARM_KINDS["seeds"](comparison, arm_row(comparison, f"finetune/{variant}")[1]).replace(", ", " / ")
-            for variant in H100_VARIANTS
-        ]
-        lines.append(markdown_row([name, *cells]))
+        runs = [arm_row(comparison, f"finetune/{variant}")[1] for variant in H100_VARIANTS]
+        lines.append(markdown_row([name, *(ARM_KINDS[kind](comparison, of_variant) for of_variant in runs)]))
     return "\n".join(lines) + "\n"
 
 
@@ -278,8 +261,7 @@ def table_block(root, name):
 
 BLOCKS = {
     "table": table_block,
-    "h100": lambda root: h100_table(root),
-    "h100-seeds": lambda root: h100_seeds(root),
+    "h100": h100_block,
     "runs": runs_block,
     "gates": gates_block,
     "lengths": lengths_block,
