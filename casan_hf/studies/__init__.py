@@ -1,7 +1,8 @@
 """Studies: the committed ones, one row each (`catalog`), grids of runs with a results file (`grid`), arms
 (`arms`), the paired comparison with the twin (`paired`), its figure (`figure`), the gates the runs end with
-(`gates`), and each sweep's records and tables (`glue`, `translation`). The sweep scripts make the runs' commands
-and read these."""
+(`gates`), and each sweep's records and tables (`glue`, `translation`); the figures the docs quote (`quotes`), the
+docs' tables (`pages`) and `make docs`, which renders them from the records (`render`); the hash of the data that
+committed records read (`data_hashes`). The sweep scripts make the runs' commands and read these."""
 
 from .arms import CONTEXT_OPTIONS, Arm, arm_argument, arm_order, check_cells, parse_arm, study_variants
 from .catalog import STUDIES, Study, study_command_lines, study_names
