@@ -257,6 +257,7 @@ LOOSE = {
             "class is 52.7 %):",
             "class is 68.4 %.",
         ),
+        "no result: the chance of an interval excluding 0, the paired statistics' wording": ("excluding 0 at 95% is",),
         "no result: an estimate of runs still to do": (
             "the context pays once",
             "at rank 64 and",

@@ -29,7 +29,8 @@ from .translation import budgets, gates_per_layer, present_variants, rule_verdic
 
 
 DOCS = ("README.md", "docs/RESULTS.md", "docs/TRANSLATION.md", "docs/METHOD.md", "docs/TESTS.md")
-RENDER = re.compile(r"(<!-- render: (.+?) -->\n)(.*?)(<!-- /render -->)", re.DOTALL)
+# A block takes its opening marker's indentation, so that a list rendered inside a bullet stays in that bullet.
+RENDER = re.compile(r"^([ \t]*)(<!-- render: (.+?) -->\n)(.*?)(^[ \t]*<!-- /render -->)", re.DOTALL | re.MULTILINE)
 QUOTE = re.compile(QUOTE_PATTERN, re.DOTALL)
 PLACEHOLDER = re.compile(r"\{([^{}]+)\}")
 
@@ -281,9 +282,19 @@ def block(spec, root):
         raise ValueError(f"render {spec!r}: {error}") from None
 
 
+def indented(lines, indentation):
+    """`lines` with `indentation` before each line that is not blank."""
+    return "".join(indentation + line if line.strip() else line for line in lines.splitlines(keepends=True))
+
+
 def render(text, root):
     """`text` with every block and quote as the records under `root` give it."""
-    text = RENDER.sub(lambda match: match.group(1) + block(match.group(2), root) + match.group(4), text)
+
+    def rendered_block(match):
+        indentation, opening, spec, _, closing = match.groups()
+        return indentation + opening + indented(block(spec, root), indentation) + indentation + closing.lstrip()
+
+    text = RENDER.sub(rendered_block, text)
     return QUOTE.sub(
         lambda match: f"<!-- quote: {match.group(1)} -->{filled(match.group(1), root)}<!-- /quote -->", text
     )
