@@ -26,7 +26,7 @@ def main(argv=None):
         if args.dry_run:
             files = check_folder(args.folder)
         else:
-            commit = push_folder(args.folder, args.repo_id, revision=args.revision, private=args.private)
+            commit = push_folder(args.folder, args.repo_id, revision=args.revision, private=args.private or None)
     except FolderCheckError as error:
         print(f"push_to_hub.py: {args.folder} is not pushed: {error}", file=sys.stderr)
         raise SystemExit(1) from None

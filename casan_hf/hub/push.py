@@ -224,10 +224,10 @@ def check_folder(folder):
     return files
 
 
-def push_folder(folder, repo_id, revision=None, private=False, token=None, commit_message="Upload with casan-hf"):
+def push_folder(folder, repo_id, revision=None, private=None, token=None, commit_message="Upload with casan-hf"):
     """Checks `folder` (`check_folder`), then uploads exactly its `upload_files`, in one commit, to `repo_id`
-    (created if need be, private if asked) on the branch `revision` (created from main if need be; None: main).
-    Returns huggingface_hub's `CommitInfo`."""
+    (created if need be: private if `private`, else as the Hub's default for its owner) on the branch `revision`
+    (created from main if need be; None: main). Returns huggingface_hub's `CommitInfo`."""
     files = check_folder(folder)
     api = HfApi(token=token)
     api.create_repo(repo_id, private=private, exist_ok=True)
