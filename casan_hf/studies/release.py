@@ -15,6 +15,7 @@ from .. import CasanMarianConfig, CasanMarianMTModel, casan_class
 from ..context import CONTEXT_KINDS
 from ..glue.tasks import GLUE_HUB_ID
 from ..hub import render_model_card, render_translation_card, untrained_heads
+from ..hub.card import TRANSLATION_SIZES
 from ..hub.gate_log import gate_key
 from ..training import CasanTrainingArguments, card_hyperparameters
 from ..translation.data import data_dir_name
@@ -30,7 +31,6 @@ MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 GLUE_STUDY, GLUE_RELEASE = "glue-minilm-cpu-mean", {"recipe": "finetune", "variant": "deep_global", "seed": 42}
 TRANSLATION_STUDY, TRANSLATION_RELEASE = "translation-small-gpu", {"variant": "deep_global", "seed": 1}
 TRANSLATION_SPLITS = ("validation", "test")
-TRANSLATION_SIZES = ("d_model", "encoder_layers", "decoder_layers", "encoder_attention_heads", "encoder_ffn_dim")
 
 
 @dataclass(frozen=True)
@@ -125,18 +125,23 @@ def logged_gates(gates):
     return {gate_key(layer, target): value for target in ("query", "key") for layer, value in enumerate(gates[target])}
 
 
-def training_arguments(record, **specific):
+def flag_value(argv, flag):
+    """The value `argv` (a recorded command line) gives `flag`, or None where it does not pass it."""
+    return argv[argv.index(flag) + 1] if flag in argv else None
+
+
+def training_arguments(record, num_train_epochs, context_learning_rate, **specific):
     """The `TrainingArguments` and `CasanTrainingArguments` of a recorded run, as far as its card shows them."""
     settings = record["settings"]
     args = TrainingArguments(
         learning_rate=settings["learning_rate"],
         per_device_train_batch_size=settings["batch_size"],
-        num_train_epochs=settings.get("num_train_epochs", record.get("epochs")),
+        num_train_epochs=num_train_epochs,
         seed=record["seed"],
         report_to="none",
         **specific,
     )
-    return args, CasanTrainingArguments(context_learning_rate=settings.get("context_learning_rate"))
+    return args, CasanTrainingArguments(context_learning_rate=context_learning_rate)
 
 
 def conversion_card(release, minilm_path):
@@ -160,7 +165,7 @@ def glue_card(release, record, minilm_path):
     model = casan_class("bert", "sequence-classification").from_pretrained(
         minilm_path, classifier_pooling=settings["classifier_pooling"], **context_options(record)
     )
-    args, casan_training = training_arguments(record)
+    args, casan_training = training_arguments(record, settings["num_train_epochs"], settings["context_learning_rate"])
     training = card_hyperparameters(
         args,
         casan_training,
@@ -189,14 +194,19 @@ def translation_card(release, record):
     # record's tokenizer's, which the record does not keep.
     special_tokens = dict.fromkeys(("pad_token_id", "eos_token_id", "decoder_start_token_id"), 0)
     config = CasanMarianConfig(
-        **{name: received["settings"][name] for name in (*TRANSLATION_SIZES, "vocab_size")},
+        **{name: received["settings"][name] for name in TRANSLATION_SIZES},
         **record["context_options"],
         **special_tokens,
     )
     with torch.device("meta"):  # the card reads the config; no weights are needed
         model = CasanMarianMTModel(config)
+    context_learning_rate = flag_value(settings["run_translation_args"], "--context_learning_rate")
     args, casan_training = training_arguments(
-        record, warmup_steps=settings["warmup_steps"], label_smoothing_factor=settings["label_smoothing_factor"]
+        record,
+        record["epochs"],
+        None if context_learning_rate is None else float(context_learning_rate),
+        warmup_steps=settings["warmup_steps"],
+        label_smoothing_factor=settings["label_smoothing_factor"],
     )
     training = card_hyperparameters(
         args,
@@ -206,8 +216,7 @@ def translation_card(release, record):
         label_smoothing_factor=args.label_smoothing_factor,
         num_beams=settings["num_beams"],
     )
-    argv = received["argv"]
-    data_dir = argv[argv.index("--data_dir") + 1]
+    data_dir = flag_value(received["argv"], "--data_dir")
     scores = {
         split: {
             name.removeprefix(f"{split}_"): value for name, value in record.items() if name.startswith(f"{split}_")
