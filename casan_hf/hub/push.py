@@ -230,7 +230,7 @@ def push_folder(folder, repo_id, revision=None, private=None, token=None, commit
     (created from main if need be; None: main). Returns huggingface_hub's `CommitInfo`."""
     files = check_folder(folder)
     api = HfApi(token=token)
-    api.create_repo(repo_id, private=private, exist_ok=True)
+    repo_id = api.create_repo(repo_id, private=private, exist_ok=True).repo_id  # "name" is the user's "user/name"
     if revision is not None:
         api.create_branch(repo_id, branch=revision, exist_ok=True)
     operations = [CommitOperationAdd(path_in_repo=name, path_or_fileobj=str(Path(folder) / name)) for name in files]

@@ -192,7 +192,9 @@ class CasanTrainer(Trainer):
     def push_to_hub(self, commit_message="End of training", blocking=True, token=None, revision=None, private=None,
                     **kwargs):  # fmt: skip
         """Saves the model and writes its card, as Trainer's push does, then `push_folder`: the checks, and one
-        commit of the folder less its `_*` and `checkpoint-*` files. Returns the commit's `CommitInfo`."""
+        commit of the folder's `upload_files`. It returns the commit's `CommitInfo` once the upload is done
+        (`blocking=False` is not taken: the checks come first); `kwargs`, Trainer's card arguments, are not read,
+        since the card is casan_hf's."""
         if self.hub_model_id is None:
             self.init_hf_repo()
         self.save_model(_internal_call=True)
