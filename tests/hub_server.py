@@ -1,9 +1,11 @@
 """A Hub-protocol server for the tests: olah, in its own environment (.venv-olah, pinned in constraints-olah.txt,
 made by `make test`), bound to 127.0.0.1 on a free port, serving git repositories from a mirrors folder in
-offline mode (tests/olah_server.py adds the Hub's answer for a missing file). Publishing is a git commit of
-exactly the files an upload sends, since olah has no upload API; a process started with `client_env()` loads
-from the server by repo id with unmodified `huggingface_hub` and `transformers`."""
+offline mode (tests/olah_server.py adds the Hub's answer for a missing file, and the Hub's upload API).
+`publish` makes a git commit of a folder's files directly; an upload through `huggingface_hub` (`push_folder`) goes
+through the server's upload API; a process started with `client_env()` loads from the server by repo id with
+unmodified `huggingface_hub` and `transformers`."""
 
+import json
 import os
 import shutil
 import signal
@@ -13,8 +15,6 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-
-from huggingface_hub.utils import filter_repo_objects
 
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -120,6 +120,12 @@ class HubServer:
             f"{org.name}/{name.name}" for org in (self.mirrors / "models").iterdir() for name in org.iterdir()
         )
 
+    def writes(self):
+        """What clients wrote through the server's upload API (tests/olah_server.py): one dict per repository
+        created, branch made or commit."""
+        path = self.root / "hub_writes.jsonl"
+        return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
     def files(self, repo_id, revision="main"):
         """The file paths of `repo_id` at `revision`, as the server has them."""
         listing = self.git(self.mirrors / "models" / repo_id, "ls-tree", "-r", "--name-only", revision)
@@ -144,24 +150,17 @@ class HubServer:
 
 
 class RecordingHubApi:
-    """Stands in for `HfApi` in `Trainer.push_to_hub` (patch `transformers.trainer.hf_api` with `lambda: api`):
-    records each upload (repository, folder, the model card at that moment, and the files that pass
-    `huggingface_hub`'s own filter of the allow and ignore patterns, as the real upload would send them) and, given
-    a `HubServer`, publishes exactly those files there."""
+    """Stands in for `HfApi` in `casan_hf.hub.push` (patch `casan_hf.hub.push.HfApi` with `lambda **kwargs: api`)
+    where no Hub server runs: records each commit (repository, revision, the files it adds and the model card
+    among them)."""
 
-    def __init__(self, server=None):
-        self.server, self.uploads = server, []
+    def __init__(self):
+        self.uploads = []
 
     def create_repo(self, repo_id, **kwargs):
         return type("RepoUrl", (), {"repo_id": repo_id})()
 
-    def upload_folder(self, repo_id, folder_path, allow_patterns=None, ignore_patterns=None, **kwargs):
-        folder = Path(folder_path)
-        listed = sorted(path.relative_to(folder).as_posix() for path in folder.rglob("*") if path.is_file())
-        files = list(filter_repo_objects(listed, allow_patterns=allow_patterns, ignore_patterns=ignore_patterns))
-        card = (folder / "README.md").read_text()
-        self.uploads.append(
-            {"repo_id": repo_id, "folder": folder, "files": files, "ignore": ignore_patterns, "card": card}
-        )
-        if self.server:
-            return self.server.publish(repo_id, {name: folder / name for name in files}, "Upload with push_to_hub")
+    def create_commit(self, repo_id, operations, commit_message, revision=None):
+        files = {operation.path_in_repo: Path(operation.path_or_fileobj) for operation in operations}
+        card = files["README.md"].read_text() if "README.md" in files else None
+        self.uploads.append({"repo_id": repo_id, "revision": revision, "files": sorted(files), "card": card})

@@ -251,10 +251,13 @@ def test_space_folder_pins_what_was_tested_and_runs_its_own_copy_of_the_package(
     assert f"sdk: gradio\nsdk_version: {demo['gradio']}\n" in readme and "app_file: app.py" in readme
     assert "- user/casan-minilm\n- user/bert" in readme
     assert "build_app(model='user/casan-minilm', compare='user/bert').launch()" in (space / "app.py").read_text()
-    check = "import casan_hf, casan_hf.explorer.app as app; app.build_app(model='x'); print(casan_hf.__file__)"
+    check = (
+        "import casan_hf, casan_hf.explorer.app as app, casan_hf.model_cards as cards; app.build_app(model='x'); "
+        "print(casan_hf.__file__, cards.__file__)"
+    )
     result = explore("-c", check, cwd=space)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == str(space / "casan_hf" / "__init__.py")
+    assert result.stdout.split() == [str(space / "casan_hf" / name / "__init__.py") for name in ("", "model_cards")]
 
 
 @pytest.mark.parametrize(

@@ -2,12 +2,14 @@
 load by repo id in a fresh process without casan_hf, with transformers 5 and with transformers 4.x (.venv-4x):
 every family's classifier and AutoModel, the masked-LM, token-classification and question-answering heads,
 CasanMarianMTModel's generate(), a pipeline per task, the sentence-transformers folder, a PEFT adapter whose
-base is another repo of the server, and the folder that `run_glue.py --push_to_hub` uploads, whose file list
-is asserted to be the upload's. `revision=` pins weights and code, `code_revision=` the code alone. Each
+base is another repo of the server, and the folders that `run_glue.py --push_to_hub` and `scripts/push_to_hub.py`
+upload through the server's upload API (tests/olah_server.py) with `huggingface_hub`, whose commits are asserted
+to hold exactly the upload's files. `revision=` pins weights and code, `code_revision=` the code alone. Each
 environment's loads run in one process (tests/hub_loads.py); the tests read its results."""
 
 import json
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -15,13 +17,13 @@ import torch
 from conftest import load_script
 from fresh_process import run_without_casan_hf
 from glue_helpers import TINY_RUN, make_tiny_bert
-from hub_server import RecordingHubApi
 from huggingface_hub import ModelCard
 from tiny_models import padded_batch, tiny_config
 from tiny_tokenizer import tiny_tokenizer
 from transformers import pipeline
 
 from casan_hf import FAMILIES, CasanMarianConfig, CasanMarianMTModel, casan_class
+from casan_hf.hub.push import upload_files
 
 
 HUB_LOADS = (Path(__file__).with_name("hub_loads.py")).read_text()
@@ -235,16 +237,21 @@ class Publisher:
         expected = outputs_of(peft_model, torch.load(path), "logits")
         self.check(f"{repo}:logits", "peft_adapter", expected, repo=repo, inputs=path)
 
-    def pushed_run(self, tiny_bert, glue_dir):
-        """run_glue.py --push_to_hub, with a Hub API whose upload publishes exactly the files `upload_folder`
-        would send (its own filter over the push's ignore patterns) on the server."""
-        import transformers.trainer
+    @contextmanager
+    def uploading(self):
+        """This process as a client of the server's upload API: huggingface_hub online, against the server."""
+        import huggingface_hub.constants
 
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(huggingface_hub.constants, "ENDPOINT", self.server.url)
+            patch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+            yield patch
+
+    def pushed_run(self, tiny_bert, glue_dir):
+        """run_glue.py --push_to_hub, uploading through the server's upload API (`casan_hf.hub.push.push_folder`)."""
         repo, output_dir = "someone/casan-rte", self.root / "push"
         self.server.publish_folder("someone/tiny-bert", tiny_bert)  # the source, named on the card by its repo id
-        hub = RecordingHubApi(self.server)
-        with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(transformers.trainer, "hf_api", lambda: hub)
+        with self.uploading() as patch:
             patch.setattr(sys, "argv", ["run_glue.py", *map(str, [
                 "--model_name_or_path", tiny_bert, "--context_type", "global", "--task_name", "rte",
                 "--glue_dir", glue_dir, "--do_train", "--do_eval", "--max_steps", "1", "--save_strategy", "no",
@@ -252,11 +259,27 @@ class Publisher:
                 "--output_dir", output_dir, *TINY_RUN,
             ])])  # fmt: skip
             load_script("run_glue").main()
-        self.pushed = hub
         run = pipeline("text-classification", model=str(output_dir))
         self.check(f"{repo}:pipeline", "pipeline", run(SENTENCES), repo=repo, task="text-classification",
                    inputs=SENTENCES)  # fmt: skip
         self.check(f"{repo}:card", "model_card", ModelCard.load(output_dir / "README.md"), repo=repo)
+
+    def pushed_folder(self):
+        """scripts/push_to_hub.py of a converted folder, to a new private repository's branch `release`."""
+        repo, folder = "someone/casan-converted", self.folder("someone/casan-converted")
+        torch.manual_seed(50)
+        load_script("convert_bert_to_casan").main(
+            ["--model_name_or_path", str(self.folder("bert-for-st")), "--output_dir", str(folder), "--context_type",
+             "deep_global", "--head", "sequence-classification", "--num_labels", "2", "--base_model",
+             "casan/tiny-st-source", "--model_name", repo]
+        )  # fmt: skip
+        with self.uploading():
+            load_script("push_to_hub").main([str(folder), "--repo_id", repo, "--revision", "release", "--private"])
+        inputs = {"input_ids": torch.tensor([[2, 7, 9, 4, 3]]), "attention_mask": torch.ones(1, 5, dtype=torch.long)}
+        model = casan_class("bert", "sequence-classification").from_pretrained(folder)
+        self.check(f"{repo}:release", "auto_model", outputs_of(model, inputs, "logits"), repo=repo, revision="release",
+                   auto_class="AutoModelForSequenceClassification", output="logits",
+                   inputs=self.save_inputs(repo, inputs))  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -270,6 +293,7 @@ def published(hub_server, tmp_path_factory, minilm_path, glue_dir):
     publisher.sentence_transformers()
     publisher.peft_adapter()
     publisher.pushed_run(make_tiny_bert(tmp_path_factory.mktemp("tiny_bert"), minilm_path), glue_dir)
+    publisher.pushed_folder()
     return publisher
 
 
@@ -399,13 +423,17 @@ def test_a_peft_adapter_loads_its_base_from_another_repo(published, request, env
     assert adapter["base_model_name_or_path"] == "casan/tiny-bert"
 
 
+def commits_to(server, repo):
+    return [write for write in server.writes() if write["action"] == "commit" and write["repo"] == repo]
+
+
 def test_what_push_to_hub_uploads_is_what_loads(published, request):
-    """The upload's file list (the push's ignore patterns over the output folder) is the published repository:
-    weights, config, every code file, the tokenizer and the card, and nothing the patterns leave out."""
-    (upload,) = published.pushed.uploads
+    """run_glue.py --push_to_hub: one commit through the server's upload API of the output folder less its `_*`
+    and `checkpoint-*` files, with weights, config, every code file, the tokenizer and the card, and it loads."""
     repo = "someone/casan-rte"
+    (upload,) = commits_to(published.server, repo)
     assert published.server.files(repo) == sorted(upload["files"])
-    folder = upload["folder"]
+    folder = published.root / "push"
     code_files = {path.name for path in folder.glob("*.py")}
     assert code_files >= {"configuration_casan.py", "modeling_casan.py", "context.py", "pooling.py", "compat.py"}
     assert {"config.json", "model.safetensors", "README.md", "tokenizer.json", "tokenizer_config.json"} | (
@@ -417,6 +445,21 @@ def test_what_push_to_hub_uploads_is_what_loads(published, request):
     for environment in ENVIRONMENTS:
         outcome = result(request, environment, f"{repo}:pipeline")
         assert _nested_close(outcome["result"], published.expected[f"{repo}:pipeline"])
+
+
+def test_push_to_hub_script_uploads_a_checked_folder_in_one_commit(published, request):
+    """scripts/push_to_hub.py --revision release --private: the repository created private, the branch made, one
+    commit of exactly the folder's files, which load by repo id and revision in a fresh process, on both
+    transformers."""
+    repo = "someone/casan-converted"
+    writes = [write for write in published.server.writes() if write["repo"] == repo]
+    assert [write["action"] for write in writes] == ["create", "branch", "commit"]
+    assert writes[0]["visibility"] == "private" and writes[2]["revision"] == "release"
+    assert writes[2]["files"] == upload_files(published.folder(repo))
+    assert published.server.files(repo, "release") == writes[2]["files"] and not published.server.files(repo)
+    for environment in ENVIRONMENTS:
+        outcome = result(request, environment, f"{repo}:release")
+        torch.testing.assert_close(outcome["logits"], published.expected[f"{repo}:release"])
 
 
 @pytest.mark.parametrize("repo", ["someone/casan-rte", "casan/tiny-st"])

@@ -22,6 +22,7 @@ from hub_server import RecordingHubApi
 from transformers import AutoTokenizer
 
 from casan_hf import CasanForSequenceClassification
+from casan_hf.hub.push import upload_files
 
 
 HUB_FILES = HUB_MODEL_FILES | {
@@ -305,19 +306,24 @@ def test_context_learning_rate_trains_and_is_refused_without_context(tiny_bert, 
 
 
 def test_push_to_hub_uploads_the_output_folder(tiny_bert, run_in_process, tmp_path, glue_dir, monkeypatch):
-    import transformers.trainer
+    """--push_to_hub: the folder checked (`casan_hf.hub.push`) and uploaded in one commit, less `_*` and
+    `checkpoint-*`; its card's scores are its results files'. From a local checkpoint without --base_model, whose
+    card could name no Hub id, the run stops before it trains."""
+    import casan_hf.hub.push
 
     hub = RecordingHubApi()
-    monkeypatch.setattr(transformers.trainer, "hf_api", lambda: hub)
+    monkeypatch.setattr(casan_hf.hub.push, "HfApi", lambda **kwargs: hub)
     output_dir = tmp_path / "push"
-    run_in_process(
-        ["--model_name_or_path", tiny_bert, "--context_type", "global", "--task_name", "rte", "--glue_dir", glue_dir,
-         "--do_train", "--do_eval", "--max_steps", "1", "--save_strategy", "no", "--push_to_hub",
-         "--hub_model_id", "someone/casan-rte", "--output_dir", output_dir, *TINY_RUN],
-    )  # fmt: skip
+    command = ["--model_name_or_path", tiny_bert, "--context_type", "global", "--task_name", "rte", "--glue_dir",
+               glue_dir, "--do_train", "--do_eval", "--max_steps", "1", "--save_strategy", "no", "--push_to_hub",
+               "--hub_model_id", "someone/casan-rte", "--output_dir", output_dir, *TINY_RUN]  # fmt: skip
+    with pytest.raises(ValueError, match=f"--push_to_hub: .* and '{tiny_bert}' is a local folder; pass --base_model"):
+        run_in_process(command)
+    assert not (output_dir / "config.json").exists() and not hub.uploads
+    run_in_process([*command, "--base_model", "someone/tiny-bert"])
     (upload,) = hub.uploads
-    assert upload["repo_id"] == "someone/casan-rte" and upload["folder"] == output_dir
-    assert HUB_FILES <= set(upload["files"]) and "checkpoint-*" in upload["ignore"]
+    assert upload["repo_id"] == "someone/casan-rte" and upload["revision"] is None
+    assert HUB_FILES <= set(upload["files"]) and upload["files"] == upload_files(output_dir)
     assert upload["card"] == (output_dir / "README.md").read_text()
     meta = card_metadata(output_dir)
     assert meta["model-index"][0]["name"] == "someone/casan-rte" and "casan-global" in meta["tags"]

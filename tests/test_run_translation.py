@@ -150,10 +150,10 @@ def test_the_context_trains_at_its_own_learning_rate(run_translation_module, mul
 def test_push_to_hub_uploads_the_runs_own_card(run_translation_module, multi30k_dir, tmp_path, monkeypatch):
     """transformers' Trainer writes its generic card before an upload; the run's card (scores, loading code) is
     the one uploaded."""
-    import transformers.trainer
+    import casan_hf.hub.push
 
     hub = RecordingHubApi()
-    monkeypatch.setattr(transformers.trainer, "hf_api", lambda: hub)
+    monkeypatch.setattr(casan_hf.hub.push, "HfApi", lambda **kwargs: hub)
     output_dir = tmp_path / "push"
     run_in_process(
         run_translation_module,

@@ -16,7 +16,9 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
+from .. import model_cards
 from ..hub import check_output_dir, is_hub_id
+from ..hub.card import TEMPLATE_NAME
 
 
 PACKAGE = "casan-hf"
@@ -89,7 +91,8 @@ def write_space(space_dir, model, compare=None, overwrite=False):
         if name is not None and not is_hub_id(name):
             raise ValueError(
                 f"{flag} {name!r} is not a Hub id: a Space loads its model from the Hub; upload the folder "
-                "(hf upload USER/NAME FOLDER) and give its id, such as 'user/casan-minilm-sst2'."
+                "(python scripts/push_to_hub.py FOLDER --repo_id USER/NAME) and give its id, such as "
+                "'user/casan-minilm-sst2'."
             )
     check_output_dir(space_dir, overwrite, flag="--overwrite_space_dir")
     requirements, sdk_version = space_requirements(), installed(SDK).version  # both before anything is written
@@ -99,6 +102,11 @@ def write_space(space_dir, model, compare=None, overwrite=False):
     shutil.copytree(
         package, space / package.name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"), dirs_exist_ok=True
     )
+    # casan_hf.model_cards, which an install maps from the repository's model_cards/: what the wheel ships of it.
+    cards = space / package.name / "model_cards"
+    cards.mkdir(exist_ok=True)
+    for name in ("__init__.py", TEMPLATE_NAME):
+        shutil.copy(Path(model_cards.__file__).with_name(name), cards / name)
     (space / "app.py").write_text(APP.format(model=model, compare=compare or ""))
     (space / "requirements.txt").write_text("\n".join(requirements) + "\n")
     card_data = SpaceCardData(

@@ -2,8 +2,9 @@
 masked-LM pre-training, a conversion without training, a translation run).
 
 The card's YAML metadata is built with `huggingface_hub.ModelCardData` and `EvalResult`, so the `model-index`
-block (the measured scores) is the structure the Hub reads; its body is `model_card_template.md` filled with
-`string.Template`. What differs between runs is data: the task the scores measure (`tasks.CardTask`) and the
+block (the measured scores) is the structure the Hub reads; its body is the repository's
+`model_cards/model_card_template.md` (installed as `casan_hf.model_cards`) filled with `string.Template`.
+What differs between runs is data: the task the scores measure (`tasks.CardTask`) and the
 model's layout (an encoder of one of the families, or the translation model). The strings a user passes in
 (model, source and dataset names, languages, training values) are escaped in one place, `_render`.
 """
@@ -15,7 +16,7 @@ from typing import NamedTuple
 import transformers
 from huggingface_hub import ModelCard, ModelCardData
 
-from .. import __version__
+from .. import __version__, model_cards
 from ..configuration_casan_marian import CasanMarianConfig
 from ..context import is_casan_parameter
 from ..families import get_family, get_head
@@ -63,6 +64,8 @@ TRANSLATION_SIZES = (
     "encoder_ffn_dim",
     "vocab_size",
 )
+# What a translation card says of a model that started from no checkpoint (and so names no `base_model`).
+FROM_SCRATCH = "trained from scratch"
 CASAN_TAGS = ("casan", "casan-{context_type}", "context-aware-self-attention")
 
 
@@ -116,6 +119,7 @@ def render_model_card(
     license="apache-2.0",
     untrained_heads=(),
     gates=None,
+    record=None,
 ):
     """The README.md text of an encoder's folder.
 
@@ -123,7 +127,8 @@ def render_model_card(
     is read by class, since a converted config still says the source's `model_type` until it is saved);
     `eval_metrics` maps dev splits to their metrics; `training` maps hyper-parameter names to values;
     `untrained_heads` names the head modules that the source checkpoint had no weights for; `gates` are the
-    mean context gates at the end of training (`casan_hf.training.gate_means`).
+    mean context gates at the end of training (`casan_hf.training.gate_means`); `record`, a sentence naming the
+    record a card of the release set was rendered from (`casan_hf.studies.release`), ends the Training section.
     """
     head = get_head(head)
     task = encoder_task(head.hub_task, task_name, dataset_id)
@@ -138,6 +143,7 @@ def render_model_card(
         license=license,
         warning=untrained_heads_warning(untrained_heads, head.name, trained=bool(training)),
         gates=gates,
+        record=record,
     )
 
 
@@ -152,10 +158,12 @@ def render_translation_card(
     license,
     base_model=None,
     gates=None,
+    record=None,
 ):
     """The README.md text of a translation run's folder; its `model-index` holds the BLEU and chrF of every
     evaluated split (`eval_metrics`: split -> metrics). `base_model`: the checkpoint the run started from (None:
-    trained from scratch); `gates`: the encoder's mean context gates at the end of training."""
+    trained from scratch); `gates`: the encoder's mean context gates at the end of training; `record`: as
+    `render_model_card`'s."""
     return _render(
         model,
         model_name,
@@ -165,10 +173,23 @@ def render_translation_card(
         training=training,
         license=license,
         gates=gates,
+        record=record,
     )
 
 
-def _render(model, model_name, task, base_model, eval_metrics, training, license, head=None, warning="", gates=None):
+def _render(
+    model,
+    model_name,
+    task,
+    base_model,
+    eval_metrics,
+    training,
+    license,
+    head=None,
+    warning="",
+    gates=None,
+    record=None,
+):
     """The card of `model` (an encoder with its `head`, or the translation model) for `task`. The metadata names
     `base_model` only when it is a Hub id: a folder of the training machine is no source, and no card names one."""
     started = base_model is not None
@@ -197,13 +218,13 @@ def _render(model, model_name, task, base_model, eval_metrics, training, license
         pipeline_tag=layout.pipeline_tag,
         tags=[*layout.tags, *task.tags],
     )
-    template = Template(resources.files(__package__).joinpath(TEMPLATE_NAME).read_text(encoding="utf-8"))
+    template = Template(resources.files(model_cards).joinpath(TEMPLATE_NAME).read_text(encoding="utf-8"))
     text = template.substitute(
         metadata=card_data.to_yaml(),
         model_name=name,
         architecture=type(model).__name__,
         results=_results(task, eval_metrics, dataset),
-        training=_training_table(training, warning, gates),
+        training=_training_table(training, warning, gates) + (f"\n\n{record}" if record else ""),
         casan_version=__version__,
         transformers_version=transformers.__version__,
         **layout.sections,
@@ -247,7 +268,7 @@ def _translation_layout(config, name, source, started, languages):
     if source:
         origin = f"started from `{source}`"
     else:
-        origin = "started from a local checkpoint" if started else "trained from scratch"
+        origin = "started from a local checkpoint" if started else FROM_SCRATCH
     source_lang, target_lang = languages
     summary = (
         f"A {source_lang}-{target_lang} encoder-decoder (Marian layout: post-norm Transformer, sinusoidal "

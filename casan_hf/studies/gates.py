@@ -34,14 +34,19 @@ def final_gates(trainer_state):
     return None
 
 
-def context_config(record):
-    """The context options of a record's model as a `CasanConfig` of its encoder's depth: its `context_options`,
-    or, in a record made before they were kept, those its arm's name spells over the defaults."""
+def context_options(record):
+    """The context options of a record's model: its `context_options`, or, in a record made before they were kept,
+    those its arm's name spells (the rest at their defaults)."""
     options = record.get("context_options")
     if options is None:
         arm = parse_arm(record["variant"], tuple(CONTEXT_KINDS))
         options = {"context_type": arm.variant, **dict(arm.options)}
-    return CasanConfig(num_hidden_layers=len(record["gates"]["query"]), **options)
+    return options
+
+
+def context_config(record):
+    """The context options of a record's model as a `CasanConfig` of its encoder's depth."""
+    return CasanConfig(num_hidden_layers=len(record["gates"]["query"]), **context_options(record))
 
 
 def mean_gates(records):

@@ -16,7 +16,8 @@ from transformers.trainer_utils import get_last_checkpoint
 from transformers.utils import CONFIG_NAME
 
 from ..context import is_casan_parameter
-from ..hub import render_model_card, render_translation_card, write_model_card
+from ..hub import is_hub_id, render_model_card, render_translation_card, write_model_card
+from ..hub.push import push_folder
 from .gates import GateMonitor
 from .preemption import SaveAndStopOnSignal, exit_if_preempted
 
@@ -125,6 +126,8 @@ class CasanTrainer(Trainer):
     - `card_kwargs`: the model card is casan_hf's (`render_card`: `hub.render_model_card`, or
       `hub.render_translation_card` for `CasanSeq2SeqTrainer`), with the scores of `card_eval_metrics` and the gates
       of `gate_monitor`, which is also a callback of the run.
+    - `--push_to_hub` uploads the output folder once, at the end, through `hub.push.push_folder`: its checks pass
+      before the repository is created or anything is sent (no repository at the start, no checkpoint pushes).
     """
 
     render_card = staticmethod(render_model_card)
@@ -145,6 +148,12 @@ class CasanTrainer(Trainer):
                 raise ValueError("unfreeze_after needs frozen parameters to let go.")
             callbacks.append(Unfreeze(frozen, unfreeze_after))
         super().__init__(*args, callbacks=callbacks or None, **kwargs)
+        base_model = (card_kwargs or {}).get("base_model")
+        if self.args.push_to_hub and base_model is not None and not is_hub_id(base_model):
+            raise ValueError(  # the push's card check would refuse the folder at the end of the run
+                f"--push_to_hub: the card names the checkpoint the run starts from by its Hub id, and {base_model!r} "
+                "is a local folder; pass --base_model with its Hub id."
+            )
         self.context_learning_rate = context_learning_rate
         self.frozen = list(frozen)
         self.card_kwargs = card_kwargs
@@ -172,6 +181,34 @@ class CasanTrainer(Trainer):
             state = TrainerState.load_from_json(os.path.join(resume_from_checkpoint, TRAINER_STATE_NAME))
             self.data_collator.resume_at(state.global_step * self.args.gradient_accumulation_steps)
         return super().train(resume_from_checkpoint, *args, **kwargs)
+
+    def init_hf_repo(self, token=None, private=None):
+        """The repository is named here and created by the push, once the folder has passed its checks."""
+        self.hub_model_id = self.args.hub_model_id or Path(self.args.output_dir).absolute().name
+
+    def _push_from_checkpoint(self, checkpoint_folder):
+        """Checkpoints are not pushed: the folder goes up once, checked, at the end of the run."""
+
+    def push_to_hub(self, commit_message="End of training", blocking=True, token=None, revision=None, private=None,
+                    **kwargs):  # fmt: skip
+        """Saves the model and writes its card, as Trainer's push does, then `push_folder`: the checks, and one
+        commit of the folder's `upload_files`. It returns the commit's `CommitInfo` once the upload is done
+        (`blocking=False` is not taken: the checks come first); `kwargs`, Trainer's card arguments, are not read,
+        since the card is casan_hf's."""
+        if self.hub_model_id is None:
+            self.init_hf_repo()
+        self.save_model(_internal_call=True)
+        if not self.is_world_process_zero():
+            return None
+        self.create_model_card()
+        return push_folder(
+            self.args.output_dir,
+            self.hub_model_id,
+            revision=revision or self.args.hub_revision,
+            private=self.args.hub_private_repo if private is None else private,
+            token=token or self.args.hub_token,
+            commit_message=commit_message,
+        )
 
     def create_model_card(self, **kwargs):
         if self.card_kwargs is None:

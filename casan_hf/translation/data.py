@@ -98,8 +98,12 @@ def _load_text_dir(data_dir, source_lang, target_lang, prefixes):
         pairs = [{source_lang: s, target_lang: t} for s, t in zip(source, target, strict=True)]
         datasets[split] = Dataset.from_dict({"translation": pairs})
         read += paths
-    name = f"{os.path.basename(os.path.normpath(data_dir))} ({source_lang}-{target_lang})"
-    return ParallelData(datasets, name, tuple(read))
+    return ParallelData(datasets, data_dir_name(data_dir, source_lang, target_lang), tuple(read))
+
+
+def data_dir_name(data_dir, source_lang, target_lang):
+    """What a model card calls the data of `--data_dir`: the folder's name and the pair, never its path."""
+    return f"{os.path.basename(os.path.normpath(data_dir))} ({source_lang}-{target_lang})"
 
 
 def _read_lines(path):

