@@ -82,7 +82,7 @@ def test_every_figure_outside_the_rendered_blocks_is_listed_as_tested_or_no_resu
 
 # A study figure written by hand: mean ± std, an interval, or a score with its unit.
 HAND_FIGURE = re.compile(r"\d ± \d|\[[-+]?\d[\d.]*, [-+]?\d[\d.]*\]|\d (?:nats|BLEU|chrF)\b")
-CARD_TEMPLATE = "casan_hf/hub/model_card_template.md"
+CARD_TEMPLATE = "model_cards/model_card_template.md"
 
 
 @pytest.mark.parametrize("doc", ["docs/METHOD.md", "docs/TESTS.md", CARD_TEMPLATE])
