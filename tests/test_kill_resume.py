@@ -122,14 +122,14 @@ def final_state(output_dir, last_checkpoint=None):
 
 
 def assert_same_run(resumed, uninterrupted):
-    assert resumed.keys() == uninterrupted.keys()
+    """Every part of `resumed` (a `final_state`) equal to the uninterrupted run's."""
     assert resumed["weights"].keys() == uninterrupted["weights"].keys()
     for name, tensor in uninterrupted["weights"].items():
         assert torch.equal(resumed["weights"][name], tensor), name
-    for name, state in uninterrupted.get("optimizer_state", {}).items():
+    for name, state in resumed.get("optimizer_state", {}).items():
         for key, tensor in state.items():
-            assert torch.equal(resumed["optimizer_state"][name][key], tensor), (name, key)
-    for name in uninterrupted.keys() - {"weights", "optimizer_state"}:
+            assert torch.equal(uninterrupted["optimizer_state"][name][key], tensor), (name, key)
+    for name in resumed.keys() - {"weights", "optimizer_state"}:
         assert resumed[name] == uninterrupted[name], name
 
 
