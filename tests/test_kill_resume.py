@@ -3,7 +3,10 @@ after a checkpoint (inside the next training step, or while the next checkpoint 
 SIGTERM or SIGUSR1 (a checkpoint of the step the signal came in, exit code 75), resumed with the same command, end
 with the weights, metrics, GateMonitor log, optimizer state and the context learning rate's param groups of an
 uninterrupted run of the same seed, bit for bit on the CPU. The same faults in turn in one run of two gloo
-processes under torchrun: a rank killed, the whole job killed while it writes a checkpoint, a rank signalled."""
+processes under torchrun: a rank killed, the whole job killed while it writes a checkpoint, a rank signalled. And
+run_glue, in this process, signalled under each of Trainer's save options (best with save_total_limit 1 and
+load_best_model_at_end, no, epoch), in a step, the last step and the last evaluation: the checkpoint each stop names
+exists, the next run resumes from it, and the last run ends as the unbroken one."""
 
 import contextlib
 import logging
