@@ -164,15 +164,15 @@ class CasanTrainer(Trainer):
             if not frozen:
                 raise ValueError("unfreeze_after needs frozen parameters to let go.")
             callbacks.append(Unfreeze(frozen, unfreeze_after))
-        callbacks.append(EndWhenResumedAtTheLastStep())
-        super().__init__(*args, callbacks=callbacks, **kwargs)
-        self.preemption = SaveAndStopOnSignal(self.accelerator)
-        self.add_callback(self.preemption)
+        super().__init__(*args, callbacks=callbacks or None, **kwargs)
         self.context_learning_rate = context_learning_rate
         self.frozen = list(frozen)
         self.card_kwargs = card_kwargs
         self.card_eval_metrics = {}
         self.gate_monitor = gate_monitor
+        self.preemption = SaveAndStopOnSignal(self.accelerator)
+        for callback in (EndWhenResumedAtTheLastStep(), self.preemption):
+            self.add_callback(callback)
 
     def create_optimizer(self, model=None):
         for parameter in self.frozen:  # in the optimizer, without gradients until they are let go
@@ -187,14 +187,6 @@ class CasanTrainer(Trainer):
                 optimizer, self.model if model is None else model, self.context_learning_rate
             )
         return optimizer
-
-    def train(self, resume_from_checkpoint=None, *args, **kwargs):
-        if resume_from_checkpoint is True:
-            resume_from_checkpoint = get_last_checkpoint(self.args.output_dir)
-        if resume_from_checkpoint is not None and hasattr(self.data_collator, "resume_at"):
-            state = TrainerState.load_from_json(os.path.join(resume_from_checkpoint, TRAINER_STATE_NAME))
-            self.data_collator.resume_at(state.global_step * self.args.gradient_accumulation_steps)
-        return super().train(resume_from_checkpoint, *args, **kwargs)
 
     def get_batch_samples(self, epoch_iterator, num_batches, device):
         """No batch past the last step: a run resumed from the checkpoint of its last step trains no further."""
@@ -211,6 +203,14 @@ class CasanTrainer(Trainer):
         if not self.preemption.is_saved(self.state):
             self._save_checkpoint(self.model_wrapped, trial)
         return TrainOutput(self.state.global_step, None, {})
+
+    def train(self, resume_from_checkpoint=None, *args, **kwargs):
+        if resume_from_checkpoint is True:
+            resume_from_checkpoint = get_last_checkpoint(self.args.output_dir)
+        if resume_from_checkpoint is not None and hasattr(self.data_collator, "resume_at"):
+            state = TrainerState.load_from_json(os.path.join(resume_from_checkpoint, TRAINER_STATE_NAME))
+            self.data_collator.resume_at(state.global_step * self.args.gradient_accumulation_steps)
+        return super().train(resume_from_checkpoint, *args, **kwargs)
 
     def create_model_card(self, **kwargs):
         if self.card_kwargs is None:
