@@ -335,7 +335,7 @@ def _options_docstring():
         annotation = types[option.name]
         type_name = annotation.__name__ if isinstance(annotation, type) else str(annotation)
         entries.append(f"        {option.name} (`{type_name}`, defaults to `{defaults[option.name]!r}`):")
-        entries.append(f"            {option.help}")
+        entries.append(f"            {option.documentation}")
     return "\n".join(entries)
 
 

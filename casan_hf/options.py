@@ -73,16 +73,51 @@ def _check_context_layers(value):
     return sorted(value)
 
 
-def _check_fixed_gate(value):
-    if not _is_number(value) or not 0.0 <= value <= 1.0:
-        raise ValueError(f"`fixed_gate` must be a number in [0, 1]; got {value!r}.")
-    return float(value)
+# The range of every numeric option, (lowest, highest), which its check, its error, its help (the config's docstring,
+# every script's flag) and docs/MODELS.md state. The sizes stop far above the papers' values (Lin et al. 2017: r = 30
+# hops, d_a = 350) and any encoder's width, so that a mistyped size (10^12 hops) is refused where it would build a
+# model no machine holds. The floats stop where the loss stays finite in float32 and bfloat16 (below 3e38) with labels
+# given: a penalty weight times its margin times the 2,016 pairs of 64 heads is at most 2e12, the hop penalty at most
+# 1000 * 64^2. The gate's logit stops where the float32 sigmoid is 1, or below 2e-9, and the gate can no longer learn;
+# the context's initial standard deviation at 1, 50 times BERT's 0.02.
+BOUNDS = {
+    "fixed_gate": (0.0, 1.0),
+    "gate_bias_init": (-20.0, 20.0),
+    "context_rank": (1, 4096),
+    "context_init_range": (0.0, 1.0),
+    "pooling_hops": (1, 64),
+    "pooling_hidden": (1, 4096),
+    "pooling_penalty": (0.0, 1000.0),
+    **{f"pooling_{penalty}_penalty": (0.0, 1000.0) for penalty in GENERALIZED_PENALTIES},
+    **{f"pooling_{penalty}_margin": (0.0, 1e6) for penalty in GENERALIZED_PENALTIES},
+}
 
 
-def _check_gate_bias_init(value):
-    if not _is_number(value) or value != value or abs(value) == float("inf"):
-        raise ValueError(f"`gate_bias_init` must be a finite number (a logit); got {value!r}.")
-    return float(value)
+def bounds_text(name):
+    """`name`'s range as its error and help state it: "[0, 1e+06]"."""
+    low, high = BOUNDS[name]
+    return f"[{low:g}, {high:g}]"
+
+
+def _within(name, kind, meaning=None, none_means=None):
+    """A check that `value` is within `BOUNDS[name]`: an int (`kind` "int") or a number, int or float but not NaN,
+    stored as a float (`kind` "number"); None too where `none_means` says what None means."""
+    low, high = BOUNDS[name]
+    is_kind = _is_int if kind == "int" else _is_number
+
+    def check(value):
+        if value is None and none_means is not None:
+            return None
+        if not (is_kind(value) and low <= value <= high):
+            allowed = f"{'an int' if kind == 'int' else 'a number'} in {bounds_text(name)}"
+            if meaning is not None:
+                allowed += f" ({meaning})"
+            if none_means is not None:
+                allowed = f"None ({none_means}) or {allowed}"
+            raise ValueError(f"`{name}` must be {allowed}; got {value!r}.")
+        return value if kind == "int" else float(value)
+
+    return check
 
 
 def _check_output_gate(value):
@@ -100,34 +135,11 @@ def _check_bool(name):
     return check
 
 
-def _check_context_rank(value):
-    if value is not None and not (_is_int(value) and value > 0):
-        raise ValueError(f"`context_rank` must be None (full-rank U) or a positive int; got {value!r}.")
-    return value
-
-
-def _check_context_init_range(value):
-    if value is not None and (not _is_number(value) or not value >= 0):
-        raise ValueError(
-            f"`context_init_range` must be None (use `initializer_range`) or a number >= 0; got {value!r}."
-        )
-    return None if value is None else float(value)
-
-
-def _positive_int(name):
+def _check_bool(name):
     def check(value):
-        if not (_is_int(value) and value > 0):
-            raise ValueError(f"`{name}` must be a positive int; got {value!r}.")
+        if not isinstance(value, bool):
+            raise ValueError(f"`{name}` must be True or False; got {value!r}.")
         return value
-
-    return check
-
-
-def _non_negative(name, meaning):
-    def check(value):
-        if not _is_number(value) or not 0.0 <= value < float("inf"):
-            raise ValueError(f"`{name}` must be a finite number >= 0 ({meaning}); got {value!r}.")
-        return float(value)
 
     return check
 
@@ -139,8 +151,9 @@ class CasanOption:
     `group` says what it shapes: `"context"` the attention, `"pooling"` the sentence vector of the heads that
     classify one (see `Head.pools_sentence`). `structural` options decide which context parameters exist,
     so a CASAN checkpoint loads only with the values it was saved with. `check` returns the value to store
-    or raises a ValueError naming the option, the value and what is allowed. `help` is the documentation
-    shown in the config's docstring and by every script's flag; defaults come from `CasanConfig`.
+    or raises a ValueError naming the option, the value and what is allowed. `help`, with the range of
+    `BOUNDS` (`documentation`), is shown in the config's docstring and by every script's flag; defaults come from
+    `CasanConfig`.
     """
 
     name: str
@@ -150,6 +163,11 @@ class CasanOption:
     choices: Collection | None = None  # a table (CONTEXT_KINDS) is read when used
     structural: bool = False
     poolings: tuple = ()  # for a pooling option: the `classifier_pooling` values it shapes
+
+    @property
+    def documentation(self):
+        """`help`, and the option's range where it has one (`BOUNDS`): what the docstring and the flag say."""
+        return f"{self.help} Range: {bounds_text(self.name)}." if self.name in BOUNDS else self.help
 
 
 OPTIONS = (
@@ -189,13 +207,13 @@ OPTIONS = (
     CasanOption(
         "fixed_gate",
         "context",
-        _check_fixed_gate,
-        'The constant mixing weight lambda in [0, 1] used when gate="fixed".',
+        _within("fixed_gate", "number", "a mixing weight"),
+        'The constant mixing weight lambda used when gate="fixed".',
     ),
     CasanOption(
         "gate_bias_init",
         "context",
-        _check_gate_bias_init,
+        _within("gate_bias_init", "number", "a logit"),
         "Initial bias of the dynamic gate (a logit). sigmoid(-4) = 0.018: a converted checkpoint starts close "
         "to the BERT it came from.",
     ),
@@ -211,7 +229,7 @@ OPTIONS = (
     CasanOption(
         "context_rank",
         "context",
-        _check_context_rank,
+        _within("context_rank", "int", none_means="full-rank U"),
         "None for the paper's full-rank U (d_c x d); an int r factors U = A B with A: d_c x r and B: r x d, "
         'the parameter-efficient option for "deep" and "deep_global".',
         structural=True,
@@ -219,7 +237,7 @@ OPTIONS = (
     CasanOption(
         "context_init_range",
         "context",
-        _check_context_init_range,
+        _within("context_init_range", "number", "a standard deviation", none_means="use `initializer_range`"),
         "Standard deviation of the normal initialisation of U (or A and B), of the gate vectors and of the output "
         "gate's weights (start 'half'); None uses `initializer_range`.",
     ),
@@ -267,7 +285,7 @@ OPTIONS = (
     CasanOption(
         "pooling_hops",
         "pooling",
-        _positive_int("pooling_hops"),
+        _within("pooling_hops", "int"),
         'r, the number of attention hops (heads, for "generalized") of the attentive poolings; the classifier '
         "reads r * hidden_size features. A few hops suffice for sentence-pair tasks and keep the classifier "
         "small.",
@@ -276,7 +294,7 @@ OPTIONS = (
     CasanOption(
         "pooling_hidden",
         "pooling",
-        _positive_int("pooling_hidden"),
+        _within("pooling_hidden", "int"),
         'd_a, the hidden width of the hop scorer: W_s2 tanh(W_s1 H^T) for "structured", W_2^i ReLU(W_1^i H^T '
         '+ b_1^i) + b_2^i for each head of "generalized".',
         poolings=ATTENTIVE_POOLINGS,
@@ -284,7 +302,7 @@ OPTIONS = (
     CasanOption(
         "pooling_penalty",
         "pooling",
-        _non_negative("pooling_penalty", "0 turns the penalty off"),
+        _within("pooling_penalty", "number", "0 turns the penalty off"),
         "Weight of Lin et al.'s penalty ||A A^T - I||_F^2 (averaged over the batch), added to the loss when "
         "labels are given; it keeps the hops from all attending to the same tokens. 0 turns it off.",
         poolings=("structured",),
@@ -300,7 +318,7 @@ OPTIONS = (
             CasanOption(
                 f"pooling_{penalty}_penalty",
                 "pooling",
-                _non_negative(f"pooling_{penalty}_penalty", "0 turns the penalty off"),
+                _within(f"pooling_{penalty}_penalty", "number", "0 turns the penalty off"),
                 f"Weight mu of generalized pooling's {penalty} penalty, sum over pairs of heads i < j of "
                 f"max(margin - d_ij, 0), where d_ij is the distance between {pulls_apart}; added to the loss "
                 "when labels are given. 0 turns it off.",
@@ -309,7 +327,7 @@ OPTIONS = (
             CasanOption(
                 f"pooling_{penalty}_margin",
                 "pooling",
-                _non_negative(f"pooling_{penalty}_margin", "the distance the penalty asks for"),
+                _within(f"pooling_{penalty}_margin", "number", "the distance the penalty asks for"),
                 f"The margin (threshold lambda) of generalized pooling's {penalty} penalty: pairs of heads "
                 "farther apart than it cost nothing.",
                 poolings=("generalized",),

@@ -203,12 +203,19 @@ class MaskOnceCollator(DataCollatorForLanguageModeling):
         """The next batch is the run's `batches`-th (0-based), as after that many training batches."""
         self.batches = batches
 
+    def use_generator(self, seed):
+        """Masks with a generator of `seed`, made in this process and marked as this process's own
+        (`_generator_pid`): transformers 5.24 and later replace a generator marked as another process's, or not
+        marked, with one of the collator's `seed` alone."""
+        self.generator = self.get_generator(seed)
+        self._generator_pid = os.getpid()
+
     def torch_call(self, examples):
         if "labels" not in examples[0]:
             if self.seed is not None:
                 worker = torch.utils.data.get_worker_info()
                 key = (self.seed, self.batches, -1 if worker is None else worker.id)
-                self.generator = self.get_generator(hash(key) & (2**63 - 1))
+                self.use_generator(hash(key) & (2**63 - 1))
                 self.batches += 1
             return super().torch_call(examples)
         labels = [example["labels"] for example in examples]

@@ -1,14 +1,19 @@
-"""Runs a training script until a chosen point, then waits there: the kill-and-resume tests start it with the
-script's own command line (alone, or in each process of torchrun), kill or signal it once `marker` exists, and
-resume with the plain script.
+"""Runs a training script until a chosen point, then waits there or signals itself: the kill-and-resume tests start
+it with the script's own command line (alone, or in each process of torchrun), kill or signal it once `marker`
+exists, and resume with the plain script.
 
-    python tests/interrupted.py <marker> <step|checkpoint|signal>[@<rank>] <global_step> scripts/run_glue.py ...
+    python tests/interrupted.py <marker> <point>[@<rank>] <global_step> scripts/run_glue.py ...
 
 - `step`: inside training step `global_step + 1`, gradients computed, the optimizer not yet stepped; waits to be
   killed;
 - `checkpoint`: while checkpoint-<global_step> is being written, after its weights and optimizer and before its
   RNG state and trainer_state.json, leaving the folder half-written; waits to be killed;
-- `signal`: where `step` stops, waits for a SIGTERM or SIGUSR1, then carries on (the script's own handlers see it).
+- `signal`: where `step` stops, waits for a SIGTERM or SIGUSR1, then carries on (the script's own handlers see it);
+- `sigterm`: where `step` stops, sends itself a SIGTERM and carries on;
+- `sigterm-in-evaluation`: as the evaluation at `global_step` inside training starts, sends itself a SIGTERM and
+  carries on.
+
+The tests that run a script in their own process replace the same method (`stopping`) for the run.
 
 With `@<rank>`, only the process of that rank (torchrun's RANK) stops; the others run on until they wait for it.
 The marker holds the process id of the process that stopped.
@@ -53,10 +58,17 @@ def wait_for_a_signal(marker):
         signal.signal(signum, handler)
 
 
-def stop_at(point, global_step, marker):
-    if point in ("step", "signal"):
+def signal_itself(marker):
+    reach(marker)
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
+def stopping(point, global_step, marker):
+    """(the name of the `Trainer` method that reaches `point`, its replacement that stops there after
+    `global_step`)."""
+    if point in ("step", "signal", "sigterm"):
         training_step = Trainer.training_step
-        wait = wait_to_be_killed if point == "step" else wait_for_a_signal
+        wait = {"step": wait_to_be_killed, "signal": wait_for_a_signal, "sigterm": signal_itself}[point]
 
         def stopping_training_step(self, *args, **kwargs):
             loss = training_step(self, *args, **kwargs)
@@ -64,8 +76,8 @@ def stop_at(point, global_step, marker):
                 wait(marker)
             return loss
 
-        Trainer.training_step = stopping_training_step
-    elif point == "checkpoint":
+        return "training_step", stopping_training_step
+    if point == "checkpoint":
         save_rng_state = Trainer._save_rng_state
 
         def stopping_save_rng_state(self, output_dir):
@@ -73,15 +85,23 @@ def stop_at(point, global_step, marker):
                 wait_to_be_killed(marker)
             return save_rng_state(self, output_dir)
 
-        Trainer._save_rng_state = stopping_save_rng_state
-    else:
-        raise SystemExit(f"unknown stopping point {point!r}: step, checkpoint or signal")
+        return "_save_rng_state", stopping_save_rng_state
+    if point == "sigterm-in-evaluation":
+        evaluate = Trainer.evaluate
+
+        def signalled_evaluate(self, *args, **kwargs):
+            if self.is_in_train and self.state.global_step == global_step:
+                signal_itself(marker)
+            return evaluate(self, *args, **kwargs)
+
+        return "evaluate", signalled_evaluate
+    raise SystemExit(f"unknown stopping point {point!r}: step, checkpoint, signal, sigterm or sigterm-in-evaluation")
 
 
 if __name__ == "__main__":
     marker, where, global_step, script, *args = sys.argv[1:]
     point, _, rank = where.partition("@")
     if not rank or rank == os.environ.get("RANK", "0"):
-        stop_at(point, int(global_step), marker)
+        setattr(Trainer, *stopping(point, int(global_step), marker))
     sys.argv = [script, *args]
     runpy.run_path(script, run_name="__main__")

@@ -26,7 +26,7 @@ def test_an_arm_is_its_variant_and_its_checked_options_in_one_name():
     [
         ("local", "the variant must be one of none, global, deep, deep_global; got 'local'"),
         ("deep:gate_bias=0", "'gate_bias' is not a context option; those are context_type, "),
-        ("deep:gate_bias_init=low", "`gate_bias_init` must be a finite number (a logit); got 'low'"),
+        ("deep:gate_bias_init=low", "`gate_bias_init` must be a number in [-20, 20] (a logit); got 'low'"),
         ("deep:gate_per_head=1", "`gate_per_head` must be True or False; got 1"),
         ("deep:context_rank=4,context_rank=8", "sets 'context_rank' twice"),
         (
@@ -64,4 +64,4 @@ def test_both_sweeps_take_arms_and_refuse_a_bad_one(capsys):
     ):
         with pytest.raises(SystemExit):
             sweep.parse_args([*required, "--output_dir", "o", "--arms", "none", "deep:gate_bias_init=x"])
-        assert "arm 'deep:gate_bias_init=x': `gate_bias_init` must be a finite number" in capsys.readouterr().err
+        assert "arm 'deep:gate_bias_init=x': `gate_bias_init` must be a number in [-20, 20]" in capsys.readouterr().err

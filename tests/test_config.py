@@ -3,6 +3,8 @@ a loaded config.json; and a saved config carries the auto_map for all seven auto
 
 import dataclasses
 import json
+import math
+import re
 import types
 import typing
 
@@ -10,10 +12,10 @@ import pytest
 import transformers
 from transformers import AutoConfig, BertConfig, BertModel
 
-from casan_hf import CasanConfig, CasanForSequenceClassification, CasanModel
+from casan_hf import FAMILY_CONFIGS, CasanConfig, CasanForSequenceClassification, CasanMarianConfig, CasanModel
 from casan_hf.cli import CasanArguments, PositiveInt
 from casan_hf.families import FAMILIES, get_family
-from casan_hf.options import OPTION_CHECKS, OPTION_GROUPS, OPTIONS, option_names
+from casan_hf.options import BOUNDS, OPTION_CHECKS, OPTION_GROUPS, OPTIONS, bounds_text, option_names
 
 
 AUTO_MAP = get_family("bert").auto_map()
@@ -127,6 +129,39 @@ def test_bad_config_json_is_rejected(tmp_path, name, value, named):
         AutoConfig.from_pretrained(tmp_path)
     with pytest.raises(ValueError, match=named):
         CasanForSequenceClassification.from_pretrained(tmp_path)
+
+
+def beyond_bounds(name):
+    """Values just outside `name`'s range, and one far outside it (what a mistyped config.json gives)."""
+    low, high = BOUNDS[name]
+    if isinstance(low, int):
+        return [low - 1, high + 1, 10**12]
+    return [math.nextafter(low, -math.inf), math.nextafter(high, math.inf), 1e308]
+
+
+@pytest.mark.parametrize("name", BOUNDS)
+def test_numeric_options_are_bounded_on_every_path_and_the_error_states_the_bound(name, tmp_path):
+    """Each numeric option's range (`options.BOUNDS`), its ends taken: beyond it, the constructor of every family's
+    config (the translation model's for the context options), `from_pretrained` keyword arguments, a loaded
+    config.json and the scripts' flags refuse the value, naming the option and its range."""
+    low, high = BOUNDS[name]
+    assert getattr(CasanConfig(**{name: low}), name) == low and getattr(CasanConfig(**{name: high}), name) == high
+    config_classes = [*FAMILY_CONFIGS.values(), *([CasanMarianConfig] if name in option_names("context") else [])]
+    CasanConfig(**TINY).save_pretrained(tmp_path)
+    saved = json.loads((tmp_path / "config.json").read_text())
+    stated = f"`{name}` must be "
+    for value in beyond_bounds(name):
+        paths = [lambda value=value, config_class=config_class: config_class(**{name: value})
+                 for config_class in config_classes]  # fmt: skip
+        paths.append(lambda value=value: CasanConfig.from_pretrained(tmp_path, **{name: value}))
+        paths.append(lambda value=value: CasanArguments(**{name: value}))
+        for path in paths:
+            with pytest.raises(ValueError, match=re.escape(stated)) as error:
+                path()
+            assert bounds_text(name) in str(error.value)
+        (tmp_path / "config.json").write_text(json.dumps({**saved, name: value}))
+        with pytest.raises(ValueError, match=re.escape(stated)):
+            AutoConfig.from_pretrained(tmp_path)
 
 
 def test_decoder_configs_are_refused():

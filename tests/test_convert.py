@@ -140,7 +140,10 @@ def test_pooling_options_reach_the_classifier(convert_main, tiny_bert, tmp_path)
             ["--num_labels", "3"],
             "--num_labels needs --head sequence-classification or token-classification, not 'base'",
         ),
-        (["--gate", "fixed", "--fixed_gate", "1.5"], "`fixed_gate` must be a number in [0, 1]; got 1.5"),
+        (
+            ["--gate", "fixed", "--fixed_gate", "1.5"],
+            "`fixed_gate` must be a number in [0, 1] (a mixing weight); got 1.5",
+        ),
         (
             ["--classifier_pooling", "structured"],
             "--classifier_pooling needs --head sequence-classification or multiple-choice, not 'base'",
@@ -155,7 +158,7 @@ def test_pooling_options_reach_the_classifier(convert_main, tiny_bert, tmp_path)
         ),
         (
             ["--head", "sequence-classification", "--pooling_penalty", "-1"],
-            "`pooling_penalty` must be a finite number >= 0",
+            "`pooling_penalty` must be a number in [0, 1000]",
         ),
         (["--context-type", "global"], "unrecognized arguments: --context-type global"),
     ],

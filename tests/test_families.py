@@ -138,26 +138,33 @@ def test_converter_writes_a_modernbert_folder(sources, tmp_path, capsys):
     assert model.decoder.weight is model.model.embeddings.tok_embeddings.weight
 
 
-def empty_batch_model(family, context_type):
-    """A tiny model of `family` (or the translation model, "marian"), and the empty batch it is given."""
+def empty_input_model(family, context_type, shape):
+    """A tiny model of `family` (or the translation model, "marian"), and input ids of `shape` for it."""
+    input_ids = torch.zeros(shape, dtype=torch.long)
     if family == "marian":
         model = CasanMarianMTModel(CasanMarianConfig(**TINY_MARIAN, context_type=context_type))
-        return model, {"input_ids": torch.zeros(0, 6, dtype=torch.long), "decoder_input_ids": torch.zeros(0, 3)}
-    return casan_class(family, "base")(tiny_config(family, context_type=context_type)), {
-        "input_ids": torch.zeros(0, 6, dtype=torch.long)
-    }
+        return model, {"input_ids": input_ids, "decoder_input_ids": torch.zeros(shape[0], 3, dtype=torch.long)}
+    return casan_class(family, "base")(tiny_config(family, context_type=context_type)), {"input_ids": input_ids}
 
 
+# An empty batch, and sentences without a token: what each is refused with.
+EMPTY_INPUTS = {
+    (0, 6): r"^The batch is empty: input_ids has shape \(0, 6\), no sentence",
+    (2, 0): r"^The sentences are empty: input_ids has shape \(2, 0\), no token",
+}
+
+
+@pytest.mark.parametrize("shape", EMPTY_INPUTS)
 @pytest.mark.parametrize("context_type", list(CONTEXT_KINDS))
 @pytest.mark.parametrize("family", [*(family.name for family in FAMILIES), "marian"])
-def test_an_empty_batch_is_refused_before_any_work(family, context_type):
-    """Input ids of shape (0, n): one line that says the batch is empty, before the embeddings run (it failed
-    inside the first layer with "cannot reshape tensor of 0 elements")."""
-    model, inputs = empty_batch_model(family, context_type)
+def test_an_empty_batch_or_empty_sentences_are_refused_before_any_work(family, context_type, shape):
+    """Input ids of shape (0, n) or (batch, 0): one line that says what is empty, before the embeddings run (each
+    failed inside a layer with "cannot reshape tensor of 0 elements")."""
+    model, inputs = empty_input_model(family, context_type, shape)
 
     def embedded(*_):
-        raise AssertionError("the empty batch was embedded")
+        raise AssertionError("the empty input was embedded")
 
     model.get_input_embeddings().register_forward_pre_hook(embedded)
-    with pytest.raises(ValueError, match=r"^The batch is empty: input_ids has shape \(0, 6\), no sentence"):
+    with pytest.raises(ValueError, match=EMPTY_INPUTS[shape]):
         model(**inputs)

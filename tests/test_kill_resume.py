@@ -3,9 +3,13 @@ after a checkpoint (inside the next training step, or while the next checkpoint 
 SIGTERM or SIGUSR1 (a checkpoint of the step the signal came in, exit code 75), resumed with the same command, end
 with the weights, metrics, GateMonitor log, optimizer state and the context learning rate's param groups of an
 uninterrupted run of the same seed, bit for bit on the CPU. The same faults in turn in one run of two gloo
-processes under torchrun: a rank killed, the whole job killed while it writes a checkpoint, a rank signalled."""
+processes under torchrun: a rank killed, the whole job killed while it writes a checkpoint, a rank signalled. And
+run_glue, in this process, signalled under each of Trainer's save options (best with save_total_limit 1 and
+load_best_model_at_end, no, epoch), in a step, the last step and the last evaluation: the checkpoint each stop names
+exists, the next run resumes from it, and the last run ends as the unbroken one."""
 
 import contextlib
+import logging
 import os
 import signal
 import subprocess
@@ -15,9 +19,12 @@ import time
 import psutil
 import pytest
 import torch
+from conftest import load_script
 from glue_helpers import TINY_RUN, make_tiny_bert, read_json
+from interrupted import stopping
 from safetensors.torch import load_file
 from test_shared_folder import pickled_files
+from transformers import Trainer
 
 from casan_hf.cli.resume import checkpoint_problem
 from casan_hf.training import PREEMPTED_EXIT_CODE
@@ -96,15 +103,21 @@ def steady(record):
     return {name: value for name, value in record.items() if not name.endswith(CLOCK)}
 
 
-def final_state(output_dir, last_checkpoint):
-    """What a finished run leaves that must not depend on an interruption."""
-    optimizer = torch.load(output_dir / last_checkpoint / "optimizer.pt", weights_only=True)
+def final_state(output_dir, last_checkpoint=None):
+    """What a finished run leaves that must not depend on an interruption (with the optimizer and scheduler of its
+    `last_checkpoint`, where it names one)."""
     state = read_json(output_dir / "trainer_state.json")
-    return {
+    final = {
         "weights": load_file(output_dir / "model.safetensors"),
         "log_history": [steady(record) for record in state["log_history"]],
         "global_step": state["global_step"],
         "eval_results": steady(read_json(output_dir / "eval_results.json")),
+    }
+    if last_checkpoint is None:
+        return final
+    optimizer = torch.load(output_dir / last_checkpoint / "optimizer.pt", weights_only=True)
+    return {
+        **final,
         "param_groups": optimizer["param_groups"],
         "optimizer_state": optimizer["state"],
         "scheduler": torch.load(output_dir / last_checkpoint / "scheduler.pt", weights_only=True),
@@ -112,13 +125,14 @@ def final_state(output_dir, last_checkpoint):
 
 
 def assert_same_run(resumed, uninterrupted):
+    """Every part of `resumed` (a `final_state`) equal to the uninterrupted run's."""
     assert resumed["weights"].keys() == uninterrupted["weights"].keys()
     for name, tensor in uninterrupted["weights"].items():
         assert torch.equal(resumed["weights"][name], tensor), name
-    for name, state in uninterrupted["optimizer_state"].items():
+    for name, state in resumed.get("optimizer_state", {}).items():
         for key, tensor in state.items():
-            assert torch.equal(resumed["optimizer_state"][name][key], tensor), (name, key)
-    for name in ("log_history", "global_step", "eval_results", "param_groups", "scheduler"):
+            assert torch.equal(uninterrupted["optimizer_state"][name][key], tensor), (name, key)
+    for name in resumed.keys() - {"weights", "optimizer_state"}:
         assert resumed[name] == uninterrupted[name], name
 
 
@@ -243,6 +257,145 @@ def test_a_signal_saves_the_step_it_came_in_and_the_same_command_continues(
     assert "Resuming training from checkpoint with epoch 0 and global step 3" in resumed.stdout + resumed.stderr
     state = final_state(output_dir, "checkpoint-6")
     assert_same_run(train_loss_free(state), train_loss_free(uninterrupted(name)))
+
+
+# --- preemption under Trainer's save options: run_glue in this process, SIGTERM sent from a step or an evaluation ---
+
+# Each entry: the options (on top of `command`'s), and where the runs after the unbroken one are signalled in turn
+# (tests/interrupted.py's points), each run by the same command, the last one left to end.
+# - "best": --save_strategy best saves a new best only, and --save_total_limit 1 with --load_best_model_at_end
+#   deletes every checkpoint but the best at the end of training. At a learning rate of 1e-2 the evaluation loss
+#   rises from step 2 on, which stays the best (asserted), so that neither would keep the checkpoints of steps 4, 5
+#   and 6. Signalled inside step 4 (whose evaluation is no new best), step 5, and the evaluation of step 6, the last.
+# - "no": --save_strategy no, no checkpoint but the signal's; signalled inside step 3.
+# - "epoch": --save_strategy epoch with epochs of four steps, signalled inside step 4 (which ends the first) and
+#   step 6, the last (inside the second: max_steps is not a whole number of epochs).
+SAVE_OPTIONS = {
+    "best": (
+        ["--save_strategy", "best", "--metric_for_best_model", "loss", "--load_best_model_at_end",
+         "--save_total_limit", "1", "--learning_rate", "1e-2", "--context_learning_rate", "1e-2"],
+        [("sigterm", 3), ("sigterm", 4), ("sigterm-in-evaluation", 6)],
+    ),
+    "no": (["--save_strategy", "no"], [("sigterm", 2)]),
+    "epoch": (["--save_strategy", "epoch", "--eval_strategy", "epoch", "--max_train_samples", "32"],
+              [("sigterm", 3), ("sigterm", 5)]),
+}  # fmt: skip
+
+
+def run_here(module, command, marker, stop=None):
+    """`command`'s script run in this process (its `main()`), with `stop` = (point, global_step) reached as
+    tests/interrupted.py reaches it: its exit code and what casan_hf and transformers logged."""
+    messages = []
+    collect = logging.Handler()
+    collect.emit = lambda record: messages.append(record.getMessage())
+    loggers = [logging.getLogger(name) for name in ("casan_hf", "transformers")]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sys, "argv", list(map(str, command[1:])))
+        if stop is not None:
+            patch.setattr(Trainer, *stopping(*stop, marker))
+        for logger in loggers:
+            logger.addHandler(collect)
+        try:
+            module.main()
+            exit_code = 0
+        except SystemExit as exit:
+            exit_code = exit.code
+        finally:
+            for logger in loggers:
+                logger.removeHandler(collect)
+    return exit_code, "\n".join(messages)
+
+
+def checkpoints(output_dir):
+    return sorted(path.name for path in output_dir.glob("checkpoint-*"))
+
+
+@pytest.fixture(scope="module")
+def save_option_runs(tmp_path_factory, commands):
+    """For an entry of `SAVE_OPTIONS`: the unbroken run's final state and trainer state; each signalled run's exit
+    code, log and checkpoints; the last run's log and final state."""
+    module = load_script("run_glue")
+    finished = {}
+
+    def runs(name):
+        if name not in finished:
+            options, stops = SAVE_OPTIONS[name]
+            cwd = tmp_path_factory.mktemp(f"save_{name}")
+            unbroken, output_dir = cwd / "unbroken", cwd / "out"
+            assert run_here(module, [*commands("run_glue", unbroken), *options], cwd / "reached")[0] == 0
+            command = [*commands("run_glue", output_dir), *options]
+            signalled = []
+            for stop in stops:
+                exit_code, log = run_here(module, command, cwd / "reached", stop)
+                signalled.append({"exit_code": exit_code, "log": log, "checkpoints": checkpoints(output_dir)})
+            exit_code, log = run_here(module, command, cwd / "reached")
+            assert exit_code == 0, log[-4000:]
+            finished[name] = {
+                "unbroken": final_state(unbroken),
+                "unbroken_state": read_json(unbroken / "trainer_state.json"),
+                "signalled": signalled,
+                "output_dir": output_dir,
+                "last_log": log,
+                "resumed": final_state(output_dir),
+            }
+        return finished[name]
+
+    return runs
+
+
+def assert_stopped_at(signalled, output_dir, step):
+    assert signalled["exit_code"] == PREEMPTED_EXIT_CODE, signalled["log"][-4000:]
+    assert f"Stopped at step {step} and saved {output_dir}/checkpoint-{step}: run the same command" in signalled["log"]
+    assert f"checkpoint-{step}" in signalled["checkpoints"]
+
+
+def test_save_strategy_best_keeps_the_step_a_signal_came_in_without_a_new_best(save_option_runs):
+    runs = save_option_runs("best")
+    assert runs["unbroken_state"]["best_global_step"] == 2  # the premise: steps 4 and 6 make no new best
+    assert_stopped_at(runs["signalled"][0], runs["output_dir"], 4)
+
+
+def test_save_total_limit_1_with_the_best_model_keeps_the_signal_checkpoint_for_the_resume(save_option_runs):
+    """Trainer's end of training would delete every checkpoint but the best (step 2); the stopped run skips it."""
+    runs = save_option_runs("best")
+    signalled = runs["signalled"][1]
+    assert_stopped_at(signalled, runs["output_dir"], 5)
+    assert signalled["checkpoints"] == ["checkpoint-2", "checkpoint-5"]
+    assert "Resuming training from checkpoint with epoch 0 and global step 5" in runs["signalled"][2]["log"]
+
+
+def test_a_signal_in_the_last_evaluation_saves_the_last_step_and_the_resume_adds_no_step(save_option_runs):
+    runs = save_option_runs("best")
+    signalled = runs["signalled"][2]
+    assert "Process 0: received SIGTERM; saving step 6 and stopping." in signalled["log"]
+    assert_stopped_at(signalled, runs["output_dir"], 6)
+    assert "Resuming training from checkpoint with epoch 0 and global step 6" in runs["last_log"]
+    assert runs["resumed"]["global_step"] == 6
+
+
+def test_save_strategy_no_keeps_the_signal_checkpoint(save_option_runs):
+    runs = save_option_runs("no")
+    assert_stopped_at(runs["signalled"][0], runs["output_dir"], 3)
+    assert runs["signalled"][0]["checkpoints"] == ["checkpoint-3"]
+
+
+def test_save_strategy_epoch_keeps_an_epoch_end_and_a_signal_in_the_last_step_adds_no_step(save_option_runs):
+    """Step 4 ends the first epoch: its checkpoint holds the end-of-epoch evaluation. Step 6 is the last, inside
+    the second epoch: the resume from its checkpoint trains no step 7 and evaluates that epoch's end once."""
+    runs = save_option_runs("epoch")
+    first, last = runs["signalled"]
+    assert_stopped_at(first, runs["output_dir"], 4)
+    state = read_json(runs["output_dir"] / "checkpoint-4" / "trainer_state.json")
+    assert [record["step"] for record in state["log_history"] if "eval_loss" in record] == [4]
+    assert_stopped_at(last, runs["output_dir"], 6)
+    assert "Resuming training from checkpoint with epoch 1 and global step 6" in runs["last_log"]
+    assert runs["resumed"]["global_step"] == 6
+
+
+@pytest.mark.parametrize("name", SAVE_OPTIONS)
+def test_a_run_signalled_under_any_save_options_resumes_to_the_unbroken_run(name, save_option_runs):
+    runs = save_option_runs(name)
+    assert_same_run(train_loss_free(runs["resumed"]), train_loss_free(runs["unbroken"]))
 
 
 def test_a_checkpoint_without_one_process_rng_state_is_incomplete_for_a_run_of_several(tmp_path):

@@ -2,7 +2,8 @@
 rank, gate, pooling) and random batches (lengths, padding side, all-padding rows, a batch of one, a sequence of one
 token). Padding never changes a real token or a sentence's output; `none` is the family's transformers model; a
 save and load gives the same model; eager equals sdpa; fp32 equals fp64 within tolerance; bf16 stays finite. Any
-JSON value of any CASAN option in a saved config.json is refused naming the option, or loads a working model.
+JSON value of any CASAN option in a saved classifier's config.json, of any family, is refused naming the option, or
+loads a working model whose loss, labels given, is finite.
 
 CI runs the derandomized `ci` profile (a fixed example count, the same examples every run); the `long` profile
 draws many more, new ones each time: `pytest tests/test_properties.py --hypothesis-profile long` (docs/ROBUSTNESS.md).
@@ -208,8 +209,9 @@ def test_fp32_is_fp64_within_tolerance_and_bf16_is_finite(config, batch):
 
 # --- config.json: every value of every option, whatever its JSON type --------------------------------------------
 
-# Any JSON value, nested: sizes stay small (a pooling of 10**9 hops is a valid config that no test machine builds).
-JSON_SCALARS = st.none() | st.booleans() | st.integers(-1000, 1000) | st.floats() | st.text(max_size=12)
+# Any JSON value, nested, integers and floats of any size (a size beyond its bound, `options.BOUNDS`, is refused
+# before anything is built).
+JSON_SCALARS = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=12)
 JSON_VALUES = st.recursive(
     JSON_SCALARS, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3)
 )
@@ -236,31 +238,43 @@ def valid_alone(option, value):
 
 @pytest.fixture(scope="module")
 def saved_classifiers(tmp_path_factory):
-    """A saved tiny CASAN classifier for each sentence vector (each pooling has options of its own)."""
+    """A saved tiny CASAN classifier of a family for a sentence vector (each pooling has options of its own), made
+    when first asked for."""
     folders = {}
-    for pooling in CLASSIFIER_POOLINGS:
-        folders[pooling] = tmp_path_factory.mktemp(pooling)
-        options = dict(context_type="deep_global", classifier_pooling=pooling, pooling_hops=2, pooling_hidden=8)
-        build("bert", "sequence-classification", {**options, "num_labels": 3}).save_pretrained(folders[pooling])
-    return folders
+
+    def folder(family, pooling):
+        if (family, pooling) not in folders:
+            folders[family, pooling] = tmp_path_factory.mktemp(f"{family}-{pooling}")
+            options = dict(context_type="deep_global", classifier_pooling=pooling, pooling_hops=2, pooling_hidden=8)
+            model = build(family, "sequence-classification", {**options, "num_labels": 3})
+            model.save_pretrained(folders[family, pooling])
+        return folders[family, pooling]
+
+    return folder
 
 
 @pytest.mark.parametrize("option", OPTIONS, ids=lambda option: option.name)
 @settings(max_examples=max(1, settings.default.max_examples // 16))  # a few values for each of the 22 options
-@given(data=st.data(), pooling=st.sampled_from(CLASSIFIER_POOLINGS), batch=batches())
+@given(
+    data=st.data(),
+    family=st.sampled_from(FAMILY_NAMES),
+    pooling=st.sampled_from(CLASSIFIER_POOLINGS),
+    batch=batches(),
+)
 def test_any_config_json_value_is_refused_by_name_or_loads_a_working_model(
-    option, data, pooling, batch, saved_classifiers, tmp_path_factory
+    option, data, family, pooling, batch, saved_classifiers, tmp_path_factory
 ):
-    """One option of a saved classifier's config.json set to any JSON value: loading it with `from_pretrained`
-    either refuses it with a ValueError that names the option (and, where the value is not one of an option's
-    choices, all of them), or gives a model whose outputs are finite and survive a save and a load."""
+    """One option of a saved classifier's config.json (any family's config class) set to any JSON value: loading
+    it with `from_pretrained` either refuses it with a ValueError that names the option (and, where the value is not
+    one of an option's choices, all of them), or gives a model whose outputs and loss (labels given, so that the
+    pooling's penalties join it) are finite and survive a save and a load."""
     value = data.draw(option_values(option), label="value")
     folder = tmp_path_factory.mktemp("edited")
-    for source in saved_classifiers[pooling].iterdir():
+    for source in saved_classifiers(family, pooling).iterdir():
         (folder / source.name).write_bytes(source.read_bytes())
     config = json.loads((folder / "config.json").read_text())
     (folder / "config.json").write_text(json.dumps({**config, option.name: value}))
-    model_class = casan_class("bert", "sequence-classification")
+    model_class = casan_class(family, "sequence-classification")
     try:
         model = model_class.from_pretrained(folder).eval()
     except ValueError as error:
@@ -268,7 +282,8 @@ def test_any_config_json_value_is_refused_by_name_or_loads_a_working_model(
         if not valid_alone(option, value):  # refused for the value itself: what is allowed is said
             assert all(repr(choice) in str(error) for choice in option.choices or ()), str(error)
         return
-    inputs = model_inputs("bert", batch[0], batch[1], model.config.pad_token_id)
+    inputs = model_inputs(family, batch[0], batch[1], model.config.pad_token_id)
+    inputs["labels"] = torch.arange(len(batch[2])) % model.config.num_labels
     outputs = run(model, inputs)
     assert all(torch.isfinite(output).all() for output in outputs.values()), (option.name, value)
     model.save_pretrained(folder / "again")

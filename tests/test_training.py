@@ -95,16 +95,16 @@ def test_memory_is_pinned_only_with_an_accelerator(monkeypatch):
         assert args.dataloader_pin_memory is available
 
 
-@pytest.mark.parametrize("epoch, cut_short", [(1.5, True), (2.0, False)])
+@pytest.mark.parametrize("epoch, max_steps, cut_short", [(1.5, 20, True), (2.0, 20, False), (1.5, 7, False)])
 def test_a_signal_stops_training_at_the_end_of_its_step_and_an_epoch_cut_short_ends_when_resumed(
-    tmp_path, epoch, cut_short
+    tmp_path, epoch, max_steps, cut_short
 ):
     """The signal is only noted; the end of the step asks Trainer to save and stop. An epoch cut short by it has
-    no end-of-epoch evaluation, log or save (the resumed run ends it); an epoch ended by the same step keeps them.
-    The handlers found are back afterwards."""
+    no end-of-epoch evaluation, log or save (the resumed run ends it); an epoch ended by the same step keeps them,
+    as does the last step's epoch. The handlers found are back afterwards."""
     trainer = trainer_for(tmp_path, None)
     stop = SaveAndStopOnSignal(trainer.accelerator)
-    state, control = TrainerState(global_step=7, epoch=epoch), TrainerControl()
+    state, control = TrainerState(global_step=7, epoch=epoch, max_steps=max_steps), TrainerControl()
     found = signal.getsignal(signal.SIGUSR1)
     with stop.noting_signals():
         os.kill(os.getpid(), signal.SIGUSR1)

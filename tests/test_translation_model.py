@@ -42,6 +42,8 @@ MARIAN_CODE_FILES = {
     "options.py",
     "families.py",
     "compat.py",
+    "modeling_casan.py",
+    "pooling.py",
 }
 
 

@@ -32,7 +32,7 @@ _DEFAULTS = option_defaults()
 def option_flag(name):
     """The field of option `name`: None by default, with its row's help and choices."""
     option = _ROWS[name]
-    metadata = {"help": f"{option.help} Not given: a CASAN checkpoint's own value, else {_DEFAULTS[name]!r}."}
+    metadata = {"help": f"{option.documentation} Not given: a CASAN checkpoint's own value, else {_DEFAULTS[name]!r}."}
     if option.choices is not None:
         metadata["choices"] = option.choices
     return dataclasses.field(default=None, metadata=metadata)

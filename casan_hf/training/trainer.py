@@ -12,7 +12,7 @@ from pathlib import Path
 
 from transformers import Seq2SeqTrainer, Trainer, TrainerCallback
 from transformers.trainer import TRAINER_STATE_NAME, TrainerState
-from transformers.trainer_utils import get_last_checkpoint
+from transformers.trainer_utils import TrainOutput, get_last_checkpoint
 from transformers.utils import CONFIG_NAME
 
 from ..context import is_casan_parameter
@@ -111,6 +111,22 @@ class Unfreeze(TrainerCallback):
                 parameter.requires_grad_(True)
 
 
+class EndWhenResumedAtTheLastStep(TrainerCallback):
+    """A run resumed from the checkpoint of its last step (`max_steps`) has only the end of training left: that
+    checkpoint was saved after the step's evaluation and its epoch's end. Trainer would go on into that epoch when
+    `max_steps` is not a whole number of epochs: `CasanTrainer` draws no batch past the last step
+    (`get_batch_samples`), and this callback cancels the end of that epoch (its evaluation, log and save)."""
+
+    resumed_at_the_end = False
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.resumed_at_the_end = state.global_step >= state.max_steps
+
+    def on_epoch_end(self, args, state, control, **kwargs):
+        if self.resumed_at_the_end:
+            control.should_evaluate = control.should_log = control.should_save = False
+
+
 class CasanTrainer(Trainer):
     """A `Trainer` for CASAN runs.
 
@@ -123,6 +139,10 @@ class CasanTrainer(Trainer):
       resumed run the uninterrupted one's batches. (Randomness drawn from one stream cannot be resumed exactly:
       the dataloader draws a batch ahead of training, and Trainer restores the global RNG only after it has drawn
       the first batch after the resume.)
+    - `preemption`: a `preemption.SaveAndStopOnSignal` among its callbacks, which `train_and_save` lets note the
+      cluster's signals: a signalled run saves the checkpoint of its step and ends `train()` there, without
+      Trainer's end of training. A run resumed from the checkpoint of its last step trains no further
+      (`EndWhenResumedAtTheLastStep`).
     - `card_kwargs`: the model card is casan_hf's (`render_card`: `hub.render_model_card`, or
       `hub.render_translation_card` for `CasanSeq2SeqTrainer`), with the scores of `card_eval_metrics` and the gates
       of `gate_monitor`, which is also a callback of the run.
@@ -159,6 +179,9 @@ class CasanTrainer(Trainer):
         self.card_kwargs = card_kwargs
         self.card_eval_metrics = {}
         self.gate_monitor = gate_monitor
+        self.preemption = SaveAndStopOnSignal(self.accelerator)
+        for callback in (EndWhenResumedAtTheLastStep(), self.preemption):
+            self.add_callback(callback)
 
     def create_optimizer(self, model=None):
         for parameter in self.frozen:  # in the optimizer, without gradients until they are let go
@@ -173,6 +196,22 @@ class CasanTrainer(Trainer):
                 optimizer, self.model if model is None else model, self.context_learning_rate
             )
         return optimizer
+
+    def get_batch_samples(self, epoch_iterator, num_batches, device):
+        """No batch past the last step: a run resumed from the checkpoint of its last step trains no further."""
+        if self.state.global_step >= self.state.max_steps:
+            return [], None
+        return super().get_batch_samples(epoch_iterator, num_batches, device)
+
+    def _finalize_training(self, trial, *args, **kwargs):
+        """Trainer's end of training, unless a signal stopped the run (`preemption`): then the checkpoint of its step
+        is saved if it does not hold everything done at that step, and the end (the best model loaded, every
+        checkpoint but the best deleted under `save_total_limit=1`) is left to the resumed run."""
+        if not self.preemption.stop_at_the_end(self.args, self.state):
+            return super()._finalize_training(trial, *args, **kwargs)
+        if not self.preemption.is_saved(self.state):
+            self._save_checkpoint(self.model_wrapped, trial)
+        return TrainOutput(self.state.global_step, None, {})
 
     def train(self, resume_from_checkpoint=None, *args, **kwargs):
         if resume_from_checkpoint is True:
@@ -235,11 +274,9 @@ def train_and_save(trainer, checkpoint, train_samples):
     With `--push_to_hub` the model is saved by the push at the end of the run, once the card holds the scores
     (`save_model` would push too). A SIGTERM or SIGUSR1 while it trains saves a checkpoint at the end of that step
     and exits with `preemption.PREEMPTED_EXIT_CODE` (`preemption.SaveAndStopOnSignal`)."""
-    stop = SaveAndStopOnSignal(trainer.accelerator)
-    trainer.add_callback(stop)
-    with stop.noting_signals():
+    with trainer.preemption.noting_signals():
         train_result = trainer.train(resume_from_checkpoint=checkpoint)
-    exit_if_preempted(trainer, stop)
+    exit_if_preempted(trainer)
     if not trainer.args.push_to_hub:
         trainer.save_model()  # weights, config with auto_map, code files, tokenizer, training_args.bin
     metrics = {**train_result.metrics, "train_samples": train_samples}
