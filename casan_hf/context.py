@@ -155,17 +155,22 @@ class ContextPlan:
 
 
 def check_encoder_inputs(input_ids, inputs_embeds, attention_mask):
-    """A context-aware encoder takes exactly one of `input_ids` and `inputs_embeds`, of at least one sentence (an
-    empty batch failed deep inside a layer, "cannot reshape tensor of 0 elements", as in transformers' BERT), and
-    its attention mask as the 2D 0/1 mask of the real tokens, which the masked means average over (a 4D mask, or a
-    dict of masks by layer type as transformers' ModernBERT takes, says nothing of that). Every CASAN encoder calls
-    it first, before any work."""
+    """A context-aware encoder takes exactly one of `input_ids` and `inputs_embeds`, of at least one sentence of at
+    least one token (an empty batch or empty sentences failed deep inside a layer, "cannot reshape tensor of 0
+    elements", in every family and context kind, as in transformers' BERT), and its attention mask as the 2D 0/1
+    mask of the real tokens, which the masked means average over (a 4D mask, or a dict of masks by layer type as
+    transformers' ModernBERT takes, says nothing of that). Every CASAN encoder calls it first, before any work."""
     if (input_ids is None) ^ (inputs_embeds is not None):
         raise ValueError("You must specify exactly one of input_ids or inputs_embeds")
     name, inputs = ("input_ids", input_ids) if input_ids is not None else ("inputs_embeds", inputs_embeds)
     if inputs.shape[0] == 0:
         raise ValueError(
             f"The batch is empty: {name} has shape {tuple(inputs.shape)}, no sentence to encode. Pass at least one."
+        )
+    if inputs.shape[1] == 0:
+        raise ValueError(
+            f"The sentences are empty: {name} has shape {tuple(inputs.shape)}, no token to encode. Give each "
+            "sentence at least one token."
         )
     if attention_mask is None or (not isinstance(attention_mask, dict) and attention_mask.dim() == 2):
         return

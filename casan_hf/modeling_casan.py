@@ -416,20 +416,6 @@ def encoder_extras(outputs):
     }
 
 
-def check_sentence_inputs(input_ids, inputs_embeds, attention_mask):
-    """What every CASAN encoder (every family's, the translation model's) checks first, before any work: its inputs
-    (`context.check_encoder_inputs`), and sentences of at least one token. Sentences of none (`input_ids` of shape
-    `(batch, 0)`) failed inside a layer in every family and context kind, with the "cannot reshape a tensor of 0
-    elements" that an empty batch gave."""
-    check_encoder_inputs(input_ids, inputs_embeds, attention_mask)
-    name, inputs = ("input_ids", input_ids) if input_ids is not None else ("inputs_embeds", inputs_embeds)
-    if inputs.shape[1] == 0:
-        raise ValueError(
-            f"The sentences are empty: {name} has shape {tuple(inputs.shape)}, no token to encode. Give each "
-            "sentence at least one token."
-        )
-
-
 # What every family's classes share, written once: the base model's steps around its encoder, and each head's forward
 # (the inputs, the base model, the loss, the output). Each family's classes are written out below and in their
 # family's model file, each over the mixin of its head, and hold only what differs: their modules (`__init__`) and the
@@ -463,7 +449,7 @@ class CasanEncoderMixin:
         inputs_embeds=None,
         **kwargs: Unpack[TransformersKwargs],
     ) -> CasanModelOutput:
-        check_sentence_inputs(input_ids, inputs_embeds, attention_mask)
+        check_encoder_inputs(input_ids, inputs_embeds, attention_mask)
         if token_type_ids is not None and not self.has_token_types:
             raise ValueError(
                 f"The {self.family.name} family has no token types: pass token_type_ids=None (a tokenizer gives "

@@ -34,7 +34,7 @@ from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 from .compat import FullyShardedLoading
 from .configuration_casan import check_saved_weights, checkpoint_config, converted_start
 from .configuration_casan_marian import CasanMarianConfig
-from .context import ContextPlan, run_layers_with_context
+from .context import ContextPlan, check_encoder_inputs, run_layers_with_context
 from .context_mixer import (
     CasanContextMixer,
     CasanOutputGate,
@@ -42,7 +42,6 @@ from .context_mixer import (
     output_gate,
     self_attention_with_context,
 )
-from .modeling_casan import check_sentence_inputs
 
 
 @dataclass
@@ -188,7 +187,7 @@ class CasanMarianEncoder(CasanMarianPreTrainedModel):
     def forward(
         self, input_ids=None, attention_mask=None, inputs_embeds=None, **kwargs: Unpack[TransformersKwargs]
     ) -> CasanMarianEncoderOutput:
-        check_sentence_inputs(input_ids, inputs_embeds, attention_mask)
+        check_encoder_inputs(input_ids, inputs_embeds, attention_mask)
         # The layers make gates only when asked: as transformers' output capture, from the config if not given.
         kwargs.setdefault("output_context_gates", getattr(self.config, "output_context_gates", False))
         if inputs_embeds is None:

@@ -42,8 +42,6 @@ MARIAN_CODE_FILES = {
     "options.py",
     "families.py",
     "compat.py",
-    "modeling_casan.py",
-    "pooling.py",
 }
 
 
