@@ -36,7 +36,7 @@ def kernels_run(device):
 
 @pytest.fixture
 def fused_calls(monkeypatch):
-    """How many times the kernels ran, through `FusedMix` or, where no gradient is asked for, `fused_mix`."""
+    """How many times the kernels ran, through `FusedMix` or, where no gradient is asked for, `mix_kernels`."""
     calls = []
 
     def counted(function):
@@ -47,7 +47,7 @@ def fused_calls(monkeypatch):
         return run
 
     monkeypatch.setattr(FusedMix, "apply", counted(FusedMix.apply))
-    monkeypatch.setattr(context_mixer, "fused_mix", counted(context_mixer.fused_mix))
+    monkeypatch.setattr(context_mixer, "mix_kernels", counted(context_mixer.mix_kernels))
     return calls
 
 
@@ -138,12 +138,13 @@ def kernel_inputs(form, dtype, parameter_dtype, device, batch=2, tokens=TOKENS, 
     return leaves
 
 
-def prepare_arguments(arguments):
-    """`FusedMix`'s arguments from `formula_mix`'s: C U and the states laid out as the kernels read them, and the gates
-    stored."""
-    projected, *parameters_and_settings = arguments[:6]
-    projected, states = prepare(projected, arguments[6:])
-    return projected, *parameters_and_settings, True, *states
+def fused(projected, gate_hidden, gate_context, gate_bias, fixed_gate, heads, *states, function=None):
+    """`FusedMix` (or `function`, of its arguments) called as `formula_mix` is: C U and the states laid out as the
+    kernels read them, the gates stored, and the mixed states one tensor per target."""
+    projected, states, parameters = prepare(projected, states, (gate_hidden, gate_context, gate_bias))
+    second = states[1] if len(states) > 1 else None
+    mixed, gates = (function or FusedMix.apply)(projected, states[0], second, *parameters, fixed_gate, heads, True)
+    return *mixed.unbind(), gates
 
 
 def call(function, leaves, heads, fixed_gate=0.3):
@@ -177,7 +178,7 @@ def test_kernels_equal_the_formulas(case, device):
     leaves = kernel_inputs(form, dtype, parameter_dtype, device)
     leaves_64 = [None if leaf is None else leaf.detach().double().requires_grad_() for leaf in leaves]
     heads = form["heads"]
-    outputs = call(lambda *args: FusedMix.apply(*prepare_arguments(args)), leaves, heads)
+    outputs = call(fused, leaves, heads)
     expected = call(formula_mix, leaves_64, heads)
     if not form["dynamic"]:  # the fixed gate's gates are not the kernel's to write
         outputs, expected = outputs[:-1], expected[:-1]
