@@ -468,27 +468,38 @@ def mix_backward_kernels(
 def _gradients_with_operators(
     mixed_grad, gates_grad, projected, first, second, gate_hidden, gate_context, gate_bias, gates, fixed_gate, heads
 ):  # fmt: skip
-    """`mix_backward_kernels`' gradients from `mix_with_operators` run again and differentiated by autograd: the
-    backward operator's kernel where the fused kernels do not take the tensors (`gates` does not enter them)."""
-    inputs = (projected, first, second, gate_hidden, gate_context, gate_bias)
-    with torch.enable_grad():
-        leaves = [None if tensor is None else tensor.detach().requires_grad_() for tensor in inputs]
-        projected, first, second, gate_hidden, gate_context, gate_bias = leaves
-        states = (first,) if second is None else (first, second)
-        mixed, gate = mix_with_operators(
-            projected, states, gate_hidden, gate_context, gate_bias, fixed_gate, heads, projected.shape[2] != 1
-        )
-        pairs = [(mixed, mixed_grad), (None if gate is None else gate.float(), gates_grad)]
-        outputs, grads = zip(*[(output, grad) for output, grad in pairs if grad is not None], strict=True)
-        present = [leaf for leaf in leaves if leaf is not None]
-        found = torch.autograd.grad(outputs, present, grads, allow_unused=True)
-    found = [torch.zeros_like(leaf) if grad is None else grad for leaf, grad in zip(present, found, strict=True)]
-    projected_grad, *found = found
-    states_grad = torch.stack(found[: len(states)])
-    parameter_grads = found[len(states) :]
-    if not parameter_grads:
-        return states_grad, projected_grad, first.new_empty(0)
-    return states_grad, projected_grad, torch.cat([grad.flatten() for grad in parameter_grads])
+    """`mix_backward_kernels`' gradients written with PyTorch operators, the kernel's formulas on whole tensors in
+    fp32 from the stored gates: the backward operator's kernel where the fused kernels do not take the tensors
+    (`gate_bias` does not enter them)."""
+    states = (first,) if second is None else (first, second)
+    num_targets, batch, n, d = len(states), *first.shape
+    per_head = (num_targets, batch, -1, heads, d // heads)
+    plain = torch.stack(states).float().view(per_head)
+    context = projected.float().view(per_head)  # (T, batch, 1 or n, heads, W)
+    grad = plain.new_zeros(plain.shape) if mixed_grad is None else mixed_grad.float().view(per_head)
+    gate = fixed_gate if gate_hidden is None else gates.unsqueeze(-1)
+    states_grad = grad * (1 - gate)
+    context_grad = grad * gate
+    parameter_grads = first.new_empty(0)
+    if gate_hidden is not None:
+        # d logit = (dX^ . (P - X) + d lam) lam (1 - lam), per gate head
+        gate_grad = (grad * (context - plain)).sum(-1, keepdim=True)
+        if gates_grad is not None:
+            gate_grad = gate_grad + gates_grad.unsqueeze(-1)
+        logit_grad = gate_grad * gate * (1 - gate)
+        vectors = (num_targets, 1, 1, 1, -1)
+        states_grad = states_grad + logit_grad * gate_hidden.float().view(vectors)
+        context_grad = context_grad + logit_grad * gate_context.float().view(vectors)
+        summed = (1, 2, 3)
+        vector_grads = [(logit_grad * tensor).sum(summed).flatten() for tensor in (plain, context)]
+        parameter_grads = torch.cat([*vector_grads, logit_grad.sum((1, 2, 3, 4))]).to(gate_hidden.dtype)
+    if projected.shape[2] == 1:
+        context_grad = context_grad.sum(2, keepdim=True)
+    return (
+        states_grad.view(num_targets, batch, n, d).to(first.dtype),
+        context_grad.view(projected.shape).to(projected.dtype),
+        parameter_grads,
+    )
 
 
 def _setup_context(ctx, inputs, output):
@@ -508,11 +519,16 @@ def _setup_context(ctx, inputs, output):
         ctx.mark_non_differentiable(gates)
 
 
-def _refusing_second_order(grads):
-    """`grads` behind a node that raises `SECOND_ORDER_REFUSAL` when a second-order gradient reaches it (what
-    `torch.autograd.function.once_differentiable` does, with a message that says what to do)."""
-    refusal = torch._C._functions.DelayedError(SECOND_ORDER_REFUSAL, len(grads))
-    return refusal(*[None if grad is None else grad.detach().requires_grad_() for grad in grads])
+def _refusing_second_order(grads, sources):
+    """`grads` behind a node that raises `SECOND_ORDER_REFUSAL` when a second-order gradient reaches it (as
+    `torch.autograd.function.once_differentiable` does, with a message that says what to do). The node also takes
+    the forward's `sources` that require a gradient, so that it sits on every path from the gradients back to them:
+    a second-order gradient with respect to them raises rather than comes back None."""
+    anchors = [tensor for tensor in sources if tensor is not None and tensor.requires_grad]
+    refusal = torch._C._functions.DelayedError(SECOND_ORDER_REFUSAL, len(grads) + len(anchors))
+    return refusal(*[None if grad is None else grad.detach().requires_grad_() for grad in grads], *anchors)[
+        : len(grads)
+    ]
 
 
 def _backward(ctx, mixed_grad, gates_grad, backward):
@@ -520,9 +536,11 @@ def _backward(ctx, mixed_grad, gates_grad, backward):
     order of `FusedMix`'s arguments. Under `create_graph=True` they are computed once, and refuse to be
     differentiated again (`_refusing_second_order`)."""
     saved = ctx.saved_tensors
-    if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (*saved, mixed_grad, gates_grad)):
+    sources = (*saved, mixed_grad, gates_grad)
+    if torch.is_grad_enabled() and any(tensor is not None and tensor.requires_grad for tensor in sources):
         with torch.no_grad():
-            return _refusing_second_order(_backward(ctx, mixed_grad, gates_grad, backward))
+            grads = _backward(ctx, mixed_grad, gates_grad, backward)
+        return _refusing_second_order(grads, sources)
     projected, first, second, gate_hidden, gate_context, gate_bias, gates = saved
     states_grad, projected_grad, parameter_grads = backward(
         None if mixed_grad is None else mixed_grad.contiguous(),
