@@ -22,8 +22,8 @@ from .compat import attention_function, eager_attention_forward, init
 from .context import CONTEXT_TARGETS, context_kind
 from .fused_mixer import (
     FUSED_MIX_OPERATOR,
-    FusedMix,
     _autocast_dtype,
+    fused_mix_apply,
     fused_mix_available,
     mix_kernels,
     mix_with_operators,
@@ -375,17 +375,21 @@ class CasanContextMixer(nn.Module):
     def fused_mix(self, targets, projected, return_gates, compiling):
         """The fused path: the mixed states and the gate `(T, batch, n, heads)` in fp32 (None for the fixed gate),
         written only where they are returned or a gradient needs them. Compiled, through the operator; eager,
-        through `FusedMix` where a gradient will be asked for, else the kernel alone (no autograd's bookkeeping)."""
+        through `FusedMix` (`fused_mix_apply`) where a gradient will be asked for, else the kernel alone (no
+        autograd's bookkeeping)."""
         projected, targets, parameters = prepare(projected, targets, self.parameters_of_gate())
-        tracked = torch.is_grad_enabled() and any(
-            tensor is not None and tensor.requires_grad for tensor in (projected, *parameters, *targets)
-        )
+        tracked = False
+        if torch.is_grad_enabled():  # a loop, not a generator: no Python frame of its own
+            for tensor in (projected, *parameters, *targets):
+                if tensor is not None and tensor.requires_grad:
+                    tracked = True
+                    break
         second = targets[1] if len(targets) > 1 else None
         arguments = (projected, targets[0], second, *parameters, self.fixed_gate, self.gate_heads)
         if compiling:
             mixed, gate = FUSED_MIX_OPERATOR(*arguments, return_gates or tracked)
         elif tracked:
-            mixed, gate = FusedMix.apply(*arguments, True)
+            mixed, gate = fused_mix_apply(*arguments, True)
         else:
             mixed, gate = mix_kernels(*arguments, return_gates)
         return mixed.unbind(), gate if self.dynamic else None

@@ -346,7 +346,9 @@ def _token_major(projected):
 
 @functools.cache
 def _kernel_options(num_targets, heads, d, per_token, target_major):
-    """The constexprs both kernels share, computed once for each form of mixer (the sizes do not enter them)."""
+    """The constexprs both kernels share, computed once for each form of mixer (the sizes do not enter them). The
+    kernels' callers pass `projected.is_contiguous()` as `target_major`: `prepare` leaves C U either contiguous
+    (target by target) or token-major."""
     width = d // heads
     heads_p2, width_p2 = triton.next_power_of_2(heads), triton.next_power_of_2(width)
     return dict(
@@ -361,19 +363,16 @@ def _kernel_options(num_targets, heads, d, per_token, target_major):
     )
 
 
-def _options(projected, states, heads):
-    return _kernel_options(
-        projected.shape[0], heads, states.shape[-1], projected.shape[2] != 1, not _token_major(projected)
-    )
-
-
 def prepare(projected, states, parameters):
     """The tensors the kernels read as they lay them out: the states and the gate's parameters contiguous, C U
     target- or token-major (`_token_major`). Each is returned as it is where it already is."""
     if not (projected.is_contiguous() or _token_major(projected)):
         projected = projected.contiguous()
-    contiguous = [None if tensor is None else tensor.contiguous() for tensor in (*states, *parameters)]
-    return projected, contiguous[: len(states)], contiguous[len(states) :]
+    tensors = [*states, *parameters]
+    for index, tensor in enumerate(tensors):  # a loop, not a comprehension: no Python frame of its own
+        if tensor is not None:
+            tensors[index] = tensor.contiguous()
+    return projected, tensors[: len(states)], tensors[len(states) :]
 
 
 def mix_kernels(
@@ -387,7 +386,7 @@ def mix_kernels(
     store = store_gates and gate_hidden is not None
     mixed = first.new_empty((num_targets, batch, n, d))
     gates = first.new_empty((num_targets, batch, n, heads) if store else (0,), dtype=torch.float32)
-    blocks = triton.cdiv(n, FORWARD_ROWS)
+    blocks = -(-n // FORWARD_ROWS)
     if batch * blocks:
         (kernel or _mix_forward_kernel)[(batch * blocks, num_targets)](
             first,
@@ -405,7 +404,7 @@ def mix_kernels(
             ROWS=FORWARD_ROWS,
             DYNAMIC=gate_hidden is not None,
             STORE_GATES=store,
-            **_options(projected, first, heads),
+            **_kernel_options(num_targets, heads, d, projected.shape[2] != 1, projected.is_contiguous()),
         )
     return mixed, gates
 
@@ -421,9 +420,9 @@ def mix_backward_kernels(
     batch, n, d = first.shape
     num_targets = projected.shape[0]
     dynamic = gate_hidden is not None
-    options = _options(projected, first, heads)
+    options = _kernel_options(num_targets, heads, d, projected.shape[2] != 1, projected.is_contiguous())
     per_token = options["PER_TOKEN"]
-    blocks = triton.cdiv(n, BACKWARD_ROWS)
+    blocks = -(-n // BACKWARD_ROWS)
     states_grad = first.new_empty((num_targets, batch, n, d))
     projected_columns = 0 if per_token else num_targets * d
     columns = projected_columns + (num_targets * (2 * options["WIDTH"] + 1) if dynamic else 0)
@@ -553,7 +552,7 @@ def _backward(ctx, mixed_grad, gates_grad, backward):
     if gate_hidden is None:
         return projected_grad, *states_grads, None, None, None, None, None, None
     num_targets, width = gate_hidden.shape
-    gate_hidden_grad, gate_context_grad, gate_bias_grad = parameter_grads.split(
+    gate_hidden_grad, gate_context_grad, gate_bias_grad = parameter_grads.split_with_sizes(
         (num_targets * width, num_targets * width, num_targets)
     )
     parameter_grads = gate_hidden_grad.view(num_targets, width), gate_context_grad.view(num_targets, width)
@@ -584,6 +583,12 @@ class FusedMix(torch.autograd.Function):
     @staticmethod
     def backward(ctx, mixed_grad, gates_grad):
         return _backward(ctx, mixed_grad, gates_grad, mix_backward_kernels)
+
+
+# `FusedMix.apply` without the Python of `torch.autograd.Function.apply`, autograd's own C++ apply: that Python binds
+# the default arguments through `inspect` at every call where `setup_context` is defined and checks for functorch's
+# transforms (some 170 Python calls a layer), and the kernels take no functorch tensors, which it is for.
+fused_mix_apply = super(torch.autograd.Function, FusedMix).apply
 
 
 def _operator_forward(

@@ -13,9 +13,9 @@ import torch
 from fresh_process import run_without_casan_hf
 from tiny_models import padded_batch, tiny_config
 
-from casan_hf import CasanModel
+from casan_hf import CasanModel, context_mixer
 from casan_hf.context_mixer import FUSED_MIXER_MODES, FUSED_MIXER_VARIABLE, CasanContextMixer, set_fused_mixer
-from casan_hf.fused_mixer import FusedMix, fused_mix_available
+from casan_hf.fused_mixer import fused_mix_available
 
 
 TESTS = os.path.dirname(os.path.abspath(__file__))
@@ -43,7 +43,9 @@ def test_kernels_match_the_formulas_through_the_interpreter():
 
 def test_the_cpu_runs_the_pytorch_path(monkeypatch):
     """Without Triton's interpreter a CPU tensor never goes to the kernels, whatever the mode says."""
-    monkeypatch.setattr(FusedMix, "apply", lambda *args: pytest.fail("the fused kernels ran on the CPU"))
+    monkeypatch.setattr(
+        context_mixer, "fused_mix_apply", lambda *args: pytest.fail("the fused kernels ran on the CPU")
+    )
     assert not fused_mix_available(torch.zeros(1))
     model = CasanModel(tiny_config(context_type="deep_global"))
     set_fused_mixer(model, "compiled")
