@@ -4,7 +4,9 @@ The kernels themselves are checked in tests/fused_mixer_cases.py, which needs th
 Triton's interpreter, which must be switched on before the kernels are defined, so in a pytest process of its own
 (started here). Everything else in the suite runs the PyTorch path, as every CPU does."""
 
+import importlib.util
 import os
+import pathlib
 import subprocess
 import sys
 
@@ -13,7 +15,8 @@ import torch
 from fresh_process import run_without_casan_hf
 from tiny_models import padded_batch, tiny_config
 
-from casan_hf import CasanModel, context_mixer
+from casan_hf import CasanModel, context_mixer, fused_mixer
+from casan_hf.benchmark import fused_host_work
 from casan_hf.context_mixer import FUSED_MIXER_MODES, FUSED_MIXER_VARIABLE, CasanContextMixer, set_fused_mixer
 from casan_hf.fused_mixer import fused_mix_available
 
@@ -112,3 +115,91 @@ def test_a_saved_folder_loads_and_runs_where_triton_is_missing(tmp_path):
         """,
         tmp_path,
     )
+
+
+@pytest.mark.parametrize("context_type", fused_host_work.CONTEXT_TYPES)
+def test_the_fused_call_does_no_more_host_work_than_the_pytorch_path(context_type):
+    """Launches stubbed (casan_hf/benchmark/fused_host_work.py): the fused mixer's forward makes no more Python calls
+    and aten operators than its PyTorch path, its backward fewer operators and five Python calls of its own (the
+    autograd.Function's node, `FusedMix.backward`, `_backward`, `mix_backward_kernels`), where the PyTorch path's
+    backward runs C++ alone."""
+    fused = fused_host_work.count_host_work(context_type, "fused")
+    pytorch = fused_host_work.count_host_work(context_type, "pytorch")
+    assert fused["python forward"] <= pytorch["python forward"], (fused, pytorch)
+    assert fused["aten forward"] < pytorch["aten forward"], (fused, pytorch)
+    assert fused["aten backward"] < pytorch["aten backward"], (fused, pytorch)
+    assert fused["python backward"] <= pytorch["python backward"] + 5, (fused, pytorch)
+
+
+def test_the_sentences_lie_on_the_grid_axis_without_a_cap():
+    """The kernels' grid is (sentences x blocks of tokens, targets): CUDA caps the grid's second and third axes at
+    65535, its first at 2^31 - 1."""
+    mixer, query, key, context = fused_host_work.mixer_and_inputs("global")
+    grids = []
+
+    class RecordGrid:
+        def __getitem__(self, grid):
+            grids.append(grid)
+            return lambda *args, **kwargs: None
+
+    with fused_host_work.stubbed_launches():
+        fused_mixer._mix_forward_kernel = fused_mixer._mix_backward_kernel = RecordGrid()
+        query_mixed, key_mixed, _ = mixer(query, key, context, return_gates=False)
+        (query_mixed.sum() + key_mixed.sum()).backward()
+    batch, n = query.shape[:2]
+    rows = (fused_mixer.FORWARD_ROWS, fused_mixer.BACKWARD_ROWS)
+    assert grids == [(batch * -(-n // rows_per_program), 2) for rows_per_program in rows]
+
+
+def test_the_operator_registers_once_for_every_copy_of_the_same_code(tmp_path):
+    """transformers loads each saved folder's code as a module of its own: a second module of the same file finds
+    the operator by name (the file's hash), a changed file registers one of its own."""
+    source = pathlib.Path(fused_mixer.__file__).read_text()
+    modules = []
+    for name, text in (("first", source), ("second", source), ("changed", source + "\n# changed\n")):
+        path = tmp_path / name / "fused_mixer.py"
+        path.parent.mkdir()
+        path.write_text(text)
+        spec = importlib.util.spec_from_file_location(f"casan_copy_{name}.fused_mixer", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        modules.append(module)
+    first, second, changed = (module.FUSED_MIX_OPERATOR for module in modules)
+    assert first is fused_mixer.FUSED_MIX_OPERATOR and second is first
+    assert changed.name() != first.name() and changed.name().startswith("casan::fused_mix_")
+
+
+OPERATOR_FORMS = [
+    dict(targets=targets, heads=heads, per_token=per_token, dynamic=dynamic)
+    for targets, heads, per_token, dynamic in ((2, 1, False, True), (2, 4, True, True), (1, 1, True, False))
+]
+
+
+@pytest.mark.parametrize("form", OPERATOR_FORMS, ids=lambda form: "-".join(f"{k}={v}" for k, v in form.items()))
+def test_the_operators_cpu_kernel_is_the_pytorch_path(form):
+    """On the CPU the operator runs `mix_with_operators`, and its backward the kernels' formulas: the outputs and
+    every gradient (of a loss on the mixed states and the gates) equal autograd's on the PyTorch path."""
+    torch.manual_seed(0)
+    targets, heads, d = form["targets"], form["heads"], 16
+    projected = torch.randn(targets, 2, 5 if form["per_token"] else 1, d, requires_grad=True)
+    states = [torch.randn(2, 5, d, requires_grad=True) for _ in range(targets)]
+    width = d // heads
+    parameters = [torch.randn(targets, width), torch.randn(targets, width), torch.randn(targets)]
+    parameters = [p.requires_grad_() for p in parameters] if form["dynamic"] else [None, None, None]
+    leaves = [tensor for tensor in (projected, *states, *parameters) if tensor is not None]
+    second = states[1] if targets > 1 else None
+    mixed, gates = fused_mixer.FUSED_MIX_OPERATOR(projected, states[0], second, *parameters, 0.3, heads, True)
+    expected_mixed, expected_gate = fused_mixer.mix_with_operators(
+        projected, states, *parameters, 0.3, heads, form["per_token"]
+    )
+    assert torch.equal(mixed, expected_mixed)
+    outputs, expected_outputs = [mixed], [expected_mixed]
+    if form["dynamic"]:
+        assert torch.equal(gates, expected_gate)
+        outputs.append(gates)
+        expected_outputs.append(expected_gate)
+    weights = [torch.randn_like(output) for output in outputs]
+    grads = torch.autograd.grad(outputs, leaves, weights)
+    expected = torch.autograd.grad(expected_outputs, leaves, weights)
+    for index, (actual, reference) in enumerate(zip(grads, expected, strict=True)):
+        torch.testing.assert_close(actual, reference, msg=f"gradient {index}")
