@@ -385,9 +385,9 @@ def test_models_run_the_fused_kernels_as_their_pytorch_path(family, context_type
 
 @pytest.mark.parametrize("context_type", ["global", "deep"])
 def test_compiled_mixer_on_the_cpu_keeps_the_pytorch_path(context_type, device, fused_calls):
-    """torch.compile cannot trace interpreted kernels: compiled on the CPU, the mixer runs its PyTorch path in every
-    mode, as it does without Triton (on a GPU, in the mode "compiled", the compiled mixer runs the kernels:
-    test_compiled_fused_mixer_on_a_gpu)."""
+    """torch.compile cannot trace interpreted kernels: compiled on the CPU in the mode "compiled", the mixer's graph
+    holds the operator, traced as the PyTorch path, and never the eager doors to the kernels; its outputs are the
+    PyTorch path's (on a GPU inductor compiles the operator's kernels: test_compiled_fused_mixer_on_a_gpu)."""
     if device.type != "cpu":
         pytest.skip("the CPU's compiled path")
     torch._dynamo.reset()

@@ -203,3 +203,94 @@ def test_the_operators_cpu_kernel_is_the_pytorch_path(form):
     expected = torch.autograd.grad(expected_outputs, leaves, weights)
     for index, (actual, reference) in enumerate(zip(grads, expected, strict=True)):
         torch.testing.assert_close(actual, reference, msg=f"gradient {index}")
+
+
+# A model of BERT-base's depth at the smallest width, and the padded batches it is compiled over (a second length
+# makes dynamo's shapes dynamic: no later shape compiles again).
+COMPILED_MODEL = dict(num_hidden_layers=12, hidden_size=8, num_attention_heads=2, intermediate_size=8)
+COMPILED_BATCHES = ([5, 3], [6, 2], [7, 4])
+
+
+class GraphCounter:
+    """A torch.compile backend that keeps each graph dynamo hands it and runs it as traced (no inductor: the subject
+    is what dynamo traces)."""
+
+    def __init__(self):
+        self.graphs = []
+
+    def __call__(self, graph_module, example_inputs):
+        self.graphs.append(graph_module)
+        return graph_module.forward
+
+
+def training_steps(model, forward, batches):
+    """The last hidden states and every parameter's gradient of one step on each batch."""
+    results = []
+    for lengths in batches:
+        model.zero_grad(set_to_none=True)
+        input_ids, attention_mask = padded_batch(lengths)
+        hidden = forward(input_ids, attention_mask=attention_mask).last_hidden_state
+        hidden.square().mean().backward()
+        grads = {name: parameter.grad for name, parameter in model.named_parameters() if parameter.grad is not None}
+        results.append((hidden.detach(), grads))
+    return results
+
+
+@pytest.mark.parametrize("context_type", ["global", "deep", "deep_global"])
+def test_a_compiled_model_holds_the_fused_operator_whole(context_type):
+    """In the mode "compiled", dynamo traces a 12-layer model with the fused operator in every layer that mixes
+    (on the CPU its kernel is the PyTorch path) without a graph break, in no more graphs than shapes, and its
+    training steps equal eager's (the PyTorch path): outputs and every gradient."""
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    model = CasanModel(tiny_config(context_type=context_type, gate_per_head=True, **COMPILED_MODEL))
+    mixing_layers = set_fused_mixer(model, "compiled")
+    counter = GraphCounter()
+    torch._dynamo.utils.counters.clear()
+    compiled = training_steps(model, torch.compile(model, backend=counter), COMPILED_BATCHES)
+    assert not torch._dynamo.utils.counters["graph_break"], dict(torch._dynamo.utils.counters["graph_break"])
+    assert len(counter.graphs) <= len(COMPILED_BATCHES)
+    for graph in counter.graphs:
+        operators = [node for node in graph.graph.nodes if node.target is fused_mixer.FUSED_MIX_OPERATOR]
+        assert len(operators) == mixing_layers
+    eager = training_steps(model, model, COMPILED_BATCHES)
+    for (hidden, grads), (expected_hidden, expected_grads) in zip(compiled, eager, strict=True):
+        torch.testing.assert_close(hidden, expected_hidden)
+        assert grads.keys() == expected_grads.keys()
+        for name, grad in grads.items():
+            torch.testing.assert_close(grad, expected_grads[name], msg=name)
+    torch._dynamo.reset()
+
+
+def frames_with_a_graph_break_in_the_mixer(num_hidden_layers, monkeypatch):
+    """How many frames dynamo compiles for one forward of a global model of `num_hidden_layers` with a graph break
+    forced inside every mixer's fused call, and whether it ran out of recompiles."""
+    torch._dynamo.reset()
+    fused_mix = CasanContextMixer.fused_mix
+
+    def breaking(self, *args):
+        torch._dynamo.graph_break()
+        return fused_mix(self, *args)
+
+    monkeypatch.setattr(CasanContextMixer, "fused_mix", breaking)
+    model = CasanModel(
+        tiny_config(context_type="global", **{**COMPILED_MODEL, "num_hidden_layers": num_hidden_layers})
+    )
+    set_fused_mixer(model, "compiled")
+    torch._dynamo.utils.counters.clear()
+    input_ids, attention_mask = padded_batch(COMPILED_BATCHES[0])
+    with torch.no_grad():
+        torch.compile(model, backend=GraphCounter())(input_ids, attention_mask=attention_mask)
+    counters = torch._dynamo.utils.counters
+    assert counters["graph_break"], "no graph break was forced"
+    frames = counters["frames"]["total"]
+    torch._dynamo.reset()
+    return frames
+
+
+def test_a_graph_break_in_the_mixer_does_not_compile_each_layer_again(monkeypatch):
+    """A graph break inside the mixer splits the model into frames, but none of them guards the layer (its index
+    once did, `ContextPlan.context_source`): 3 layers and 12 compile the same frames. (The first compile of a process
+    counts one frame fewer, whatever the depth: a warm-up goes first.)"""
+    frames = [frames_with_a_graph_break_in_the_mixer(layers, monkeypatch) for layers in (3, 3, 12)]
+    assert frames[1] == frames[2], frames
