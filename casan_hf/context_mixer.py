@@ -335,15 +335,19 @@ class CasanContextMixer(nn.Module):
         them only when they are returned).
 
         The fused kernels (`FusedMix`, or compiled the operator `FUSED_MIX_OPERATOR`) mix every target in one pass
-        where they take the tensors; otherwise `mix` does it with PyTorch operators.
+        where they take the tensors; otherwise `mix_with_operators` does it with PyTorch operators (the PyTorch
+        path).
         """
         targets = tuple(query if target == "query" else key for target in self.targets)
         projected = self.project(context)  # (T, batch, 1 or n, d)
         compiling = torch.compiler.is_compiling()
         if runs_fused(self.fused, query, compiling):
             mixed, gate = self.fused_mix(targets, projected, return_gates, compiling)
-        else:
-            mixed, gate = self.mix(targets, projected)
+        else:  # the PyTorch path
+            mixed, gate = mix_with_operators(
+                projected, targets, *self.parameters_of_gate(), self.fixed_gate, self.gate_heads, self.per_token
+            )
+            mixed = mixed.unbind()
         for target, states in zip(self.targets, mixed, strict=True):
             if target == "query":
                 query = states
@@ -363,14 +367,6 @@ class CasanContextMixer(nn.Module):
     def parameters_of_gate(self):
         """v^H, v^C and b, or three None for the fixed gate."""
         return (self.gate_hidden, self.gate_context, self.gate_bias) if self.dynamic else (None, None, None)
-
-    def mix(self, targets, projected):
-        """The PyTorch path (`mix_with_operators`): the mixed states, and the gate `(T, batch, n, heads)` (None for
-        the fixed gate)."""
-        mixed, gate = mix_with_operators(
-            projected, targets, *self.parameters_of_gate(), self.fixed_gate, self.gate_heads, self.per_token
-        )
-        return mixed.unbind(), gate
 
     def fused_mix(self, targets, projected, return_gates, compiling):
         """The fused path: the mixed states and the gate `(T, batch, n, heads)` in fp32 (None for the fixed gate),

@@ -90,34 +90,29 @@ def _row_dots(rows, vectors, added=None):
     return torch.baddbmm(added, rows, vectors.unsqueeze(-1))
 
 
-def _gate(plain, projected, gate_hidden, gate_context, gate_bias, heads, per_token):
-    """lambda = sigmoid(X v^H + (C U) v^C + b) for every target, token and head: `(T, batch, n, heads)`.
-
-    Each head's d_head-slice of X (and C U) is a row of its own (one row per token with a shared gate), so that
-    one batched matrix-vector product per side gives every target's logits (`_row_dots`: products and sums when
-    compiled): the context side once per sentence (or token), with the bias; a per-token context adds it into the
-    hidden side's product."""
-    num_targets, batch, _, d = plain.shape
-    hidden = plain.view(num_targets, -1, d // heads)
-    context_rows = projected.reshape(num_targets, -1, d // heads)
-    logits = _row_dots(context_rows, gate_context, gate_bias.view(num_targets, 1, 1))
-    if per_token:
-        logits = _row_dots(hidden, gate_hidden, logits)
-        return torch.sigmoid(logits).view(num_targets, batch, -1, heads)
-    hidden_logits = _row_dots(hidden, gate_hidden).view(num_targets, batch, -1, heads)
-    return torch.sigmoid(hidden_logits + logits.view(num_targets, batch, 1, heads))
-
-
 def mix_with_operators(projected, states, gate_hidden, gate_context, gate_bias, fixed_gate, heads, per_token):
     """The PyTorch path, the reference: the targets' `states` stacked, `(T, batch, n, d)`, so that each step of the
     gate and the mix (and its backward) is one operator for both. With `heads` > 1 (`gate_per_head`, the authors'
     code), each head's d_head-slice of Q (or K) and of C U has a gate of its own, from the v^H and v^C of d_head that
     every head shares. Returns the mixed states stacked and the gate `(T, batch, n, heads)` (None for the fixed
-    gate, `gate_hidden` None)."""
+    gate, `gate_hidden` None).
+
+    The gate, lambda = sigmoid(X v^H + (C U) v^C + b): each head's d_head-slice of X (and C U) is a row of its own
+    (one row per token with a shared gate), so that one batched matrix-vector product per side gives every target's
+    logits (`_row_dots`: products and sums when compiled): the context side once per sentence (or token), with the
+    bias; a per-token context adds it into the hidden side's product."""
     plain = torch.stack(states) if len(states) > 1 else states[0].unsqueeze(0)
     if gate_hidden is None:
         return torch.lerp(plain, projected, fixed_gate), None
-    gate = _gate(plain, projected, gate_hidden, gate_context, gate_bias, heads, per_token)
+    num_targets, batch, _, d = plain.shape
+    hidden = plain.view(num_targets, -1, d // heads)
+    context_rows = projected.reshape(num_targets, -1, d // heads)
+    logits = _row_dots(context_rows, gate_context, gate_bias.view(num_targets, 1, 1))
+    if per_token:
+        gate = torch.sigmoid(_row_dots(hidden, gate_hidden, logits)).view(num_targets, batch, -1, heads)
+    else:
+        hidden_logits = _row_dots(hidden, gate_hidden).view(num_targets, batch, -1, heads)
+        gate = torch.sigmoid(hidden_logits + logits.view(num_targets, batch, 1, heads))
     if heads == 1:
         return torch.lerp(plain, projected, gate), gate
     per_head = (*plain.shape[:2], -1, heads, plain.shape[-1] // heads)
@@ -338,12 +333,6 @@ def _warps(heads_p2, width_p2):
     return max(1, min(16, heads_p2 * width_p2 // 256))
 
 
-def _token_major(projected):
-    """Whether C U `(T, batch, rows, d)` is `(batch, rows, T, d)` permuted (a full-rank one, as its product gives it)
-    rather than laid out target by target (a low-rank one); the kernels read either."""
-    return projected.permute(1, 2, 0, 3).is_contiguous()
-
-
 @functools.cache
 def _kernel_options(num_targets, heads, d, per_token, target_major):
     """The constexprs both kernels share, computed once for each form of mixer (the sizes do not enter them). The
@@ -365,8 +354,9 @@ def _kernel_options(num_targets, heads, d, per_token, target_major):
 
 def prepare(projected, states, parameters):
     """The tensors the kernels read as they lay them out: the states and the gate's parameters contiguous, C U
-    target- or token-major (`_token_major`). Each is returned as it is where it already is."""
-    if not (projected.is_contiguous() or _token_major(projected)):
+    `(T, batch, rows, d)` contiguous (target by target: a low-rank one) or `(batch, rows, T, d)` permuted
+    (token-major: a full-rank one, as its product gives it). Each is returned as it is where it already is."""
+    if not (projected.is_contiguous() or projected.permute(1, 2, 0, 3).is_contiguous()):
         projected = projected.contiguous()
     tensors = [*states, *parameters]
     for index, tensor in enumerate(tensors):  # a loop, not a comprehension: no Python frame of its own
@@ -511,7 +501,7 @@ def _setup_context(ctx, inputs, output):
             "the fused mixer got store_gates=False where a gradient is asked for: its backward reads the gates, "
             "so pass store_gates=True"
         )
-    ctx.set_materialize_grads(False)
+    ctx.materialize_grads = False  # what `ctx.set_materialize_grads(False)` sets, without its Python call
     ctx.fixed_gate, ctx.heads = fixed_gate, heads
     ctx.save_for_backward(projected, first, second, gate_hidden, gate_context, gate_bias, gates)
     if gate_hidden is None:

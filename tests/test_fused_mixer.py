@@ -121,8 +121,8 @@ def test_a_saved_folder_loads_and_runs_where_triton_is_missing(tmp_path):
 def test_the_fused_call_does_no_more_host_work_than_the_pytorch_path(context_type):
     """Launches stubbed (casan_hf/benchmark/fused_host_work.py): the fused mixer's forward makes no more Python calls
     and aten operators than its PyTorch path, its backward fewer operators and five Python calls of its own (the
-    autograd.Function's node, `FusedMix.backward`, `_backward`, `mix_backward_kernels`), where the PyTorch path's
-    backward runs C++ alone."""
+    autograd node's `apply` and `_get_user_fn`, `FusedMix.backward`, `_backward`, `mix_backward_kernels`), where the
+    PyTorch path's backward runs C++ alone."""
     fused = fused_host_work.count_host_work(context_type, "fused")
     pytorch = fused_host_work.count_host_work(context_type, "pytorch")
     assert fused["python forward"] <= pytorch["python forward"], (fused, pytorch)
