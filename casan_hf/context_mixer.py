@@ -33,8 +33,9 @@ from .fused_mixer import (
 
 # When a mixer runs the fused kernels, where they take the tensors (CUDA, Triton): one of these, the first the default.
 # "eager": in eager mode, while torch.compile traces the PyTorch path (inductor fuses it itself; the kernels inside a
-# compiled graph have not yet been timed on a GPU: docs/BENCHMARKS.md); "compiled": in compiled graphs too; "off":
-# never (the PyTorch path everywhere, the reference).
+# compiled graph have not yet been timed on a GPU: docs/BENCHMARKS.md); "compiled": in compiled graphs too, as the
+# fused operator (`FUSED_MIX_OPERATOR`, on any device: its kernel on the CPU is the PyTorch path); "off": never (the
+# PyTorch path everywhere, the reference).
 FUSED_MIXER_MODES = ("eager", "compiled", "off")
 # The environment variable that sets the mode of every mixer built.
 FUSED_MIXER_VARIABLE = "CASAN_FUSED_MIXER"

@@ -9,14 +9,15 @@ or per token for deep context):
     lam = sigmoid(X . v^H_t + P . v^C_t + b_t)      (the fixed gate: lam = fixed_gate)
     X^  = X + lam (P - X)
 
-Each program takes `rows_per_program` tokens of one sentence and one target, one token at a time (one row of d
-values), in fp32 whatever the states' dtype. The backward writes dX, dP (per token) and each program's partial sums
-of dP (per sentence), dv^H, dv^C and db into one fp32 buffer, which one or two PyTorch sums add up. Nothing is
-mutated in place and nothing waits on the host.
+Each program takes `FORWARD_ROWS` (`BACKWARD_ROWS`) tokens of one sentence and one target, one token at a time (one
+row of d values), in fp32 whatever the states' dtype; the grid is (sentences x blocks of tokens, targets), every
+offset in int64. The backward writes dX, dP (per token) and each program's partial sums of dP (per sentence), dv^H,
+dv^C and db into one fp32 buffer, which one or two PyTorch sums add up. Nothing is mutated in place and nothing
+waits on the host. The backward is not differentiable again: a second-order gradient raises `SECOND_ORDER_REFUSAL`.
 
 Two doors lead to the kernels, with one autograd formula (`_setup_context`, `_backward`):
-- eager, `FusedMix` (an autograd.Function) or, where no gradient is asked for, `mix_kernels` alone: the fewest
-  host steps between the layer and the launches;
+- eager, `FusedMix` (an autograd.Function, applied through `fused_mix_apply`) or, where no gradient is asked for,
+  `mix_kernels` alone: the fewest host steps between the layer and the launches;
 - compiled, the operator `FUSED_MIX_OPERATOR` (a `torch.library.triton_op`, its backward an operator of its own),
   which torch.compile holds whole in its graphs and inductor compiles the kernels of; where the kernels do not take
   the tensors (the CPU, float64) its kernel is `mix_with_operators`. Its name carries a hash of this file, so that
