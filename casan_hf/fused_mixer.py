@@ -338,7 +338,8 @@ def _warps(heads_p2, width_p2):
 def _kernel_options(num_targets, heads, d, per_token, target_major):
     """The constexprs both kernels share, computed once for each form of mixer (the sizes do not enter them). The
     kernels' callers pass `projected.is_contiguous()` as `target_major`: `prepare` leaves C U either contiguous
-    (target by target) or token-major."""
+    (target by target) or token-major. They pass Python bools (`bool` of what may be a symbolic comparison in a
+    compiled graph with dynamic shapes), which the cache can hash."""
     width = d // heads
     heads_p2, width_p2 = triton.next_power_of_2(heads), triton.next_power_of_2(width)
     return dict(
@@ -395,7 +396,7 @@ def mix_kernels(
             ROWS=FORWARD_ROWS,
             DYNAMIC=gate_hidden is not None,
             STORE_GATES=store,
-            **_kernel_options(num_targets, heads, d, projected.shape[2] != 1, projected.is_contiguous()),
+            **_kernel_options(num_targets, heads, d, bool(projected.shape[2] != 1), bool(projected.is_contiguous())),
         )
     return mixed, gates
 
@@ -411,7 +412,7 @@ def mix_backward_kernels(
     batch, n, d = first.shape
     num_targets = projected.shape[0]
     dynamic = gate_hidden is not None
-    options = _kernel_options(num_targets, heads, d, projected.shape[2] != 1, projected.is_contiguous())
+    options = _kernel_options(num_targets, heads, d, bool(projected.shape[2] != 1), bool(projected.is_contiguous()))
     per_token = options["PER_TOKEN"]
     blocks = -(-n // BACKWARD_ROWS)
     states_grad = first.new_empty((num_targets, batch, n, d))
