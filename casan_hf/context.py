@@ -135,11 +135,12 @@ class ContextPlan:
         """Whether some layer reads a masked mean, so that the forward builds `mean_weights`."""
         return not self.per_token and any(self.feeds)
 
-    def context_source(self, layer_index, hidden_states, weights):
-        """What the input of layer `layer_index` contributes to the context: the input itself for a per-token kind
-        (deep), its masked mean for a sentence-level one (`weights` from `mean_weights`), nothing where no layer
-        reads it."""
-        if not self.feeds[layer_index]:
+    def context_source(self, feeds, hidden_states, weights):
+        """What a layer input contributes to the context: the input itself for a per-token kind (deep), its masked
+        mean for a sentence-level one (`weights` from `mean_weights`), nothing where no layer reads it (`feeds`,
+        the input's entry of `self.feeds`). It takes the entry, not the layer's index: a compiled frame of its own
+        (after a graph break) would guard the index and compile again for every layer."""
+        if not feeds:
             return None
         return hidden_states if self.per_token else masked_mean(hidden_states, weights=weights)
 
@@ -189,7 +190,7 @@ def run_layers_with_context(plan, layers, hidden_states, attention_mask, token_m
     weights = mean_weights(token_mask, hidden_states.dtype) if plan.sentence_means else None
     sources = []
     for layer_index, layer_module in enumerate(layers):
-        sources.append(plan.context_source(layer_index, hidden_states, weights))
+        sources.append(plan.context_source(plan.feeds[layer_index], hidden_states, weights))
         context = plan.layer_context(layer_index, sources)
         hidden_states = layer_module(hidden_states, attention_mask, *context, **kwargs)
     return hidden_states

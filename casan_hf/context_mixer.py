@@ -20,13 +20,22 @@ from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
 from .compat import attention_function, eager_attention_forward, init
 from .context import CONTEXT_TARGETS, context_kind
-from .fused_mixer import FusedMix, fused_mix, fused_mix_available, prepare
+from .fused_mixer import (
+    FUSED_MIX_OPERATOR,
+    _autocast_dtype,
+    fused_mix_apply,
+    fused_mix_available,
+    mix_kernels,
+    mix_with_operators,
+    prepare,
+)
 
 
 # When a mixer runs the fused kernels, where they take the tensors (CUDA, Triton): one of these, the first the default.
 # "eager": in eager mode, while torch.compile traces the PyTorch path (inductor fuses it itself; the kernels inside a
-# compiled graph have not yet been timed on a GPU: docs/BENCHMARKS.md); "compiled": in compiled graphs too; "off":
-# never (the PyTorch path everywhere, the reference).
+# compiled graph have not yet been timed on a GPU: docs/BENCHMARKS.md); "compiled": in compiled graphs too, as the
+# fused operator (`FUSED_MIX_OPERATOR`, on any device: its kernel on the CPU is the PyTorch path); "off": never (the
+# PyTorch path everywhere, the reference).
 FUSED_MIXER_MODES = ("eager", "compiled", "off")
 # The environment variable that sets the mode of every mixer built.
 FUSED_MIXER_VARIABLE = "CASAN_FUSED_MIXER"
@@ -45,9 +54,12 @@ def fused_mixer_default():
 
 
 def runs_fused(mode, states, compiling):
-    """Whether a mixer in `mode` takes the fused kernels for `states`, in a compiled graph (`compiling`) or not: the
-    mode allows it there, and the kernels take the tensors."""
-    return mode != "off" and (mode == "compiled" or not compiling) and fused_mix_available(states)
+    """Whether a mixer in `mode` takes the fused kernels for `states`: in a compiled graph (`compiling`), the mode
+    "compiled" where the operator `FUSED_MIX_OPERATOR` exists (on tensors the kernels do not take, the CPU's, it runs
+    the PyTorch path inside the graph); in eager mode, any mode but "off" where the kernels take the tensors."""
+    if compiling:
+        return mode == "compiled" and FUSED_MIX_OPERATOR is not None
+    return mode != "off" and fused_mix_available(states)
 
 
 def set_fused_mixer(model, mode):
@@ -58,11 +70,6 @@ def set_fused_mixer(model, mode):
     for mixer in mixers:
         mixer.fused = mode
     return len(mixers)
-
-
-def _autocast_dtype(device_type):
-    """The dtype autocast computes products in on `device_type`, or None where autocast is off."""
-    return torch.get_autocast_dtype(device_type) if torch.is_autocast_enabled(device_type) else None
 
 
 def _sum_of_products(weight, sources):
@@ -112,25 +119,6 @@ class _SplitProjection(torch.autograd.Function):
             for index in range(len(sources))
         ]
         return grad_weight, *grad_sources
-
-
-def _row_dots(rows, vectors, added=None):
-    """Each target's rows dotted with its vector, `rows` (T, R, k) and `vectors` (T, k) -> (T, R, 1), plus `added`
-    (broadcast to that shape) where given.
-
-    Eager, one batched matrix-vector product (`bmm`, or `baddbmm` with the addition): one kernel. Compiled, a
-    product and a sum, which inductor fuses with the gate's sigmoid and mix (forward and backward): given `bmm`, it
-    would call a matrix-product kernel with one column on a GPU, and one more per gradient, where on a CPU it
-    already writes the product and sum itself; so the compiled gate is the same code on both. Both compute in
-    autocast's dtype where autocast is on, as `bmm` does (else the fp32 parameters would make the gate fp32 and the
-    mix of bf16 states fail)."""
-    if torch.compiler.is_compiling():
-        dtype = _autocast_dtype(rows.device.type) or rows.dtype
-        dots = (rows.to(dtype) * vectors.to(dtype).unsqueeze(1)).sum(-1, keepdim=True)
-        return dots if added is None else dots + added.to(dtype)
-    if added is None:
-        return torch.bmm(rows, vectors.unsqueeze(-1))
-    return torch.baddbmm(added, rows, vectors.unsqueeze(-1))
 
 
 # `config._attn_implementation` -> the attention function, resolved at every call as transformers' layers do (the
@@ -339,24 +327,6 @@ class CasanContextMixer(nn.Module):
         low = projected.view(batch * rows, num_targets, self.rank).transpose(0, 1)
         return torch.bmm(low, self.context_up).view(num_targets, batch, rows, self.hidden_size)
 
-    def gate(self, plain, projected):
-        """lambda = sigmoid(X v^H + (C U) v^C + b) for every target, token and head: `(T, batch, n, heads)`.
-
-        Each head's d_head-slice of X (and C U) is a row of its own (one row per token with a shared gate), so that
-        one batched matrix-vector product per side gives every target's logits (`_row_dots`: products and sums when
-        compiled): the context side once per sentence (or token), with the bias; a per-token context adds it into the
-        hidden side's product."""
-        num_targets, batch, _, d = plain.shape
-        heads = self.gate_heads
-        hidden = plain.view(num_targets, -1, d // heads)
-        context_rows = projected.reshape(num_targets, -1, d // heads)
-        logits = _row_dots(context_rows, self.gate_context, self.gate_bias.view(num_targets, 1, 1))
-        if self.per_token:
-            logits = _row_dots(hidden, self.gate_hidden, logits)
-            return torch.sigmoid(logits).view(num_targets, batch, -1, heads)
-        hidden_logits = _row_dots(hidden, self.gate_hidden).view(num_targets, batch, -1, heads)
-        return torch.sigmoid(hidden_logits + logits.view(num_targets, batch, 1, heads))
-
     def forward(self, query, key, context, return_gates=True):
         """Mixes the context into the targets among `query` and `key` (each `(batch, n, d)`).
 
@@ -365,15 +335,20 @@ class CasanContextMixer(nn.Module):
         1 lambda_K, 0 for a target that takes no context (None with `return_gates=False`: the attention asks for
         them only when they are returned).
 
-        The fused kernels (`FusedMix`) mix every target in one pass where they take the tensors; otherwise
-        `mix` does it with PyTorch operators.
+        The fused kernels (`FusedMix`, or compiled the operator `FUSED_MIX_OPERATOR`) mix every target in one pass
+        where they take the tensors; otherwise `mix_with_operators` does it with PyTorch operators (the PyTorch
+        path).
         """
         targets = tuple(query if target == "query" else key for target in self.targets)
         projected = self.project(context)  # (T, batch, 1 or n, d)
-        if runs_fused(self.fused, query, torch.compiler.is_compiling()):
-            mixed, gate = self.fused_mix(targets, projected, return_gates)
-        else:
-            mixed, gate = self.mix(targets, projected)
+        compiling = torch.compiler.is_compiling()
+        if runs_fused(self.fused, query, compiling):
+            mixed, gate = self.fused_mix(targets, projected, return_gates, compiling)
+        else:  # the PyTorch path
+            mixed, gate = mix_with_operators(
+                projected, targets, *self.parameters_of_gate(), self.fixed_gate, self.gate_heads, self.per_token
+            )
+            mixed = mixed.unbind()
         for target, states in zip(self.targets, mixed, strict=True):
             if target == "query":
                 query = states
@@ -390,31 +365,28 @@ class CasanContextMixer(nn.Module):
             gates = F.pad(gates, (0, 0) * (gates.dim() - 2) + self.missing_channels)
         return query, key, gates
 
-    def mix(self, targets, projected):
-        """The PyTorch path: the targets' states stacked, `(T, batch, n, d)`, so that each step of the gate and the
-        mix (and its backward) is one operator for both and the mixed states are slices of one tensor. With
-        `gate_per_head` (the authors' code), each head's d_head-slice of Q (or K) and of C U has a gate of its own,
-        from the v^H and v^C of d_head that every head shares. Returns the mixed states and the gate `(T, batch, n,
-        heads)` (None for the fixed gate)."""
-        plain = torch.stack(targets) if len(targets) > 1 else targets[0].unsqueeze(0)
-        if not self.dynamic:
-            return torch.lerp(plain, projected, self.fixed_gate).unbind(), None
-        gate = self.gate(plain, projected)  # (T, batch, n, heads)
-        if self.gate_heads == 1:
-            return torch.lerp(plain, projected, gate).unbind(), gate
-        per_head = (*plain.shape[:2], -1, self.gate_heads, plain.shape[-1] // self.gate_heads)
-        mixed = torch.lerp(plain.view(per_head), projected.view(per_head), gate.unsqueeze(-1)).view(plain.shape)
-        return mixed.unbind(), gate
+    def parameters_of_gate(self):
+        """v^H, v^C and b, or three None for the fixed gate."""
+        return (self.gate_hidden, self.gate_context, self.gate_bias) if self.dynamic else (None, None, None)
 
-    def fused_mix(self, targets, projected, return_gates):
+    def fused_mix(self, targets, projected, return_gates, compiling):
         """The fused path: the mixed states and the gate `(T, batch, n, heads)` in fp32 (None for the fixed gate),
-        written only where they are returned or a gradient needs them; through `FusedMix` where a gradient will be
-        asked for, else the kernel alone (no autograd's bookkeeping)."""
-        parameters = (self.gate_hidden, self.gate_context, self.gate_bias) if self.dynamic else (None, None, None)
-        projected, targets = prepare(projected, targets)
-        tracked = torch.is_grad_enabled() and any(
-            tensor is not None and tensor.requires_grad for tensor in (projected, *parameters, *targets)
-        )
-        mix = FusedMix.apply if tracked else fused_mix
-        *mixed, gate = mix(projected, *parameters, self.fixed_gate, self.gate_heads, return_gates or tracked, *targets)
-        return mixed, gate if self.dynamic else None
+        written only where they are returned or a gradient needs them. Compiled, through the operator; eager,
+        through `FusedMix` (`fused_mix_apply`) where a gradient will be asked for, else the kernel alone (no
+        autograd's bookkeeping)."""
+        projected, targets, parameters = prepare(projected, targets, self.parameters_of_gate())
+        tracked = False
+        if torch.is_grad_enabled():  # a loop, not a generator: no Python frame of its own
+            for tensor in (projected, *parameters, *targets):
+                if tensor is not None and tensor.requires_grad:
+                    tracked = True
+                    break
+        second = targets[1] if len(targets) > 1 else None
+        arguments = (projected, targets[0], second, *parameters, self.fixed_gate, self.gate_heads)
+        if compiling:
+            mixed, gate = FUSED_MIX_OPERATOR(*arguments, return_gates or tracked)
+        elif tracked:
+            mixed, gate = fused_mix_apply(*arguments, True)
+        else:
+            mixed, gate = mix_kernels(*arguments, return_gates)
+        return mixed.unbind(), gate if self.dynamic else None

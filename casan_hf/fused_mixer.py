@@ -1,6 +1,6 @@
-"""The context mixer's gate and mix as fused Triton kernels: one pass forward and one backward (plus one pass
-that sums the backward's partial sums) where PyTorch operators need about 30 kernels a layer in an eager training
-step (`CasanContextMixer`'s PyTorch path, which stays the reference and runs everywhere else).
+"""The context mixer's gate and mix for every target at once: with PyTorch operators (`mix_with_operators`, the
+reference, run everywhere) and as fused Triton kernels (one pass forward, one backward) where PyTorch operators need
+about 30 kernels a layer in an eager training step.
 
 For each target t (the query, the key or both), token and gate head h, on the states X (the target's Q or K, each
 head's d_head-slice, or the whole row with a shared gate) and the projected context P = C U (one row per sentence,
@@ -9,17 +9,27 @@ or per token for deep context):
     lam = sigmoid(X . v^H_t + P . v^C_t + b_t)      (the fixed gate: lam = fixed_gate)
     X^  = X + lam (P - X)
 
-Each program takes `rows_per_program` tokens of one sentence and one target, one token at a time (one row of d
-values), in fp32 whatever the states' dtype. The backward writes dX, dP (per token) or each program's partial sum of
-dP (per sentence), and each program's partial sums of dv^H, dv^C and db; `_sum_partials_kernel` adds them up in one
-launch. Nothing is mutated in place and nothing waits on the host, so the function runs under torch.compile and CUDA
-graphs.
+Each program takes `FORWARD_ROWS` (`BACKWARD_ROWS`) tokens of one sentence and one target, one token at a time (one
+row of d values), in fp32 whatever the states' dtype; the grid is (sentences x blocks of tokens, targets), every
+offset in int64. The backward writes dX, dP (per token) and each program's partial sums of dP (per sentence), dv^H,
+dv^C and db into one fp32 buffer, which one or two PyTorch sums add up. Nothing is mutated in place and nothing
+waits on the host. The backward is not differentiable again: a second-order gradient raises `SECOND_ORDER_REFUSAL`.
+
+Two doors lead to the kernels, with one autograd formula (`_setup_context`, `_backward`):
+- eager, `FusedMix` (an autograd.Function, applied through `fused_mix_apply`) or, where no gradient is asked for,
+  `mix_kernels` alone: the fewest host steps between the layer and the launches;
+- compiled, the operator `FUSED_MIX_OPERATOR` (a `torch.library.triton_op`, its backward an operator of its own),
+  which torch.compile holds whole in its graphs and inductor compiles the kernels of; where the kernels do not take
+  the tensors (the CPU, float64) its kernel is `mix_with_operators`. Its name carries a hash of this file, so that
+  two saved folders' copies of the same code register it once, and different code under a name of its own.
 
 Triton is optional: without it (or on tensors the kernels do not take) `fused_mix_available` says no, and the mixer
 runs its PyTorch path. Under Triton's interpreter (`TRITON_INTERPRET=1` before this module is imported) the kernels
 run on CPU tensors, which is how the tests check them without a GPU.
 """
 
+import functools
+import hashlib
 import os
 
 import torch
@@ -38,8 +48,14 @@ KERNEL_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 # Tokens a program mixes, one after the other: enough programs to fill a GPU at BERT's sizes, and few partial sums.
 FORWARD_ROWS = 8
 BACKWARD_ROWS = 16
-# Columns a program of `_sum_partials_kernel` sums.
-SUM_BLOCK = 256
+# The namespace of the compiled graphs' operators (`FUSED_MIX_OPERATOR`).
+OPERATOR_NAMESPACE = "casan"
+# What a second-order gradient through the kernels raises: their backward is computed once, not differentiated.
+SECOND_ORDER_REFUSAL = (
+    "casan_hf's fused mixer (the fused gate-and-mix kernels of fused_mixer.py) has no second-order gradient: its "
+    "backward runs Triton kernels that autograd cannot differentiate. Run the mixer's PyTorch path, which has it: "
+    "set_fused_mixer(model, 'off') or CASAN_FUSED_MIXER=off."
+)
 
 
 def fused_mix_available(states):
@@ -49,6 +65,60 @@ def fused_mix_available(states):
     if triton is None or not (states.is_cuda or INTERPRETED) or states.dtype not in KERNEL_DTYPES:
         return False
     return states.is_cuda or (states.device.type == "cpu" and not torch.compiler.is_compiling())
+
+
+def _autocast_dtype(device_type):
+    """The dtype autocast computes products in on `device_type`, or None where autocast is off."""
+    return torch.get_autocast_dtype(device_type) if torch.is_autocast_enabled(device_type) else None
+
+
+def _row_dots(rows, vectors, added=None):
+    """Each target's rows dotted with its vector, `rows` (T, R, k) and `vectors` (T, k) -> (T, R, 1), plus `added`
+    (broadcast to that shape) where given.
+
+    Eager, one batched matrix-vector product (`bmm`, or `baddbmm` with the addition): one kernel. Compiled, a
+    product and a sum, which inductor fuses with the gate's sigmoid and mix (forward and backward): given `bmm`, it
+    would call a matrix-product kernel with one column on a GPU, and one more per gradient, where on a CPU it
+    already writes the product and sum itself; so the compiled gate is the same code on both. Both compute in
+    autocast's dtype where autocast is on, as `bmm` does (else the fp32 parameters would make the gate fp32 and the
+    mix of bf16 states fail)."""
+    if torch.compiler.is_compiling():
+        dtype = _autocast_dtype(rows.device.type) or rows.dtype
+        dots = (rows.to(dtype) * vectors.to(dtype).unsqueeze(1)).sum(-1, keepdim=True)
+        return dots if added is None else dots + added.to(dtype)
+    if added is None:
+        return torch.bmm(rows, vectors.unsqueeze(-1))
+    return torch.baddbmm(added, rows, vectors.unsqueeze(-1))
+
+
+def mix_with_operators(projected, states, gate_hidden, gate_context, gate_bias, fixed_gate, heads, per_token):
+    """The PyTorch path, the reference: the targets' `states` stacked, `(T, batch, n, d)`, so that each step of the
+    gate and the mix (and its backward) is one operator for both. With `heads` > 1 (`gate_per_head`, the authors'
+    code), each head's d_head-slice of Q (or K) and of C U has a gate of its own, from the v^H and v^C of d_head that
+    every head shares. Returns the mixed states stacked and the gate `(T, batch, n, heads)` (None for the fixed
+    gate, `gate_hidden` None).
+
+    The gate, lambda = sigmoid(X v^H + (C U) v^C + b): each head's d_head-slice of X (and C U) is a row of its own
+    (one row per token with a shared gate), so that one batched matrix-vector product per side gives every target's
+    logits (`_row_dots`: products and sums when compiled): the context side once per sentence (or token), with the
+    bias; a per-token context adds it into the hidden side's product."""
+    plain = torch.stack(states) if len(states) > 1 else states[0].unsqueeze(0)
+    if gate_hidden is None:
+        return torch.lerp(plain, projected, fixed_gate), None
+    num_targets, batch, _, d = plain.shape
+    hidden = plain.view(num_targets, -1, d // heads)
+    context_rows = projected.reshape(num_targets, -1, d // heads)
+    logits = _row_dots(context_rows, gate_context, gate_bias.view(num_targets, 1, 1))
+    if per_token:
+        gate = torch.sigmoid(_row_dots(hidden, gate_hidden, logits)).view(num_targets, batch, -1, heads)
+    else:
+        hidden_logits = _row_dots(hidden, gate_hidden).view(num_targets, batch, -1, heads)
+        gate = torch.sigmoid(hidden_logits + logits.view(num_targets, batch, 1, heads))
+    if heads == 1:
+        return torch.lerp(plain, projected, gate), gate
+    per_head = (*plain.shape[:2], -1, heads, plain.shape[-1] // heads)
+    mixed = torch.lerp(plain.view(per_head), projected.view(per_head), gate.unsqueeze(-1)).view(plain.shape)
+    return mixed, gate
 
 
 if triton is not None:
@@ -93,7 +163,7 @@ if triton is not None:
         gate_context = tl.load(gate_context_ptr + t * WIDTH + columns, mask=columns < WIDTH, other=0.0)
         return gate_hidden.to(tl.float32), gate_context.to(tl.float32)
 
-    @triton.jit(do_not_specialize=["batch", "n", "fixed_gate"])
+    @triton.jit(do_not_specialize=["batch", "n", "blocks", "fixed_gate"])
     def _mix_forward_kernel(
         first_ptr,
         second_ptr,
@@ -101,11 +171,11 @@ if triton is not None:
         gate_hidden_ptr,
         gate_context_ptr,
         gate_bias_ptr,
-        first_out_ptr,
-        second_out_ptr,
+        mixed_ptr,
         gates_ptr,
         batch,
         n,
+        blocks,
         fixed_gate,
         NUM_TARGETS: tl.constexpr,
         HEADS: tl.constexpr,
@@ -118,17 +188,17 @@ if triton is not None:
         DYNAMIC: tl.constexpr,
         STORE_GATES: tl.constexpr,
     ):
-        block, b, t = tl.program_id(0), tl.program_id(1).to(tl.int64), tl.program_id(2)
+        # Grid (batch * blocks, T): every offset in int64, the sentences on the axis without CUDA's 65535 cap.
+        program, t = tl.program_id(0).to(tl.int64), tl.program_id(1)
+        b, block = program // blocks, program % blocks
         d: tl.constexpr = HEADS * WIDTH
         offsets, in_row, columns = _row_layout(HEADS, WIDTH, HEADS_P2, WIDTH_P2)
         if t == 0:
             states_ptr = first_ptr
-            out_ptr = first_out_ptr
         else:
             states_ptr = second_ptr
-            out_ptr = second_out_ptr
-        states_ptr += b * n * d  # the states and the outputs are contiguous (batch, n, d)
-        out_ptr += b * n * d
+        states_ptr += b * n * d  # the states are contiguous (batch, n, d), the mixed states (T, batch, n, d)
+        out_ptr = mixed_ptr + (t * batch + b) * n * d
         rows = n if PER_TOKEN else 1
         if DYNAMIC:
             gate_hidden, gate_context = _gate_vectors(gate_hidden_ptr, gate_context_ptr, t, columns, WIDTH)
@@ -166,12 +236,10 @@ if triton is not None:
         gates_grad_ptr,
         gate_hidden_ptr,
         gate_context_ptr,
-        first_grad_ptr,
-        second_grad_ptr,
-        first_grad_in_ptr,
-        second_grad_in_ptr,
+        mixed_grad_ptr,
+        states_grad_ptr,
         projected_grad_ptr,
-        parameter_partials_ptr,
+        partials_ptr,
         batch,
         n,
         blocks,
@@ -185,23 +253,22 @@ if triton is not None:
         PER_TOKEN: tl.constexpr,
         TARGET_MAJOR: tl.constexpr,
         DYNAMIC: tl.constexpr,
+        MIXED_GRAD: tl.constexpr,
         GATES_GRAD: tl.constexpr,
+        PARTIAL_COLUMNS: tl.constexpr,
     ):
-        block, b, t = tl.program_id(0), tl.program_id(1).to(tl.int64), tl.program_id(2)
+        program, t = tl.program_id(0).to(tl.int64), tl.program_id(1)
+        b, block = program // blocks, program % blocks
         d: tl.constexpr = HEADS * WIDTH
         offsets, in_row, columns = _row_layout(HEADS, WIDTH, HEADS_P2, WIDTH_P2)
-        # The states, the incoming gradients and the states' gradients are contiguous (batch, n, d).
+        # The states contiguous (batch, n, d); the mixed states' gradient and the states' (T, batch, n, d).
         if t == 0:
             states_ptr = first_ptr
-            grad_out_ptr = first_grad_ptr
-            grad_in_ptr = first_grad_in_ptr
         else:
             states_ptr = second_ptr
-            grad_out_ptr = second_grad_ptr
-            grad_in_ptr = second_grad_in_ptr
         states_ptr += b * n * d
-        grad_out_ptr += b * n * d
-        grad_in_ptr += b * n * d
+        mixed_grad_ptr += (t * batch + b) * n * d
+        states_grad_ptr += (t * batch + b) * n * d
         rows = n if PER_TOKEN else 1
         if DYNAMIC:
             gate_hidden, gate_context = _gate_vectors(gate_hidden_ptr, gate_context_ptr, t, columns, WIDTH)
@@ -219,7 +286,10 @@ if triton is not None:
             if PER_TOKEN:
                 token = _projected_offset(t, b, i, batch, rows, NUM_TARGETS, d, TARGET_MAJOR)
                 projected = tl.load(projected_ptr + token + offsets, mask=mask, other=0.0).to(tl.float32)
-            grad_out = tl.load(grad_out_ptr + i * d + offsets, mask=mask, other=0.0).to(tl.float32)
+            if MIXED_GRAD:  # else only the gates reach the loss
+                grad_out = tl.load(mixed_grad_ptr + i * d + offsets, mask=mask, other=0.0).to(tl.float32)
+            else:
+                grad_out = tl.zeros((HEADS_P2, WIDTH_P2), dtype=tl.float32)
             if DYNAMIC:
                 gate_offsets = ((t * batch + b) * n + i) * HEADS + tl.arange(0, HEADS_P2)
                 gate_mask = (tl.arange(0, HEADS_P2) < HEADS) & (i < n)
@@ -239,71 +309,24 @@ if triton is not None:
                 gate_hidden_sum += grad_logit * states
                 gate_context_sum += grad_logit * projected
                 bias_sum += tl.sum(grad_logit, axis=1)
-            tl.store(grad_in_ptr + i * d + offsets, _rounded_for(grad_states, grad_in_ptr), mask=mask)
+            tl.store(states_grad_ptr + i * d + offsets, _rounded_for(grad_states, states_grad_ptr), mask=mask)
             if PER_TOKEN:  # dP in P's layout
                 tl.store(
                     projected_grad_ptr + token + offsets, _rounded_for(grad_projected, projected_grad_ptr), mask=mask
                 )
             else:
                 projected_sum += grad_projected
-        # Partial sums, row (b * blocks + block) of (batch * blocks, ...) buffers, summed by `_sum_partials_kernel`.
-        partial = b * blocks + block
-        if not PER_TOKEN:  # dP: (batch * blocks, T * d), this program's target's d columns
-            tl.store(projected_grad_ptr + (partial * NUM_TARGETS + t) * d + offsets, projected_sum, mask=in_row)
-        if DYNAMIC:  # (batch * blocks, T * (2 W + 1)): [dv^H (T x W) | dv^C (T x W) | db (T)]
-            row_ptr = parameter_partials_ptr + partial * NUM_TARGETS * (2 * WIDTH + 1)
+        # This program's partial sums, row `program` (= b * blocks + block) of the fp32 (batch * blocks,
+        # PARTIAL_COLUMNS) buffer: [dP (T x d), per sentence only | dv^H (T x W) | dv^C (T x W) | db (T)].
+        row_ptr = partials_ptr + program * PARTIAL_COLUMNS
+        if not PER_TOKEN:
+            tl.store(row_ptr + t * d + offsets, projected_sum, mask=in_row)
+            row_ptr += NUM_TARGETS * d
+        if DYNAMIC:
             width = tl.arange(0, WIDTH_P2)
             tl.store(row_ptr + t * WIDTH + width, tl.sum(gate_hidden_sum, axis=0), mask=width < WIDTH)
             tl.store(row_ptr + (NUM_TARGETS + t) * WIDTH + width, tl.sum(gate_context_sum, axis=0), mask=width < WIDTH)
             tl.store(row_ptr + 2 * NUM_TARGETS * WIDTH + t, tl.sum(bias_sum, axis=0))
-
-    @triton.jit
-    def _sum_columns(partials_ptr, sums_ptr, rows, columns, program, BLOCK: tl.constexpr):
-        """Program `program`'s BLOCK columns of one outer index of an fp32 `(outer, rows, columns)` buffer, summed
-        over the rows into its `(outer, columns)` output, in the output's dtype."""
-        column_blocks = tl.cdiv(columns, BLOCK)
-        outer = (program // column_blocks).to(tl.int64)
-        column = (program % column_blocks) * BLOCK + tl.arange(0, BLOCK)
-        partials_ptr += outer * rows * columns
-        total = tl.zeros((BLOCK,), dtype=tl.float32)
-        for row in range(rows):
-            total += tl.load(partials_ptr + row * columns + column, mask=column < columns, other=0.0)
-        tl.store(sums_ptr + outer * columns + column, _rounded_for(total, sums_ptr), mask=column < columns)
-
-    @triton.jit(do_not_specialize=["first_rows", "first_columns", "first_programs", "second_rows", "second_columns"])
-    def _sum_partials_kernel(
-        first_partials_ptr,
-        first_sums_ptr,
-        first_rows,
-        first_columns,
-        first_programs,
-        second_partials_ptr,
-        second_sums_ptr,
-        second_rows,
-        second_columns,
-        BLOCK: tl.constexpr,
-    ):
-        """`_sum_columns` of two buffers in one launch: the first `first_programs` programs take the first, the
-        rest the second (the outputs' dtypes may differ, so each branch stores its own)."""
-        program = tl.program_id(0)
-        if program < first_programs:
-            _sum_columns(first_partials_ptr, first_sums_ptr, first_rows, first_columns, program, BLOCK)
-        else:
-            program -= first_programs
-            _sum_columns(second_partials_ptr, second_sums_ptr, second_rows, second_columns, program, BLOCK)
-
-
-def _sum_partials(*segments):
-    """`(partials, sums, outer)` triples, `partials` fp32 `(outer, rows, columns)` and `sums` `(outer, columns)`, both
-    contiguous and passed as they were allocated (no views, which a compiled graph may copy), summed over the rows in
-    one launch (`_sum_partials_kernel`)."""
-    launches = []
-    for partials, sums, outer in segments:
-        columns = sums.numel() // outer
-        programs = outer * triton.cdiv(columns, SUM_BLOCK)
-        launches.append((partials, sums, partials.numel() // (outer * columns), columns, programs))
-    first, second = launches[0], launches[-1]
-    _sum_partials_kernel[(sum(launch[-1] for launch in launches),)](*first, *second[:4], BLOCK=SUM_BLOCK)
 
 
 def _warps(heads_p2, width_p2):
@@ -311,157 +334,327 @@ def _warps(heads_p2, width_p2):
     return max(1, min(16, heads_p2 * width_p2 // 256))
 
 
-def _token_major(projected):
-    """Whether C U `(T, batch, rows, d)` is `(batch, rows, T, d)` permuted (a full-rank one, as its product gives it)
-    rather than laid out target by target (a low-rank one); the kernels read either."""
-    return projected.permute(1, 2, 0, 3).is_contiguous()
-
-
-def _kernel_options(states, projected, heads):
-    """The constexprs both kernels share."""
-    d = states.shape[-1]
+@functools.cache
+def _kernel_options(num_targets, heads, d, per_token, target_major):
+    """The constexprs both kernels share, computed once for each form of mixer (the sizes do not enter them). The
+    kernels' callers pass `projected.is_contiguous()` as `target_major`: `prepare` leaves C U either contiguous
+    (target by target) or token-major. They pass Python bools (`bool` of what may be a symbolic comparison in a
+    compiled graph with dynamic shapes), which the cache can hash."""
     width = d // heads
     heads_p2, width_p2 = triton.next_power_of_2(heads), triton.next_power_of_2(width)
     return dict(
-        NUM_TARGETS=projected.shape[0],
+        NUM_TARGETS=num_targets,
         HEADS=heads,
         WIDTH=width,
         HEADS_P2=heads_p2,
         WIDTH_P2=width_p2,
-        PER_TOKEN=projected.shape[2] != 1,
-        TARGET_MAJOR=not _token_major(projected),
+        PER_TOKEN=per_token,
+        TARGET_MAJOR=target_major,
         num_warps=_warps(heads_p2, width_p2),
     )
 
 
-def fused_mix(projected, gate_hidden, gate_context, gate_bias, fixed_gate, heads, store_gates, *states):
-    """The gate and the mix of every target in one kernel (see `FusedMix` for the arguments), without autograd: the
-    mixed states and the gates `(T, batch, n, heads)` in fp32 (written where `store_gates`; empty for the fixed
-    gate)."""
-    batch, n, d = states[0].shape
-    dynamic = gate_hidden is not None
-    outputs = [torch.empty((batch, n, d), dtype=target.dtype, device=target.device) for target in states]
-    gates_shape = (len(states), batch, n, heads) if dynamic else (0,)
-    gates = torch.empty(gates_shape, dtype=torch.float32, device=states[0].device)
-    _mix_forward_kernel[(triton.cdiv(n, FORWARD_ROWS), batch, len(states))](
-        states[0],
-        states[-1],
-        projected,
-        gate_hidden,
-        gate_context,
-        gate_bias,
-        outputs[0],
-        outputs[-1],
-        gates,
-        batch,
-        n,
-        float(fixed_gate),
-        ROWS=FORWARD_ROWS,
-        DYNAMIC=dynamic,
-        STORE_GATES=bool(store_gates) and dynamic,
-        **_kernel_options(states[0], projected, heads),
-    )
-    return *outputs, gates
-
-
-def prepare(projected, states):
-    """The tensors the kernels read as they lay them out: the states contiguous `(batch, n, d)`, C U target- or
-    token-major (`_token_major`)."""
-    if not (projected.is_contiguous() or _token_major(projected)):
+def prepare(projected, states, parameters):
+    """The tensors the kernels read as they lay them out: the states and the gate's parameters contiguous, C U
+    `(T, batch, rows, d)` contiguous (target by target: a low-rank one) or `(batch, rows, T, d)` permuted
+    (token-major: a full-rank one, as its product gives it). Each is returned as it is where it already is."""
+    if not (projected.is_contiguous() or projected.permute(1, 2, 0, 3).is_contiguous()):
         projected = projected.contiguous()
-    return projected, [target.contiguous() for target in states]
+    tensors = [*states, *parameters]
+    for index, tensor in enumerate(tensors):  # a loop, not a comprehension: no Python frame of its own
+        if tensor is not None:
+            tensors[index] = tensor.contiguous()
+    return projected, tensors[: len(states)], tensors[len(states) :]
 
 
-class FusedMix(torch.autograd.Function):
-    """The gate and the mix of every target in one kernel, forward and backward (see the module's docstring).
-
-    `apply(projected, gate_hidden, gate_context, gate_bias, fixed_gate, heads, store_gates, *states)`: `projected`
-    the targets' C U `(T, batch, 1 or n, d)`, the gate vectors `(T, d / heads)` and bias `(T,)` (None for the fixed
-    gate, whose value `fixed_gate` is), `heads` the gate heads (1: a shared gate), `states` the T targets' `(batch,
-    n, d)`, all as `prepare` returns them. Returns the T mixed states (in the states' dtype) and the gates `(T, batch,
-    n, heads)` in fp32, written only where `store_gates` (the caller returns them, or a gradient will be asked for),
-    and differentiable as the PyTorch path's are (a loss on the gates reaches the logits); empty for the fixed
-    gate."""
-
-    @staticmethod
-    def forward(ctx, projected, gate_hidden, gate_context, gate_bias, fixed_gate, heads, store_gates, *states):
-        *outputs, gates = fused_mix(
-            projected, gate_hidden, gate_context, gate_bias, fixed_gate, heads, store_gates, *states
-        )
-        ctx.fixed_gate, ctx.heads = float(fixed_gate), heads
-        ctx.save_for_backward(projected, gate_hidden, gate_context, gates, *states)
-        if gate_hidden is None:
-            ctx.mark_non_differentiable(gates)
-        return *outputs, gates
-
-    @staticmethod
-    def backward(ctx, *grads):
-        projected, gate_hidden, gate_context, gates, *states = ctx.saved_tensors
-        *grads, gates_grad = grads
-        dynamic = gate_hidden is not None
-        gates_grad = None if gates_grad is None or not dynamic else gates_grad.float().contiguous()
-        num_targets = len(states)
-        batch, n, d = states[0].shape
-        width = d // ctx.heads
-        options = _kernel_options(states[0], projected, ctx.heads)
-        per_token = options["PER_TOKEN"]
-        # An unused output's gradient is None; a broadcast one (stride 0) is made contiguous, as the kernel reads it.
-        grads = [
-            torch.zeros_like(target) if grad is None else grad.contiguous()
-            for grad, target in zip(grads, states, strict=True)
-        ]
-        grads_in = [torch.empty((batch, n, d), dtype=target.dtype, device=target.device) for target in states]
-        blocks = triton.cdiv(n, BACKWARD_ROWS)
-        fp32 = dict(dtype=torch.float32, device=projected.device)
-        if per_token:  # dP in P's layout, written by the kernel
-            projected_grad = torch.empty_like(projected, memory_format=torch.preserve_format)
-            projected_partials = projected_grad
-        else:  # per sentence: each program's partial sum, summed below
-            projected_partials = torch.empty((batch * blocks, num_targets * d), **fp32)
-        parameter_columns = num_targets * (2 * width + 1)
-        parameter_partials = torch.empty((batch * blocks, parameter_columns), **fp32) if dynamic else None
-        _mix_backward_kernel[(blocks, batch, num_targets)](
-            states[0],
-            states[-1],
+def mix_kernels(
+    projected, first, second, gate_hidden, gate_context, gate_bias, fixed_gate, heads, store_gates, kernel=None
+):
+    """The gate and the mix of every target in one launch, without autograd (`FusedMix` for the arguments):
+    the mixed states `(T, batch, n, d)` in their dtype and the gates `(T, batch, n, heads)` in fp32 (where
+    `store_gates` and the gate is dynamic; else empty). `kernel`: the forward kernel as the caller launches it."""
+    batch, n, d = first.shape
+    num_targets = projected.shape[0]
+    store = store_gates and gate_hidden is not None
+    mixed = first.new_empty((num_targets, batch, n, d))
+    gates = first.new_empty((num_targets, batch, n, heads) if store else (0,), dtype=torch.float32)
+    blocks = -(-n // FORWARD_ROWS)
+    if batch * blocks:
+        (kernel or _mix_forward_kernel)[(batch * blocks, num_targets)](
+            first,
+            first if second is None else second,
             projected,
-            gates,
-            gates_grad,
             gate_hidden,
             gate_context,
-            grads[0],
-            grads[-1],
-            grads_in[0],
-            grads_in[-1],
-            projected_partials,
-            parameter_partials,
+            gate_bias,
+            mixed,
+            gates,
             batch,
             n,
             blocks,
-            ctx.fixed_gate,
+            float(fixed_gate),
+            ROWS=FORWARD_ROWS,
+            DYNAMIC=gate_hidden is not None,
+            STORE_GATES=store,
+            **_kernel_options(num_targets, heads, d, bool(projected.shape[2] != 1), bool(projected.is_contiguous())),
+        )
+    return mixed, gates
+
+
+def mix_backward_kernels(
+    mixed_grad, gates_grad, projected, first, second, gate_hidden, gate_context, gate_bias, gates, fixed_gate, heads,
+    kernel=None,
+):  # fmt: skip
+    """The gradients of `mix_kernels`' outputs' `mixed_grad` and `gates_grad` (either may be None: that output
+    reaches no loss), in one launch and at most two sums of its partial sums: the states' `(T, batch, n, d)`, C U's
+    (in its shape) and the gate's parameters' `[dv^H | dv^C | db]` flat (empty for the fixed gate). `gate_bias`
+    does not enter them (the gates are stored); `kernel`: the backward kernel as the caller launches it."""
+    batch, n, d = first.shape
+    num_targets = projected.shape[0]
+    dynamic = gate_hidden is not None
+    options = _kernel_options(num_targets, heads, d, bool(projected.shape[2] != 1), bool(projected.is_contiguous()))
+    per_token = options["PER_TOKEN"]
+    blocks = -(-n // BACKWARD_ROWS)
+    states_grad = first.new_empty((num_targets, batch, n, d))
+    projected_columns = 0 if per_token else num_targets * d
+    columns = projected_columns + (num_targets * (2 * options["WIDTH"] + 1) if dynamic else 0)
+    partials = first.new_empty((batch * blocks, columns), dtype=torch.float32)
+    # Per token, dP in P's layout, written by the kernel; per sentence, each sentence's partial sums summed.
+    projected_grad = torch.empty_like(projected) if per_token else None
+    if batch * blocks:
+        (kernel or _mix_backward_kernel)[(batch * blocks, num_targets)](
+            first,
+            first if second is None else second,
+            projected,
+            gates,
+            gates if gates_grad is None else gates_grad,
+            gate_hidden,
+            gate_context,
+            first if mixed_grad is None else mixed_grad,
+            states_grad,
+            partials if projected_grad is None else projected_grad,
+            partials,
+            batch,
+            n,
+            blocks,
+            float(fixed_gate),
             ROWS=BACKWARD_ROWS,
             DYNAMIC=dynamic,
+            MIXED_GRAD=mixed_grad is not None,
             GATES_GRAD=gates_grad is not None,
+            PARTIAL_COLUMNS=columns,
             **options,
         )
-        segments = []
-        if not per_token:  # dP per sentence: each sentence's blocks summed, token-major (batch, 1, T, d)
-            sentence_grad = torch.empty((batch, 1, num_targets, d), dtype=projected.dtype, device=projected.device)
-            segments.append((projected_partials, sentence_grad, batch))
-            projected_grad = sentence_grad.permute(2, 0, 1, 3)  # (T, batch, 1, d)
-        if dynamic:  # dv^H, dv^C and db: every block of every sentence summed, [dv^H | dv^C | db]
-            parameter_grads = torch.empty((parameter_columns,), dtype=gate_hidden.dtype, device=gate_hidden.device)
-            segments.append((parameter_partials, parameter_grads, 1))
-        if segments:
-            _sum_partials(*segments)
-        if dynamic:
-            gate_hidden_grad, gate_context_grad, gate_bias_grad = parameter_grads.split(
-                (num_targets * width, num_targets * width, num_targets)
-            )
-            parameter_grads = (
-                gate_hidden_grad.view(num_targets, width),
-                gate_context_grad.view(num_targets, width),
-                gate_bias_grad,
-            )
-        else:
-            parameter_grads = (None, None, None)
-        return projected_grad, *parameter_grads, None, None, None, *grads_in
+    parameter_partials = partials
+    if not per_token:
+        sentence_sums = partials.view(batch, blocks, columns).sum(1)
+        projected_grad = sentence_sums[:, :projected_columns].to(projected.dtype).view(batch, 1, num_targets, d)
+        projected_grad = projected_grad.permute(2, 0, 1, 3)  # (T, batch, 1, d), token-major
+        parameter_partials = sentence_sums[:, projected_columns:]
+    if not dynamic:
+        return states_grad, projected_grad, first.new_empty(0)
+    return states_grad, projected_grad, parameter_partials.sum(0).to(gate_hidden.dtype)
+
+
+def _gradients_with_operators(
+    mixed_grad, gates_grad, projected, first, second, gate_hidden, gate_context, gate_bias, gates, fixed_gate, heads
+):  # fmt: skip
+    """`mix_backward_kernels`' gradients written with PyTorch operators, the kernel's formulas on whole tensors in
+    fp32 from the stored gates: the backward operator's kernel where the fused kernels do not take the tensors
+    (`gate_bias` does not enter them)."""
+    states = (first,) if second is None else (first, second)
+    num_targets, batch, n, d = len(states), *first.shape
+    per_head = (num_targets, batch, -1, heads, d // heads)
+    plain = torch.stack(states).float().view(per_head)
+    context = projected.float().view(per_head)  # (T, batch, 1 or n, heads, W)
+    grad = plain.new_zeros(plain.shape) if mixed_grad is None else mixed_grad.float().view(per_head)
+    gate = fixed_gate if gate_hidden is None else gates.unsqueeze(-1)
+    states_grad = grad * (1 - gate)
+    context_grad = grad * gate
+    parameter_grads = first.new_empty(0)
+    if gate_hidden is not None:
+        # d logit = (dX^ . (P - X) + d lam) lam (1 - lam), per gate head
+        gate_grad = (grad * (context - plain)).sum(-1, keepdim=True)
+        if gates_grad is not None:
+            gate_grad = gate_grad + gates_grad.unsqueeze(-1)
+        logit_grad = gate_grad * gate * (1 - gate)
+        vectors = (num_targets, 1, 1, 1, -1)
+        states_grad = states_grad + logit_grad * gate_hidden.float().view(vectors)
+        context_grad = context_grad + logit_grad * gate_context.float().view(vectors)
+        summed = (1, 2, 3)
+        vector_grads = [(logit_grad * tensor).sum(summed).flatten() for tensor in (plain, context)]
+        parameter_grads = torch.cat([*vector_grads, logit_grad.sum((1, 2, 3, 4))]).to(gate_hidden.dtype)
+    if projected.shape[2] == 1:
+        context_grad = context_grad.sum(2, keepdim=True)
+    return (
+        states_grad.view(num_targets, batch, n, d).to(first.dtype),
+        context_grad.view(projected.shape).to(projected.dtype),
+        parameter_grads,
+    )
+
+
+def _setup_context(ctx, inputs, output):
+    """What the backward keeps of a forward (`FusedMix`'s and the operator's): gradients of unused outputs stay None
+    (no zeros are made for them), and the dynamic gate's backward reads the stored gates."""
+    projected, first, second, gate_hidden, gate_context, gate_bias, fixed_gate, heads, store_gates = inputs
+    gates = output[1]
+    if gate_hidden is not None and not store_gates:
+        raise ValueError(
+            "the fused mixer got store_gates=False where a gradient is asked for: its backward reads the gates, "
+            "so pass store_gates=True"
+        )
+    ctx.materialize_grads = False  # what `ctx.set_materialize_grads(False)` sets, without its Python call
+    ctx.fixed_gate, ctx.heads = fixed_gate, heads
+    ctx.save_for_backward(projected, first, second, gate_hidden, gate_context, gate_bias, gates)
+    if gate_hidden is None:
+        ctx.mark_non_differentiable(gates)
+
+
+def _refusing_second_order(grads, sources):
+    """`grads` behind a node that raises `SECOND_ORDER_REFUSAL` when a second-order gradient reaches it (as
+    `torch.autograd.function.once_differentiable` does, with a message that says what to do). The node also takes
+    the forward's `sources` that require a gradient, so that it sits on every path from the gradients back to them:
+    a second-order gradient with respect to them raises rather than comes back None."""
+    anchors = [tensor for tensor in sources if tensor is not None and tensor.requires_grad]
+    refusal = torch._C._functions.DelayedError(SECOND_ORDER_REFUSAL, len(grads) + len(anchors))
+    return refusal(*[None if grad is None else grad.detach().requires_grad_() for grad in grads], *anchors)[
+        : len(grads)
+    ]
+
+
+def _backward(ctx, mixed_grad, gates_grad, backward):
+    """The gradients of every input of the forward from `backward` (`mix_backward_kernels` or its operator), in the
+    order of `FusedMix`'s arguments. Under `create_graph=True` they are computed once, and refuse to be
+    differentiated again (`_refusing_second_order`)."""
+    saved = ctx.saved_tensors
+    sources = (*saved, mixed_grad, gates_grad)
+    if torch.is_grad_enabled() and any(tensor is not None and tensor.requires_grad for tensor in sources):
+        with torch.no_grad():
+            grads = _backward(ctx, mixed_grad, gates_grad, backward)
+        return _refusing_second_order(grads, sources)
+    projected, first, second, gate_hidden, gate_context, gate_bias, gates = saved
+    states_grad, projected_grad, parameter_grads = backward(
+        None if mixed_grad is None else mixed_grad.contiguous(),
+        None if gates_grad is None else gates_grad.contiguous(),
+        *(projected, first, second, gate_hidden, gate_context, gate_bias, gates, ctx.fixed_gate, ctx.heads),
+    )
+    states_grads = states_grad.unbind()
+    if second is None:
+        states_grads += (None,)
+    if gate_hidden is None:
+        return projected_grad, *states_grads, None, None, None, None, None, None
+    num_targets, width = gate_hidden.shape
+    gate_hidden_grad, gate_context_grad, gate_bias_grad = parameter_grads.split_with_sizes(
+        (num_targets * width, num_targets * width, num_targets)
+    )
+    parameter_grads = gate_hidden_grad.view(num_targets, width), gate_context_grad.view(num_targets, width)
+    return projected_grad, *states_grads, *parameter_grads, gate_bias_grad, None, None, None
+
+
+class FusedMix(torch.autograd.Function):
+    """The gate and the mix of every target in one kernel, forward and backward, in eager mode (see the module's
+    docstring; the compiled graphs' door is `FUSED_MIX_OPERATOR`, with the same autograd formula).
+
+    `apply(projected, first, second, gate_hidden, gate_context, gate_bias, fixed_gate, heads, store_gates)`:
+    `projected` the targets' C U `(T, batch, 1 or n, d)`, `first` and `second` the T targets' states `(batch, n,
+    d)` (`second` None for one target), the gate vectors `(T, d / heads)` and bias `(T,)` (None for the fixed gate,
+    whose value `fixed_gate` is), `heads` the gate heads (1: a shared gate), all as `prepare` lays them out;
+    `store_gates` must be True for the dynamic gate (the backward reads them). Returns the mixed states `(T, batch,
+    n, d)` in the states' dtype and the gates `(T, batch, n, heads)` in fp32, differentiable as the PyTorch path's
+    are (a loss on the gates reaches the logits); empty for the fixed gate. Second-order gradients are refused
+    (`SECOND_ORDER_REFUSAL`)."""
+
+    @staticmethod
+    def forward(projected, first, second, gate_hidden, gate_context, gate_bias, fixed_gate, heads, store_gates):
+        return mix_kernels(
+            projected, first, second, gate_hidden, gate_context, gate_bias, fixed_gate, heads, store_gates
+        )
+
+    setup_context = staticmethod(_setup_context)
+
+    @staticmethod
+    def backward(ctx, mixed_grad, gates_grad):
+        return _backward(ctx, mixed_grad, gates_grad, mix_backward_kernels)
+
+
+# `FusedMix.apply` without the Python of `torch.autograd.Function.apply`, autograd's own C++ apply: that Python binds
+# the default arguments through `inspect` at every call where `setup_context` is defined and checks for functorch's
+# transforms (some 170 Python calls a layer), and the kernels take no functorch tensors, which it is for.
+fused_mix_apply = super(torch.autograd.Function, FusedMix).apply
+
+
+def _operator_forward(
+    projected: torch.Tensor,
+    first: torch.Tensor,
+    second: torch.Tensor | None,
+    gate_hidden: torch.Tensor | None,
+    gate_context: torch.Tensor | None,
+    gate_bias: torch.Tensor | None,
+    fixed_gate: float,
+    heads: int,
+    store_gates: bool,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The forward operator's kernel: `mix_kernels` where the kernels take the tensors, else `mix_with_operators`
+    (its gates in fp32 too, or empty)."""
+    if fused_mix_available(first):
+        forward_kernel = torch.library.wrap_triton(_mix_forward_kernel)
+        arguments = (projected, first, second, gate_hidden, gate_context, gate_bias, fixed_gate, heads, store_gates)
+        return mix_kernels(*arguments, kernel=forward_kernel)
+    states = (first,) if second is None else (first, second)
+    per_token = projected.shape[2] != 1
+    mixed, gate = mix_with_operators(
+        projected, states, gate_hidden, gate_context, gate_bias, fixed_gate, heads, per_token
+    )
+    return mixed, (gate.float() if gate is not None and store_gates else first.new_empty(0, dtype=torch.float32))
+
+
+def _operator_backward(
+    mixed_grad: torch.Tensor | None,
+    gates_grad: torch.Tensor | None,
+    projected: torch.Tensor,
+    first: torch.Tensor,
+    second: torch.Tensor | None,
+    gate_hidden: torch.Tensor | None,
+    gate_context: torch.Tensor | None,
+    gate_bias: torch.Tensor | None,
+    gates: torch.Tensor,
+    fixed_gate: float,
+    heads: int,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The backward operator's kernel: `mix_backward_kernels` where the kernels take the tensors, else
+    `_gradients_with_operators`."""
+    arguments = (mixed_grad, gates_grad, projected, first, second, gate_hidden, gate_context, gate_bias, gates)
+    if fused_mix_available(first):
+        backward_kernel = torch.library.wrap_triton(_mix_backward_kernel)
+        return mix_backward_kernels(*arguments, fixed_gate, heads, kernel=backward_kernel)
+    return _gradients_with_operators(*arguments, fixed_gate, heads)
+
+
+def _operator_gradients(ctx, mixed_grad, gates_grad):
+    return _backward(ctx, mixed_grad, gates_grad, FUSED_MIX_BACKWARD_OPERATOR)
+
+
+def _source_digest():
+    """A hash of this file: the operators' names carry it."""
+    with open(__file__, "rb") as source:
+        return hashlib.sha256(source.read()).hexdigest()[:16]
+
+
+def _define_operators():
+    """The forward and backward operators, registered by the first copy of this code to be imported: a second module
+    of the same file (two saved folders' code, each loaded by transformers as a module of its own) finds them by
+    name."""
+    namespace, name = getattr(torch.ops, OPERATOR_NAMESPACE), f"fused_mix_{_source_digest()}"
+    if not hasattr(namespace, name):
+        forward = torch.library.triton_op(f"{OPERATOR_NAMESPACE}::{name}", mutates_args=())(_operator_forward)
+        torch.library.triton_op(f"{OPERATOR_NAMESPACE}::{name}_backward", mutates_args=())(_operator_backward)
+        forward.register_autograd(_operator_gradients, setup_context=_setup_context)
+    return getattr(namespace, name).default, getattr(namespace, f"{name}_backward").default
+
+
+# The compiled graphs' fused mix: an operator with `FusedMix.apply`'s arguments and outputs, which torch.compile holds
+# whole (inductor compiles its kernels; on tensors they do not take it runs `mix_with_operators`), and its backward;
+# None where Triton or `torch.library.triton_op` (torch 2.6) is missing.
+FUSED_MIX_OPERATOR, FUSED_MIX_BACKWARD_OPERATOR = (
+    _define_operators() if triton is not None and hasattr(torch.library, "triton_op") else (None, None)
+)

@@ -209,7 +209,7 @@ class CasanDebertaV2Encoder(DebertaV2Encoder):
         weights = mean_weights(token_mask, hidden_states.dtype) if plan.sentence_means else None
         sources = []
         for layer_index, layer_module in enumerate(self.layer):
-            sources.append(plan.context_source(layer_index, hidden_states, weights))
+            sources.append(plan.context_source(plan.feeds[layer_index], hidden_states, weights))
             context = plan.layer_context(layer_index, sources)
             first = layer_index == 0 and self.conv is not None
             hidden_states = layer_module(

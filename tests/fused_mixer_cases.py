@@ -6,16 +6,18 @@ tests/test_fused_mixer.py starts (`TRITON_INTERPRET=1 pytest tests/fused_mixer_c
 (`pytest tests/fused_mixer_cases.py --device cuda`, scripts/device/shard.sh speed)."""
 
 import copy
+import functools
 
 import pytest
 import torch
 from test_context_kernels import CONFIGS, config_id, reference_mixer
 from test_translation_model import TINY_MARIAN
 from tiny_models import padded_batch, tiny_config
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from casan_hf import CasanMarianConfig, CasanMarianMTModel, casan_class, context_mixer, get_family
 from casan_hf.context_mixer import CasanContextMixer, set_fused_mixer
-from casan_hf.fused_mixer import FusedMix, fused_mix_available, prepare
+from casan_hf.fused_mixer import FUSED_MIX_OPERATOR, FusedMix, fused_mix_available, prepare
 
 
 # The largest error allowed, relative to the float64 result's norm: one rounding to the dtype (bf16 keeps 8 bits,
@@ -36,7 +38,8 @@ def kernels_run(device):
 
 @pytest.fixture
 def fused_calls(monkeypatch):
-    """How many times the kernels ran, through `FusedMix` or, where no gradient is asked for, `fused_mix`."""
+    """How many times the kernels ran, through `FusedMix` (`fused_mix_apply`) or, where no gradient is asked for,
+    `mix_kernels`."""
     calls = []
 
     def counted(function):
@@ -46,8 +49,8 @@ def fused_calls(monkeypatch):
 
         return run
 
-    monkeypatch.setattr(FusedMix, "apply", counted(FusedMix.apply))
-    monkeypatch.setattr(context_mixer, "fused_mix", counted(context_mixer.fused_mix))
+    monkeypatch.setattr(context_mixer, "fused_mix_apply", counted(context_mixer.fused_mix_apply))
+    monkeypatch.setattr(context_mixer, "mix_kernels", counted(context_mixer.mix_kernels))
     return calls
 
 
@@ -138,12 +141,13 @@ def kernel_inputs(form, dtype, parameter_dtype, device, batch=2, tokens=TOKENS, 
     return leaves
 
 
-def prepare_arguments(arguments):
-    """`FusedMix`'s arguments from `formula_mix`'s: C U and the states laid out as the kernels read them, and the gates
-    stored."""
-    projected, *parameters_and_settings = arguments[:6]
-    projected, states = prepare(projected, arguments[6:])
-    return projected, *parameters_and_settings, True, *states
+def fused(projected, gate_hidden, gate_context, gate_bias, fixed_gate, heads, *states, function=None):
+    """`FusedMix` (or `function`, of its arguments) called as `formula_mix` is: C U and the states laid out as the
+    kernels read them, the gates stored, and the mixed states one tensor per target."""
+    projected, states, parameters = prepare(projected, states, (gate_hidden, gate_context, gate_bias))
+    second = states[1] if len(states) > 1 else None
+    mixed, gates = (function or FusedMix.apply)(projected, states[0], second, *parameters, fixed_gate, heads, True)
+    return *mixed.unbind(), gates
 
 
 def call(function, leaves, heads, fixed_gate=0.3):
@@ -177,7 +181,7 @@ def test_kernels_equal_the_formulas(case, device):
     leaves = kernel_inputs(form, dtype, parameter_dtype, device)
     leaves_64 = [None if leaf is None else leaf.detach().double().requires_grad_() for leaf in leaves]
     heads = form["heads"]
-    outputs = call(lambda *args: FusedMix.apply(*prepare_arguments(args)), leaves, heads)
+    outputs = call(fused, leaves, heads)
     expected = call(formula_mix, leaves_64, heads)
     if not form["dynamic"]:  # the fixed gate's gates are not the kernel's to write
         outputs, expected = outputs[:-1], expected[:-1]
@@ -381,9 +385,9 @@ def test_models_run_the_fused_kernels_as_their_pytorch_path(family, context_type
 
 @pytest.mark.parametrize("context_type", ["global", "deep"])
 def test_compiled_mixer_on_the_cpu_keeps_the_pytorch_path(context_type, device, fused_calls):
-    """torch.compile cannot trace interpreted kernels: compiled on the CPU, the mixer runs its PyTorch path in every
-    mode, as it does without Triton (on a GPU, in the mode "compiled", the compiled mixer runs the kernels:
-    test_compiled_fused_mixer_on_a_gpu)."""
+    """torch.compile cannot trace interpreted kernels: compiled on the CPU in the mode "compiled", the mixer's graph
+    holds the operator, traced as the PyTorch path, and never the eager doors to the kernels; its outputs are the
+    PyTorch path's (on a GPU inductor compiles the operator's kernels: test_compiled_fused_mixer_on_a_gpu)."""
     if device.type != "cpu":
         pytest.skip("the CPU's compiled path")
     torch._dynamo.reset()
@@ -430,3 +434,109 @@ def test_compiled_fused_mixer_on_a_gpu(context_type, mode, device, fused_calls):
                 assert_close_in_norm(grad, grads[name], name, relative_error=1e-4)
             else:
                 assert not grad.any(), name
+
+
+def test_second_order_gradients_are_refused_by_name(device, fused_calls):
+    """The kernels' backward is not differentiable: with `create_graph=True` the first-order gradients are the
+    PyTorch path's, and differentiating them again (a Hessian-vector product) raises an error that names the fused
+    mixer and the switch to its PyTorch path, which gives it."""
+    mixer, inputs = mixer_and_inputs(dict(context_type="deep_global", gate_per_head=True), torch.float32, device)
+    parameters = list(mixer.parameters())
+    results = {}
+    for mode in ("eager", "off"):
+        set_fused_mixer(mixer, mode)
+        query, key, *context = inputs
+        outputs = mixer(query, key, mixer_context(mixer, context))
+        grads = torch.autograd.grad(weighted_loss(outputs), parameters, create_graph=True)
+        results[mode] = grads
+        second = sum((grad * torch.ones_like(grad)).sum() for grad in grads)
+        if mode == "eager":
+            with pytest.raises(
+                RuntimeError, match=r"fused mixer.*set_fused_mixer\(model, 'off'\).*CASAN_FUSED_MIXER=off"
+            ):
+                torch.autograd.grad(second, parameters, allow_unused=True)
+        else:
+            assert any(grad is not None for grad in torch.autograd.grad(second, parameters, allow_unused=True))
+    assert fused_calls
+    for index, (actual, expected) in enumerate(zip(results["eager"], results["off"], strict=True)):
+        assert_close_in_norm(actual.detach(), expected.detach(), f"d parameter {index}")
+
+
+def test_unstored_gates_are_refused_where_a_gradient_needs_them(device):
+    form = dict(targets=2, heads=1, per_token=False, dynamic=True)
+    leaves = kernel_inputs(form, torch.float32, torch.float32, device)
+    projected, gate_hidden, gate_context, gate_bias, first, second = leaves
+    with pytest.raises(ValueError, match="store_gates=False where a gradient is asked for"):
+        FusedMix.apply(projected, first, second, gate_hidden, gate_context, gate_bias, 0.3, 1, False)
+
+
+class RecordOperators(TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self.operators = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.operators.append(func.overloadpacket.__name__)
+        return func(*args, **(kwargs or {}))
+
+
+def test_unused_outputs_get_no_gradient_made_of_zeros(device, fused_calls):
+    """Gradient materialisation is off: where the gates reach no loss (training), the backward makes no zeros for
+    them and equals the PyTorch path's."""
+    mixer, inputs = mixer_and_inputs(dict(context_type="global"), torch.float32, device)
+    query, key, *context = inputs
+    mixed_query, mixed_key, _ = mixer(query, key, mixer_context(mixer, context), return_gates=False)
+    loss = weighted_loss([mixed_query, mixed_key])
+    with RecordOperators() as record:
+        grads = torch.autograd.grad(loss, [*inputs, *mixer.parameters()])
+    assert fused_calls
+    assert not {"zeros", "zeros_like", "new_zeros", "zero_", "fill_"} & set(record.operators), record.operators
+    set_fused_mixer(mixer, "off")
+    mixed_query, mixed_key, _ = mixer(query, key, mixer_context(mixer, context), return_gates=False)
+    expected = torch.autograd.grad(weighted_loss([mixed_query, mixed_key]), [*inputs, *mixer.parameters()])
+    for index, (actual, reference) in enumerate(zip(grads, expected, strict=True)):
+        assert_close_in_norm(actual, reference, f"gradient {index}")
+
+
+@pytest.mark.parametrize("per_token", [False, True], ids=["per-sentence", "per-token"])
+def test_an_empty_batch_gives_empty_outputs_and_zero_gradients(per_token, device):
+    """A batch of no sentence (or sentences of no token) launches nothing: empty mixed states, and the parameters'
+    gradients zero, as on the PyTorch path."""
+    form = dict(targets=2, heads=4, per_token=per_token, dynamic=True)
+    for batch, tokens in ((0, TOKENS), (2, 0)):
+        leaves = kernel_inputs(form, torch.float32, torch.float32, device, batch=batch, tokens=tokens)
+        outputs = call(fused, leaves, 4)
+        assert [tuple(output.shape) for output in outputs[:2]] == [(batch, tokens, 32)] * 2
+        grads = torch.autograd.grad(weighted_loss(outputs), [leaf for leaf in leaves if leaf is not None])
+        assert all(not grad.any() for grad in grads)
+
+
+def test_gate_parameters_of_any_layout(device):
+    """The gate's vectors as strided views (a transposed parameter) give what contiguous ones give."""
+    form = dict(targets=2, heads=1, per_token=True, dynamic=True)
+    leaves = kernel_inputs(form, torch.float32, torch.float32, device)
+    strided = [leaf.detach().t().contiguous().t().requires_grad_() for leaf in leaves[1:3]]
+    assert not strided[0].is_contiguous()
+    expected = call(fused, leaves, 1)
+    actual = call(fused, [leaves[0], *strided, *leaves[3:]], 1)
+    for name, output, reference in zip(("query", "key", "gates"), actual, expected, strict=True):
+        assert_close_in_norm(output, reference, name)
+    grads = torch.autograd.grad(weighted_loss(actual), strided)
+    expected_grads = torch.autograd.grad(weighted_loss(expected), leaves[1:3])
+    for grad, reference in zip(grads, expected_grads, strict=True):
+        assert_close_in_norm(grad, reference, "d gate vector")
+
+
+def test_the_operator_runs_the_kernels_with_fused_mixs_gradients(device):
+    """The compiled graphs' operator called eagerly: the kernels run (here interpreted), and outputs and every
+    gradient equal `FusedMix`'s."""
+    form = dict(targets=2, heads=4, per_token=True, dynamic=True)
+    leaves = kernel_inputs(form, torch.float32, torch.float32, device)
+    results = []
+    for function in (FusedMix.apply, FUSED_MIX_OPERATOR):
+        outputs = call(functools.partial(fused, function=function), leaves, 4)
+        results.append((outputs, torch.autograd.grad(weighted_loss(outputs), leaves)))
+    for index, (actual, reference) in enumerate(
+        zip([*results[0][0], *results[0][1]], [*results[1][0], *results[1][1]], strict=True)
+    ):
+        assert_close_in_norm(actual, reference, f"output or gradient {index}", relative_error=0)

@@ -22,6 +22,7 @@ from torch.nn import functional as F
 from ..context import CONTEXT_KINDS, is_casan_parameter
 from ..context_mixer import CasanContextMixer, runs_fused, set_fused_mixer
 from ..families import get_family, get_head
+from ..fused_mixer import fused_mix_available
 from ..modeling_casan_auto import FAMILY_CONFIGS, casan_class
 from .flops import context_param_count, cost_floor, counts_floor
 from .peak_memory import step_peak_mb
@@ -183,12 +184,14 @@ def build_model(variant, reference, attn_implementation, dtype):
 
 def mixer_path(model, device, dtype, compiled=False):
     """Which path the model's context mixers run on `device` in `dtype`, eager or `compiled`: "fused" (the Triton
-    kernels), "pytorch", or None for a model without one."""
+    kernels; compiled, the fused operator with its kernels), "pytorch" (also the fused operator where the kernels do
+    not take the tensors: its kernel there is the PyTorch path), or None for a model without one."""
     mixers = [module for module in model.modules() if isinstance(module, CasanContextMixer)]
     if not mixers:
         return None
     probe = torch.empty(0, device=device, dtype=dtype)
-    return "fused" if all(runs_fused(mixer.fused, probe, compiled) for mixer in mixers) else "pytorch"
+    kernels = fused_mix_available(probe) and all(runs_fused(mixer.fused, probe, compiled) for mixer in mixers)
+    return "fused" if kernels else "pytorch"
 
 
 def make_step(model, inputs, mode):

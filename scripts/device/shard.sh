@@ -6,11 +6,12 @@
 #   bash scripts/device/shard.sh SHARD --carry     the folders of .device/ the shard needs, one a line
 #   bash scripts/device/shard.sh SHARD --dry-run   on this machine's CPU, with .venv: the same steps at a toy size
 #
-# SHARD: speed (the fused mixer's and the kernels' parity tests on CUDA; the benchmark in bf16 at 128 x 32, eager with
-# each kind fused and on the mixer's PyTorch path; the profile of a training step of BERT, global and deep_global,
-# both paths; compiled with reduce-overhead, the graphs tracing the PyTorch path (the default mode) and the fused
-# kernels (CASAN_FUSED_MIXER=compiled); bf16 at 512 x 8; then, as the budget allows, the compiled profile, compiled
-# with inductor's default mode and the fp32 pair), translation (the study at the
+# SHARD: speed (dynamo's graph breaks and recompiles logged throughout; the fused mixer's cases whole and the other
+# CUDA tests; the benchmark in bf16 at 128 x 32, eager with each kind fused and on the mixer's PyTorch path; compiled
+# with reduce-overhead, the fused operator inside the graphs (CASAN_FUSED_MIXER=compiled), then the graphs tracing the
+# PyTorch path (the default mode); the profile of an eager training step of BERT, global and deep_global, both paths
+# (kernels a step, the fused function's host time); then, as the budget allows, bf16 at 512 x 8, the compiled
+# profile, compiled with inductor's default mode and the fp32 pair), translation (the study at the
 # small preset, four runs at a time), glue (the teaching study's cheap recipes on RTE and MRPC). Each sweep skips
 # the runs that have a record in its results file in docs/results/, so a shard stopped at BUDGET_S goes on in the
 # next job; a translation run cut off resumes from its last epoch's checkpoint, a GLUE run is redone. The results
@@ -94,15 +95,14 @@ benchmark() {
 }
 
 # Compiled: the dry run traces with dynamo's eager backend (inductor would compile for minutes on a CPU). A second
-# argument is the mixers' mode (CASAN_FUSED_MIXER; "compiled": the fused kernels inside the graphs), with dynamo's
-# recompiles logged.
+# argument is the mixers' mode (CASAN_FUSED_MIXER; "compiled": the fused operator inside the graphs). Every record
+# carries its `mixer` and `compile_mode`.
 compiled() {
 	local backend=() suffix=""
 	[[ $MODE == --dry-run ]] && backend=(--compile-backend eager)
 	[[ -n ${2:-} ]] && suffix="_fused_$2"
 	(
 		export CASAN_FUSED_MIXER=${2:-eager}
-		[[ -n ${2:-} ]] && export TORCH_LOGS=recompiles
 		benchmark --dtype bfloat16 --seq-lens 128 --batch-size 32 --context-types global deep_global --rank 0 \
 			--compile "$1" "${backend[@]}" --json "$OUT/compiled_$1$suffix.json"
 	)
@@ -120,6 +120,8 @@ profile_step() {
 
 case $SHARD in
 speed)
+	# Dynamo's graph breaks and recompiles go to the log: a compiled model with the fused operator should show none.
+	export TORCH_LOGS=graph_breaks,recompiles
 	# The fused mixer against the formulas and its PyTorch path, eager and compiled (the dry run's kernels run through
 	# Triton's interpreter), the context kernels against the paper's formulas (float64) and under bf16 autocast, then
 	# sdpa's flash kernel.
@@ -128,12 +130,13 @@ speed)
 	within_budget "${interpreter[@]}" $PY -m pytest -q -p no:cacheprovider tests/fused_mixer_cases.py --device "$DEVICE"
 	within_budget $PY -m pytest -q -p no:cacheprovider tests/test_context_kernels.py tests/test_cuda_attention.py \
 		--device "$DEVICE"
-	# Eager, each CASAN kind with context fused and on the mixer's PyTorch path; then kernels a step, then compiled.
+	# Eager, each CASAN kind with context fused and on the mixer's PyTorch path; compiled with the fused operator, then
+	# on the PyTorch path; then kernels a step and the fused function's host time under the profiler.
 	benchmark --dtype bfloat16 --seq-lens 128 --batch-size 32 --context-types none global deep_global --rank 0 \
 		--pytorch-mixer --json "$OUT/speed_bfloat16_128x32.json"
-	profile_step --models bert global deep_global --pytorch-mixer
-	compiled reduce-overhead
 	compiled reduce-overhead compiled
+	compiled reduce-overhead
+	profile_step --models bert global deep_global --pytorch-mixer
 	benchmark --dtype bfloat16 --seq-lens 512 --batch-size 8 --context-types none global deep_global --rank 0 \
 		--pytorch-mixer --json "$OUT/speed_bfloat16_512x8.json"
 	profile_step --models bert global --compile default --rows 40
