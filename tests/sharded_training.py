@@ -85,6 +85,9 @@ def main():
                 runs["ddp_outputs"] = {key: value.tolist() for key, value in outputs.items() if torch.is_tensor(value)}
         if int(os.environ["RANK"]) == 0:
             (Path(case["folder"]) / "runs.json").write_text(json.dumps(runs))
+    # The process group ends before the interpreter does: a rank left to tear it down at exit aborted once on a
+    # loaded machine ("terminate called without an active exception"), after its last case had been written.
+    torch.distributed.destroy_process_group()
 
 
 if __name__ == "__main__":
