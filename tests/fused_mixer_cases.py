@@ -462,6 +462,48 @@ def test_second_order_gradients_are_refused_by_name(device, fused_calls):
         assert_close_in_norm(actual.detach(), expected.detach(), f"d parameter {index}")
 
 
+# gradcheck's steps and tolerances for functions that compute in fp32 (the kernels take no float64): a central
+# difference of step 1e-3 is off by about 1e-4 (fp32's rounding over the step); a wrong formula by about 1.
+FP32_GRADCHECK = dict(eps=1e-3, atol=1e-3, rtol=1e-2, fast_mode=True)
+
+
+def gradcheck_function(form, leaves, function=FusedMix.apply):
+    """`function` (`FusedMix.apply` or the operator) of `leaves`' present inputs, as torch.autograd's checks call it:
+    every output but the fixed gate's gates, which are not differentiable."""
+    present = [index for index, leaf in enumerate(leaves) if leaf is not None]
+
+    def mixed(*inputs):
+        full = list(leaves)
+        for index, tensor in zip(present, inputs, strict=True):
+            full[index] = tensor
+        outputs = call(functools.partial(fused, function=function), full, form["heads"])
+        return outputs if form["dynamic"] else outputs[:-1]
+
+    return mixed, [leaves[index] for index in present]
+
+
+@pytest.mark.filterwarnings("ignore:Input #.* is not a double precision")
+@pytest.mark.parametrize("form", KERNEL_FORMS, ids=kernel_form_id)
+def test_gradcheck(form, device):
+    """torch.autograd.gradcheck on every form: the backward kernel is the derivative of the forward kernel, against
+    finite differences of the forward itself. (The operator's backward is `FusedMix`'s to the bit:
+    test_the_operator_runs_the_kernels_with_fused_mixs_gradients.)"""
+    mixed, inputs = gradcheck_function(form, kernel_inputs(form, torch.float32, torch.float32, device, tokens=3, d=8))
+    assert torch.autograd.gradcheck(mixed, inputs, **FP32_GRADCHECK)
+
+
+@pytest.mark.filterwarnings("ignore:Input #.* is not a double precision")
+@pytest.mark.parametrize("door", ["FusedMix", "operator"])
+def test_gradgradcheck_is_refused_by_name(door, device):
+    """torch.autograd.gradgradcheck through either door raises the refusal, which names the switch to the PyTorch
+    path: the kernels' backward is computed once, never differentiated."""
+    form = dict(targets=1, heads=1, per_token=False, dynamic=True)
+    leaves = kernel_inputs(form, torch.float32, torch.float32, device, tokens=3, d=8)
+    mixed, inputs = gradcheck_function(form, leaves, FusedMix.apply if door == "FusedMix" else FUSED_MIX_OPERATOR)
+    with pytest.raises(RuntimeError, match=r"fused mixer.*set_fused_mixer\(model, 'off'\)"):
+        torch.autograd.gradgradcheck(mixed, inputs, **FP32_GRADCHECK)
+
+
 def test_unstored_gates_are_refused_where_a_gradient_needs_them(device):
     form = dict(targets=2, heads=1, per_token=False, dynamic=True)
     leaves = kernel_inputs(form, torch.float32, torch.float32, device)
