@@ -329,6 +329,62 @@ if triton is not None:
             tl.store(row_ptr + 2 * NUM_TARGETS * WIDTH + t, tl.sum(bias_sum, axis=0))
 
 
+class CachedLaunches:
+    """`kernel[grid](*args, **options)` as Triton's JIT launches it, but through the compiled kernel the JIT returned
+    for the same specialization: the JIT's own launch (`JITFunction.run`) binds and specialises every argument,
+    builds a cache key and checks the kernel's globals at every call, host work a layer's launches wait on.
+
+    The key is what the JIT specialises on for these kernels: the current device, the options (constexprs and
+    `num_warps`), each tensor's dtype and 16-byte alignment, each number's type and whether it fits in int32 (the
+    numbers are `do_not_specialize`). The JIT path is the fallback, tested on the CPU: the first launch of each key,
+    Triton's interpreter (whose launches return no compiled kernel), a launch hook (a profiler's, which sees every
+    launch the JIT makes) and a compiled kernel without the launcher this calls (another Triton)."""
+
+    def __init__(self, kernel, driver=None):
+        self.kernel = kernel
+        self.driver = driver  # Triton's active driver where None: it starts only where a GPU launch asks for it
+        self.compiled = {}
+
+    def __getitem__(self, grid):
+        return functools.partial(self.launch, grid)
+
+    def launch(self, grid, *args, **options):
+        enter, leave = triton.knobs.runtime.launch_enter_hook, triton.knobs.runtime.launch_exit_hook
+        # A hook is set where it is not None, nor an empty chain of hooks (Triton 3.5 on).
+        if INTERPRETED or getattr(enter, "calls", enter) or getattr(leave, "calls", leave):
+            return self.kernel[grid](*args, **options)
+        driver = triton.runtime.driver.active if self.driver is None else self.driver
+        device = driver.get_current_device()
+        key = [device, *options.values()]
+        for argument in args:  # a loop, not a comprehension: no Python frame of its own
+            if isinstance(argument, torch.Tensor):
+                key += (argument.dtype, argument.data_ptr() % 16 == 0)
+            else:
+                key += (type(argument), -(2**31) <= argument < 2**31)
+        key = tuple(key)
+        cached = self.compiled.get(key)
+        if cached is None:
+            compiled = self.kernel[grid](*args, **options)
+            if hasattr(compiled, "function") and hasattr(compiled, "packed_metadata"):
+                # The constexprs in the kernel's order, after the launch's arguments: the launcher takes every argument
+                # and drops the constexprs itself.
+                constexprs = tuple(options[name] for name in self.kernel.arg_names[len(args) :])
+                self.compiled[key] = compiled, constexprs
+            return
+        compiled, constexprs = cached
+        stream = driver.get_current_stream(device)
+        compiled.run(
+            *(grid[0], grid[1], 1, stream, compiled.function, compiled.packed_metadata, None, None, None),
+            *args,
+            *constexprs,
+        )
+
+
+# The eager door's launches of the two kernels.
+if triton is not None:
+    FORWARD_LAUNCHES, BACKWARD_LAUNCHES = CachedLaunches(_mix_forward_kernel), CachedLaunches(_mix_backward_kernel)
+
+
 def _warps(heads_p2, width_p2):
     """Warps for a row of `heads_p2 x width_p2` values: about 8 of them a thread."""
     return max(1, min(16, heads_p2 * width_p2 // 256))
@@ -380,7 +436,7 @@ def mix_kernels(
     gates = first.new_empty((num_targets, batch, n, heads) if store else (0,), dtype=torch.float32)
     blocks = -(-n // FORWARD_ROWS)
     if batch * blocks:
-        (kernel or _mix_forward_kernel)[(batch * blocks, num_targets)](
+        (kernel or FORWARD_LAUNCHES)[(batch * blocks, num_targets)](
             first,
             first if second is None else second,
             projected,
@@ -422,7 +478,7 @@ def mix_backward_kernels(
     # Per token, dP in P's layout, written by the kernel; per sentence, each sentence's partial sums summed.
     projected_grad = torch.empty_like(projected) if per_token else None
     if batch * blocks:
-        (kernel or _mix_backward_kernel)[(batch * blocks, num_targets)](
+        (kernel or BACKWARD_LAUNCHES)[(batch * blocks, num_targets)](
             first,
             first if second is None else second,
             projected,

@@ -15,7 +15,7 @@ from test_translation_model import TINY_MARIAN
 from tiny_models import padded_batch, tiny_config
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from casan_hf import CasanMarianConfig, CasanMarianMTModel, casan_class, context_mixer, get_family
+from casan_hf import CasanMarianConfig, CasanMarianMTModel, casan_class, context_mixer, fused_mixer, get_family
 from casan_hf.context_mixer import CasanContextMixer, set_fused_mixer
 from casan_hf.fused_mixer import FUSED_MIX_OPERATOR, FusedMix, fused_mix_available, prepare
 
@@ -582,3 +582,30 @@ def test_the_operator_runs_the_kernels_with_fused_mixs_gradients(device):
         zip([*results[0][0], *results[0][1]], [*results[1][0], *results[1][1]], strict=True)
     ):
         assert_close_in_norm(actual, reference, f"output or gradient {index}", relative_error=0)
+
+
+class RefusedJIT:
+    def __getitem__(self, grid):
+        pytest.fail("a launch went through the JIT where the compiled kernel of its specialization was cached")
+
+
+def test_cached_launches_equal_the_jits_on_a_gpu(device, monkeypatch):
+    """On a GPU, `CachedLaunches`: a forward and backward launched through the JIT (the caches emptied), then again
+    through the compiled kernels the JIT returned (the JIT refused), give the same outputs and gradients to the
+    bit."""
+    if device.type != "cuda":
+        pytest.skip("Triton's interpreter returns no compiled kernel: every launch goes through it")
+    form = dict(targets=2, heads=4, per_token=True, dynamic=True)
+    leaves = kernel_inputs(form, torch.bfloat16, torch.float32, device)
+    launches = (fused_mixer.FORWARD_LAUNCHES, fused_mixer.BACKWARD_LAUNCHES)
+    for launch in launches:
+        monkeypatch.setattr(launch, "compiled", {})
+    results = []
+    for _ in range(2):
+        outputs = call(fused, leaves, 4)
+        results.append([*outputs, *torch.autograd.grad(weighted_loss(outputs), leaves)])
+        assert all(len(launch.compiled) == 1 for launch in launches)
+        for launch in launches:
+            monkeypatch.setattr(launch, "kernel", RefusedJIT())
+    for index, (actual, reference) in enumerate(zip(*results, strict=True)):
+        assert torch.equal(actual, reference), f"output or gradient {index}"

@@ -12,11 +12,20 @@ step asks for none) and the backward of its two outputs, once on each path after
 The fused path is forced on the CPU tensors (`fused_mix_available` says yes) with its two kernels replaced by stubs
 that launch nothing: the figures are the host's, whatever the device.
 
-    python -m casan_hf.benchmark.fused_host_work
+With `--time`, it also times one mixer call, forward and backward, on each path and one `nn.Linear(d, d)` forward
+and backward on the query (the yardstick of the fused function's host time, held to at most twice it), round-robin, each a median
+of wall and thread CPU time, with the PyTorch path's control copy, which must tie with it. The tensors are tiny,
+so what is timed is the host's work: on the CPU the stubbed launches leave out the compiled kernels' launchers;
+`--device cuda` makes them.
+
+    python -m casan_hf.benchmark.fused_host_work [--time [--device cuda]]
 """
 
+import argparse
 import contextlib
+import statistics
 import sys
+import time
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -33,13 +42,33 @@ LAYER = 2
 
 
 class _StubKernel:
-    """A kernel whose launch `kernel[grid](...)` does nothing."""
+    """A JIT kernel whose launch `kernel[grid](...)` does nothing and returns a compiled kernel that does nothing."""
+
+    def __init__(self, kernel):
+        self.arg_names = kernel.arg_names
 
     def __getitem__(self, grid):
         return self._launch
 
     def _launch(self, *args, **kwargs):
+        return _StubCompiled()
+
+
+class _StubCompiled:
+    function = packed_metadata = None
+
+    def run(self, *args):
         return None
+
+
+class _StubDriver:
+    """Triton's driver on a GPU with device 0 and stream 0: a Python call each, as `torch.cuda.current_device` is."""
+
+    def get_current_device(self):
+        return 0
+
+    def get_current_stream(self, device):
+        return 0
 
 
 class _CountOperators(TorchDispatchMode):
@@ -54,7 +83,7 @@ class _CountOperators(TorchDispatchMode):
 
 def _python_calls(function):
     """How many Python frames `function()` starts, the stub's left out."""
-    stub_code = {_StubKernel.__getitem__.__code__, _StubKernel._launch.__code__}
+    stub_code = {_StubKernel.__getitem__.__code__, _StubKernel._launch.__code__, _StubCompiled.run.__code__}
     calls = 0
 
     def profiler(frame, event, argument):
@@ -72,14 +101,18 @@ def _python_calls(function):
 
 @contextlib.contextmanager
 def stubbed_launches():
-    """The fused kernels taken for CPU tensors and launched as stubs, for the length of the block."""
-    saved = (fused_mixer._mix_forward_kernel, fused_mixer._mix_backward_kernel, context_mixer.fused_mix_available)
-    fused_mixer._mix_forward_kernel = fused_mixer._mix_backward_kernel = _StubKernel()
+    """The fused kernels taken for CPU tensors and launched as stubs, for the length of the block: each launch goes
+    through the kernels' `CachedLaunches`, whose JIT kernel and compiled kernel launch nothing."""
+    saved = (fused_mixer.FORWARD_LAUNCHES, fused_mixer.BACKWARD_LAUNCHES, context_mixer.fused_mix_available)
+    fused_mixer.FORWARD_LAUNCHES, fused_mixer.BACKWARD_LAUNCHES = (
+        fused_mixer.CachedLaunches(_StubKernel(kernel), _StubDriver())
+        for kernel in (fused_mixer._mix_forward_kernel, fused_mixer._mix_backward_kernel)
+    )
     context_mixer.fused_mix_available = fused_mixer.fused_mix_available = _available
     try:
         yield
     finally:
-        fused_mixer._mix_forward_kernel, fused_mixer._mix_backward_kernel, available = saved
+        fused_mixer.FORWARD_LAUNCHES, fused_mixer.BACKWARD_LAUNCHES, available = saved
         context_mixer.fused_mix_available = fused_mixer.fused_mix_available = available
 
 
@@ -88,8 +121,9 @@ def _available(states):
     return True
 
 
-def mixer_and_inputs(context_type):
-    """A mixer of layer `LAYER` of a tiny config of `context_type`, its query and key (leaves) and its context."""
+def mixer_and_inputs(context_type, device="cpu"):
+    """A mixer of layer `LAYER` of a tiny config of `context_type`, its query and key (leaves) and its context, on
+    `device`."""
     torch.manual_seed(0)
     config = CasanConfig(
         hidden_size=32, num_attention_heads=4, num_hidden_layers=3, intermediate_size=37, context_type=context_type
@@ -98,12 +132,12 @@ def mixer_and_inputs(context_type):
     for parameter in mixer.parameters():
         torch.nn.init.normal_(parameter, std=0.3)
     d, batch, n = config.hidden_size, 2, 11
-    query, key = (torch.randn(batch, n, d, requires_grad=True) for _ in range(2))
+    query, key = (torch.randn(batch, n, d, device=device, requires_grad=True) for _ in range(2))
     if context_type == "deep":
-        context = tuple(torch.randn(batch, n, d) for _ in range(LAYER))
+        context = tuple(torch.randn(batch, n, d, device=device) for _ in range(LAYER))
     else:
-        context = (torch.randn(batch, config.context_size(LAYER)),)
-    return mixer, query, key, context
+        context = (torch.randn(batch, config.context_size(LAYER), device=device),)
+    return mixer.to(device), query, key, context
 
 
 def count_host_work(context_type, path):
@@ -135,7 +169,85 @@ def count_host_work(context_type, path):
     return counts
 
 
+def _timed_steps(context_type, device):
+    """`{arm: step}`: one mixer call forward and backward on each path (and the PyTorch path's control copy, a mixer
+    of its own); the fused function alone (`FusedMix`, forward and backward, on the tensors the mixer hands it);
+    and `nn.Linear(d, d)` forward and backward on the query."""
+    steps = {}
+    for arm, path in (("mixer fused", "fused"), ("mixer PyTorch", "pytorch"), ("its control copy", "pytorch")):
+        mixer, query, key, context = mixer_and_inputs(context_type, device)
+        set_fused_mixer(mixer, PATHS[path])
+
+        def step(mixer=mixer, query=query, key=key, context=context):
+            mixed_query, mixed_key, _ = mixer(query, key, context, return_gates=False)
+            torch.autograd.backward([mixed_query, mixed_key], [torch.ones_like(mixed_query)] * 2)
+
+        steps[arm] = step
+    mixer, query, key, context = mixer_and_inputs(context_type, device)
+    projected = mixer.project(context).detach().requires_grad_()
+    projected, (first, second), parameters = fused_mixer.prepare(projected, (query, key), mixer.parameters_of_gate())
+    arguments = (projected, first, second, *parameters, mixer.fixed_gate, mixer.gate_heads, True)
+
+    def fused_function_step():
+        mixed, _ = fused_mixer.fused_mix_apply(*arguments)
+        torch.autograd.backward([mixed], [torch.ones_like(mixed)])
+
+    steps["fused function"] = fused_function_step
+    linear = torch.nn.Linear(query.shape[-1], query.shape[-1], device=device)
+
+    def linear_step():
+        output = linear(query)
+        torch.autograd.backward([output], [torch.ones_like(output)])
+
+    steps["nn.Linear"] = linear_step
+    return steps
+
+
+def time_host_work(context_type, device="cpu", rounds=40, block=25):
+    """`{arm: (median wall us, median thread CPU us)}` per call, `_timed_steps`' arms round-robin (each round starts
+    one arm later), `block` calls in a row each, one warm-up round first. On the CPU the launches are stubbed; on a
+    GPU they are made, and a block waits for the GPU once, at its end: the GPU runs such tiny kernels faster than the
+    host launches them, so the time is the host's."""
+    steps = _timed_steps(context_type, device)
+    arms = list(steps)
+    timings = {arm: ([], []) for arm in arms}
+    synchronize = torch.cuda.synchronize if torch.device(device).type == "cuda" else lambda: None
+    with stubbed_launches() if torch.device(device).type == "cpu" else contextlib.nullcontext():
+        for round_index in range(rounds + 1):
+            shift = round_index % len(arms)
+            for arm in arms[shift:] + arms[:shift]:
+                wall, cpu = time.perf_counter(), time.thread_time()
+                for _ in range(block):
+                    steps[arm]()
+                synchronize()
+                if round_index:  # the first round warms up
+                    timings[arm][0].append((time.perf_counter() - wall) / block * 1e6)
+                    timings[arm][1].append((time.thread_time() - cpu) / block * 1e6)
+    return {arm: (statistics.median(wall), statistics.median(cpu)) for arm, (wall, cpu) in timings.items()}
+
+
+def print_times(device):
+    arms = ("mixer fused", "mixer PyTorch", "its control copy", "fused function", "nn.Linear")
+    launches = "launches stubbed" if torch.device(device).type == "cpu" else f"on {device}"
+    print(f"Per call, forward and backward: median wall time (thread CPU time), {launches}.")
+    print()
+    print("| context | " + " | ".join(arms) + " | fused function / nn.Linear | mixer fused / PyTorch |")
+    print("| --- |" + " ---: |" * (len(arms) + 2))
+    for context_type in CONTEXT_TYPES:
+        times = time_host_work(context_type, device)
+        wall = {arm: times[arm][0] for arm in arms}
+        cells = [f"{times[arm][0]:.0f} us ({times[arm][1]:.0f})" for arm in arms]
+        ratios = (wall["fused function"] / wall["nn.Linear"], wall["mixer fused"] / wall["mixer PyTorch"])
+        print(f"| {context_type} | " + " | ".join(cells + [f"{ratio:.2f}" for ratio in ratios]) + " |")
+
+
 def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--time", action="store_true", help="also time each path against nn.Linear (a minute)")
+    parser.add_argument(
+        "--device", default="cpu", choices=("cpu", "cuda"), help="where --time runs: launches stubbed, or made"
+    )
+    arguments = parser.parse_args()
     columns = ("python forward", "python backward", "aten forward", "aten backward")
     print("| context | path | " + " | ".join(columns) + " |")
     print("| --- | --- |" + " ---: |" * len(columns))
@@ -143,6 +255,9 @@ def main():
         for path in PATHS:
             counts = count_host_work(context_type, path)
             print(f"| {context_type} | {path} | " + " | ".join(str(counts[column]) for column in columns) + " |")
+    if arguments.time:
+        print()
+        print_times(arguments.device)
 
 
 if __name__ == "__main__":

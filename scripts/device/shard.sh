@@ -130,6 +130,9 @@ speed)
 	within_budget "${interpreter[@]}" $PY -m pytest -q -p no:cacheprovider tests/fused_mixer_cases.py --device "$DEVICE"
 	within_budget $PY -m pytest -q -p no:cacheprovider tests/test_context_kernels.py tests/test_cuda_attention.py \
 		--device "$DEVICE"
+	# The fused function's host time a layer against nn.Linear's, launches made (through the compiled kernels), and the
+	# host work it counts with the launches stubbed.
+	within_budget $PY -m casan_hf.benchmark.fused_host_work --time --device "$DEVICE"
 	# Eager, each CASAN kind with context fused and on the mixer's PyTorch path; compiled with the fused operator, then
 	# on the PyTorch path; then kernels a step and the fused function's host time under the profiler.
 	benchmark --dtype bfloat16 --seq-lens 128 --batch-size 32 --context-types none global deep_global --rank 0 \
