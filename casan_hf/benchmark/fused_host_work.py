@@ -13,10 +13,10 @@ The fused path is forced on the CPU tensors (`fused_mix_available` says yes) wit
 that launch nothing: the figures are the host's, whatever the device.
 
 With `--time`, it also times one mixer call, forward and backward, on each path and one `nn.Linear(d, d)` forward
-and backward on the query (the yardstick of the fused function's host time, held to at most twice it), round-robin, each a median
-of wall and thread CPU time, with the PyTorch path's control copy, which must tie with it. The tensors are tiny,
-so what is timed is the host's work: on the CPU the stubbed launches leave out the compiled kernels' launchers;
-`--device cuda` makes them.
+and backward on the query (the yardstick of the fused function's host time, held to at most twice it),
+round-robin, each a median of wall and thread CPU time, with the PyTorch path's control copy, which must tie with
+it. The tensors are tiny, so what is timed is the host's work: on the CPU the stubbed launches leave out the
+compiled kernels' launchers; `--device cuda` makes them.
 
     python -m casan_hf.benchmark.fused_host_work [--time [--device cuda]]
 """
