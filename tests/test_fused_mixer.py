@@ -391,6 +391,26 @@ def test_a_compiled_model_holds_the_fused_operator_whole(context_type):
     torch._dynamo.reset()
 
 
+def test_without_the_operator_compiled_graphs_trace_the_pytorch_path(monkeypatch):
+    """Where the operator does not exist (torch before 2.6, which has no `torch.library.triton_op`, or no Triton),
+    the mode "compiled" traces the PyTorch path: one graph, no graph break, no operator, eager's outputs."""
+    torch._dynamo.reset()
+    monkeypatch.setattr(context_mixer, "FUSED_MIX_OPERATOR", None)
+    model = CasanModel(tiny_config(context_type="deep_global", **{**COMPILED_MODEL, "num_hidden_layers": 3}))
+    set_fused_mixer(model, "compiled")
+    counter = GraphCounter()
+    input_ids, attention_mask = padded_batch(COMPILED_BATCHES[0])
+    with torch.no_grad():
+        compiled = torch.compile(model, backend=counter, fullgraph=True)(input_ids, attention_mask=attention_mask)
+        expected = model(input_ids, attention_mask=attention_mask)
+    assert len(counter.graphs) == 1
+    assert not any(
+        node.target is fused_mixer.FUSED_MIX_OPERATOR for graph in counter.graphs for node in graph.graph.nodes
+    )
+    torch.testing.assert_close(compiled.last_hidden_state, expected.last_hidden_state)
+    torch._dynamo.reset()
+
+
 def frames_with_a_graph_break_in_the_mixer(num_hidden_layers, monkeypatch):
     """How many frames dynamo compiles for one forward of a global model of `num_hidden_layers` with a graph break
     forced inside every mixer's fused call, and whether it ran out of recompiles."""
