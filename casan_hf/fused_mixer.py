@@ -349,7 +349,8 @@ class CachedLaunches:
         return functools.partial(self.launch, grid)
 
     def launch(self, grid, *args, **options):
-        enter, leave = triton.knobs.runtime.launch_enter_hook, triton.knobs.runtime.launch_exit_hook
+        runtime = triton.knobs.runtime
+        enter, leave = runtime.launch_enter_hook, runtime.launch_exit_hook
         # A hook is set where it is not None, nor an empty chain of hooks (Triton 3.5 on).
         if INTERPRETED or getattr(enter, "calls", enter) or getattr(leave, "calls", leave):
             return self.kernel[grid](*args, **options)

@@ -211,8 +211,9 @@ def time_host_work(context_type, device="cpu", rounds=40, block=25):
     steps = _timed_steps(context_type, device)
     arms = list(steps)
     timings = {arm: ([], []) for arm in arms}
-    synchronize = torch.cuda.synchronize if torch.device(device).type == "cuda" else lambda: None
-    with stubbed_launches() if torch.device(device).type == "cpu" else contextlib.nullcontext():
+    on_cpu = torch.device(device).type == "cpu"
+    synchronize = (lambda: None) if on_cpu else torch.cuda.synchronize
+    with stubbed_launches() if on_cpu else contextlib.nullcontext():
         for round_index in range(rounds + 1):
             shift = round_index % len(arms)
             for arm in arms[shift:] + arms[:shift]:
