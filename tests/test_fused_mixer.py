@@ -411,9 +411,9 @@ def test_without_the_operator_compiled_graphs_trace_the_pytorch_path(monkeypatch
     torch._dynamo.reset()
 
 
-def frames_with_a_graph_break_in_the_mixer(num_hidden_layers, monkeypatch):
-    """How many frames dynamo compiles for one forward of a global model of `num_hidden_layers` with a graph break
-    forced inside every mixer's fused call, and whether it ran out of recompiles."""
+def frames_with_a_graph_break_in_the_mixer(context_type, num_hidden_layers, monkeypatch):
+    """How many frames dynamo compiles for one forward of a model of `context_type` and `num_hidden_layers` with a
+    graph break forced inside every mixer's fused call."""
     torch._dynamo.reset()
     fused_mix = CasanContextMixer.fused_mix
 
@@ -422,8 +422,9 @@ def frames_with_a_graph_break_in_the_mixer(num_hidden_layers, monkeypatch):
         return fused_mix(self, *args)
 
     monkeypatch.setattr(CasanContextMixer, "fused_mix", breaking)
+    monkeypatch.setattr(torch._dynamo.config, "recompile_limit", 64)  # count every frame a deep model compiles
     model = CasanModel(
-        tiny_config(context_type="global", **{**COMPILED_MODEL, "num_hidden_layers": num_hidden_layers})
+        tiny_config(context_type=context_type, **{**COMPILED_MODEL, "num_hidden_layers": num_hidden_layers})
     )
     set_fused_mixer(model, "compiled")
     torch._dynamo.utils.counters.clear()
@@ -437,9 +438,25 @@ def frames_with_a_graph_break_in_the_mixer(num_hidden_layers, monkeypatch):
     return frames
 
 
-def test_a_graph_break_in_the_mixer_does_not_compile_each_layer_again(monkeypatch):
+# deep and deep_global compile frames once per layer after such a break, by decision (docs/METHOD.md, "Compiled
+# graphs"): a layer's context and U have its own arity and width, and the fix would use U where FSDP2 holds it sharded.
+LAYER_SPECIFIC_CONTEXT = pytest.mark.xfail(
+    strict=True, reason="a layer's context and U have the layer's own arity and width (docs/METHOD.md)"
+)
+
+
+@pytest.mark.parametrize(
+    "context_type",
+    [
+        "global",
+        pytest.param("deep_global", marks=LAYER_SPECIFIC_CONTEXT),
+        pytest.param("deep", marks=LAYER_SPECIFIC_CONTEXT),
+    ],
+)
+def test_a_graph_break_in_the_mixer_does_not_compile_each_layer_again(context_type, monkeypatch):
     """A graph break inside the mixer splits the model into frames, but none of them guards the layer (its index
-    once did, `ContextPlan.context_source`): 3 layers and 12 compile the same frames. (The first compile of a process
-    counts one frame fewer, whatever the depth: a warm-up goes first.)"""
-    frames = [frames_with_a_graph_break_in_the_mixer(layers, monkeypatch) for layers in (3, 3, 12)]
+    once did, `ContextPlan.context_source`): 3 layers and 6 compile the same frames. (The first compile of a process
+    counts one frame fewer, whatever the depth: a warm-up goes first.) Strictly expected to fail for the kinds whose
+    context is each layer's own, so that a change that fixes them shows."""
+    frames = [frames_with_a_graph_break_in_the_mixer(context_type, layers, monkeypatch) for layers in (3, 3, 6)]
     assert frames[1] == frames[2], frames
