@@ -11,10 +11,11 @@ operators BERT does not have or has fewer of: `aten::addmm`/`aten::mm` for C U a
 gradient of the split U.
 
 `--operators` prints instead how many compute operators (casan_hf/benchmark/operators.py) one step of `--mode`
-runs, forward and backward, for BertModel and each CASAN context type, and per layer what the context adds:
-the figure that matters where every operator is a kernel launch (a GPU). It needs no quiet machine. By
-default the models have BERT-base's depth and a width of 64 (`--size bert-base` for the real width: the
-same counts for the context, slower; BERT's own differ a little, as sdpa picks another path).
+runs, forward and backward, for BertModel and each CASAN context type, and per layer what the context adds: the
+figure that matters where every operator is a kernel launch (a GPU). `--fused-mixer` counts the path a GPU takes,
+the fused mixer's, whose Triton kernels launch here as stubs that compute nothing, one operator each. It needs no
+quiet machine. By default the models have BERT-base's depth and a width of 64 (`--size bert-base` for the real
+width: the same counts for the context, slower; BERT's own differ a little, as sdpa picks another path).
 """
 
 import argparse
@@ -62,10 +63,11 @@ def print_operator_counts(args):
         config = source_model(args.size, args.attn, torch.float32)[0].config
     inputs = random_inputs(config.vocab_size, args.batch_size, args.seq_len, torch.device("cpu"))
     casan = [(v.label, v.casan_options()) for v in default_variants(OPERATOR_RANK) if v.context_type is not None]
-    rows = count_table(config, casan, inputs, args.mode, args.attn)
+    rows = count_table(config, casan, inputs, args.mode, args.attn, fused=args.fused_mixer)
+    path = "the fused mixer's path, each Triton launch one operator" if args.fused_mixer else "the PyTorch path"
     print(
         f"compute operators of one {args.mode} step, hidden {config.hidden_size}, {config.num_hidden_layers} "
-        f"layers, seq {args.seq_len}, batch {args.batch_size}, {args.attn}; per layer: over the layers; "
+        f"layers, seq {args.seq_len}, batch {args.batch_size}, {args.attn}, {path}; per layer: over the layers; "
         "context: what CASAN adds over BertModel"
     )
     print(format_count_table(rows, config.num_hidden_layers))
@@ -87,6 +89,11 @@ def main():
     parser.add_argument("--attn", default="sdpa", choices=["sdpa", "eager"])
     parser.add_argument("--rows", type=int, default=12, help="operators shown per model")
     parser.add_argument("--operators", action="store_true", help="count compute operators instead (see above)")
+    parser.add_argument(
+        "--fused-mixer",
+        action="store_true",
+        help="with --operators: count the fused mixer's path, its Triton kernels launched as stubs, one operator each",
+    )
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     if args.operators:

@@ -15,20 +15,27 @@ backward is `loss.backward()`, as in the benchmark's training step (`runner.make
 on the code path, not on the sizes, as long as the sizes pick the same kernels (sdpa's choice among its
 backends does depend on them, on both sides of a comparison alike).
 
+With `fused=True` (`count_table`) the CASAN models take the fused mixer's path as on a GPU, its Triton kernels
+launched as stubs that compute nothing (`counted_fused_launches`), and each launch counts as a compute operator of
+its own (`triton::mix_forward`, `triton::mix_backward`): the kernels a GPU step runs, counted on the CPU.
+
 `context_operators_per_layer` gives what the context adds: a CASAN model's counts minus those of the
 BertModel with the same configuration, over the number of layers (operators run once per forward, like the
 masked-mean weights, are spread over the layers; hence halves).
 """
 
 import collections
+import contextlib
 import functools
 
 import torch
 from torch.profiler import ProfilerActivity, profile
 from transformers import BertConfig, BertModel
 
+from .. import fused_mixer
 from ..configuration_casan import CasanConfig
 from ..modeling_casan import CasanModel
+from .fused_host_work import stubbed_launches
 
 
 METADATA_OPERATORS = frozenset(
@@ -80,6 +87,41 @@ def _compute_operators(prof):
     return counts
 
 
+class _CountedLaunches:
+    """A fused kernel's launches (`fused_mixer.CachedLaunches`) that count themselves under `name` in `counts`."""
+
+    def __init__(self, launches, name, counts):
+        self.launches, self.name, self.counts = launches, name, counts
+
+    def __getitem__(self, grid):
+        self.counts[self.name] += 1
+        return self.launches[grid]
+
+
+@contextlib.contextmanager
+def counted_fused_launches():
+    """The fused mixer's path taken for CPU tensors, its kernels launched as stubs (`stubbed_launches`), for the
+    length of the block. Yields the Counter each launch adds one to, by kernel."""
+    launches = collections.Counter()
+    with stubbed_launches():
+        saved = fused_mixer.FORWARD_LAUNCHES, fused_mixer.BACKWARD_LAUNCHES
+        fused_mixer.FORWARD_LAUNCHES = _CountedLaunches(saved[0], "triton::mix_forward", launches)
+        fused_mixer.BACKWARD_LAUNCHES = _CountedLaunches(saved[1], "triton::mix_backward", launches)
+        try:
+            yield launches
+        finally:
+            fused_mixer.FORWARD_LAUNCHES, fused_mixer.BACKWARD_LAUNCHES = saved
+
+
+def _taken(launches):
+    """The launches counted so far (none without a counter), the counter emptied."""
+    if launches is None:
+        return collections.Counter()
+    taken = collections.Counter(launches)
+    launches.clear()
+    return taken
+
+
 def scalar_loss(outputs):
     """The benchmark's training loss: every output token and the pooled vector reach the backward."""
     loss = outputs.last_hidden_state.float().square().mean()
@@ -88,9 +130,10 @@ def scalar_loss(outputs):
     return loss
 
 
-def operator_counts(model, inputs, mode="training", loss=scalar_loss):
+def operator_counts(model, inputs, mode="training", loss=scalar_loss, launches=None):
     """Compute operators of one step of `model` on `inputs` (a dict of model arguments), `loss(outputs)` the
-    scalar whose backward is counted.
+    scalar whose backward is counted; `launches`: the counter of `counted_fused_launches`, whose launches count
+    with the operators of the forward or backward they run in.
 
     Returns `{"forward": Counter, "backward": Counter}` (operator name -> calls); inference has an empty
     backward and runs the forward in eval mode under `torch.no_grad()`, training runs in train mode (dropout
@@ -107,13 +150,14 @@ def operator_counts(model, inputs, mode="training", loss=scalar_loss):
     if training:
         warm.backward()
     model.zero_grad(set_to_none=True)
+    _taken(launches)
     with profile(activities=[ProfilerActivity.CPU]) as forward_profile:
         value = forward()
-    counts = {"forward": _compute_operators(forward_profile), "backward": collections.Counter()}
+    counts = {"forward": _compute_operators(forward_profile) + _taken(launches), "backward": collections.Counter()}
     if training:
         with profile(activities=[ProfilerActivity.CPU]) as backward_profile:
             value.backward()
-        counts["backward"] = _compute_operators(backward_profile)
+        counts["backward"] = _compute_operators(backward_profile) + _taken(launches)
         model.zero_grad(set_to_none=True)
     return counts
 
@@ -131,8 +175,9 @@ def small_bert_config(num_hidden_layers=12, hidden_size=64, **overrides):
     return BertConfig(**{**shape, **overrides})
 
 
-def count_table(bert_config, variants, inputs, mode="training", attn_implementation="sdpa"):
-    """Operator counts of BertModel and of each CASAN variant with `bert_config`'s shape and weights.
+def count_table(bert_config, variants, inputs, mode="training", attn_implementation="sdpa", fused=False):
+    """Operator counts of BertModel and of each CASAN variant with `bert_config`'s shape and weights, the CASAN
+    models on the fused mixer's path with `fused` (its launches counted: `counted_fused_launches`).
 
     `variants` is a list of `(label, casan_options)`. Returns rows `(label, forward, backward, extra_forward,
     extra_backward)`: whole-step totals, and per layer what the context adds over BertModel.
@@ -146,7 +191,8 @@ def count_table(bert_config, variants, inputs, mode="training", attn_implementat
         config = CasanConfig.from_dict({**bert_config.to_dict(), **options})
         model = CasanModel._from_config(config, attn_implementation=attn_implementation)
         model.load_state_dict(bert.state_dict(), strict=False)
-        counts = operator_counts(model, inputs, mode)
+        with counted_fused_launches() if fused else contextlib.nullcontext() as launches:
+            counts = operator_counts(model, inputs, mode, launches=launches)
         forward, backward = sum(counts["forward"].values()), sum(counts["backward"].values())
         rows.append(
             (
