@@ -95,6 +95,8 @@ def main():
         help="with --operators: count the fused mixer's path, its Triton kernels launched as stubs, one operator each",
     )
     args = parser.parse_args()
+    if args.fused_mixer and not args.operators:
+        parser.error("--fused-mixer counts the fused path's operators: give it with --operators")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     if args.operators:
         print_operator_counts(args)
