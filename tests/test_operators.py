@@ -1,6 +1,10 @@
 """The compute-operator count of casan_hf/benchmark/operators.py: what it counts, on modules whose operators
 are known, and how many the context adds per layer (a ceiling, so that a change that adds kernels shows)."""
 
+import runpy
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 from tiny_models import tiny_config
@@ -77,3 +81,13 @@ def test_fused_path_kernels_per_layer_stay_under_their_ceilings():
     variants = [(name, {"context_type": name}) for name in ceilings]
     for label, _, _, forward, backward in count_table(config, variants, inputs, fused=True)[1:]:
         assert forward <= ceilings[label][0] and backward <= ceilings[label][1], (label, forward, backward)
+
+
+def test_fused_mixer_without_operators_is_refused(monkeypatch, capsys):
+    """`profile_context.py --fused-mixer` names what it counts; without `--operators` it would be ignored."""
+    script = Path(__file__).resolve().parents[1] / "scripts" / "profile_context.py"
+    monkeypatch.setattr(sys, "argv", [str(script), "--fused-mixer"])
+    with pytest.raises(SystemExit) as exit_info:
+        runpy.run_path(str(script), run_name="__main__")
+    assert exit_info.value.code == 2
+    assert "--fused-mixer counts the fused path's operators: give it with --operators" in capsys.readouterr().err
