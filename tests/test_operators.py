@@ -58,28 +58,27 @@ def test_casan_none_runs_exactly_berts_operators():
     assert none[2:] == [0.0, 0.0] and none[1] == bert[1]
 
 
-def test_context_operators_per_layer_stay_under_their_ceilings():
+# What the context adds per layer, forward and backward, at most: on the mixer's PyTorch path, and on the fused
+# mixer's (a GPU's), each Triton launch one kernel (global: 10.33 a layer, as the H200's profiler counted).
+OPERATOR_CEILINGS = {
+    "pytorch": {"global": (8.5, 22.0), "deep_global": (9.5, 27.5), "deep": (10.5, 31.5)},
+    "fused": {"global": (3.5, 7.0), "deep_global": (4.5, 12.5), "deep": (6.5, 18.5)},
+}
+
+
+@pytest.mark.parametrize("path", OPERATOR_CEILINGS)
+def test_context_operators_per_layer_stay_under_their_ceilings(path):
     """What the context adds per layer (BERT-base's depth, a small width), forward and backward of a training
     step: at most today's counts (docs/BENCHMARKS.md), so that a change that adds kernels to every layer shows here.
     The gate and mix are differentiated by autograd (5 operators a layer more in the backward than the hand-written
     backward it replaced, for less host time: docs/BENCHMARKS.md, "The host-bound proxy")."""
+    if path == "fused":
+        pytest.importorskip("triton", reason="triton is in the test extra: `make install` installs it")
     config = small_bert_config(hidden_size=32)
     inputs = {"input_ids": torch.randint(1, 99, (2, 8)), "attention_mask": torch.ones(2, 8, dtype=torch.long)}
-    ceilings = {"global": (8.5, 22.0), "deep_global": (9.5, 27.5), "deep": (10.5, 31.5)}
+    ceilings = OPERATOR_CEILINGS[path]
     variants = [(name, {"context_type": name}) for name in ceilings]
-    for label, _, _, forward, backward in count_table(config, variants, inputs)[1:]:
-        assert forward <= ceilings[label][0] and backward <= ceilings[label][1], (label, forward, backward)
-
-
-def test_fused_path_kernels_per_layer_stay_under_their_ceilings():
-    """The same on the fused mixer's path (a GPU's), each Triton launch one kernel: global adds 10.33 a layer over
-    BERT (3.33 forward, 7 backward), as the H200's profiler counted (docs/BENCHMARKS.md)."""
-    pytest.importorskip("triton", reason="triton is in the test extra: `make install` installs it")
-    config = small_bert_config(hidden_size=32)
-    inputs = {"input_ids": torch.randint(1, 99, (2, 8)), "attention_mask": torch.ones(2, 8, dtype=torch.long)}
-    ceilings = {"global": (3.5, 7.0), "deep_global": (4.5, 12.5), "deep": (6.5, 18.5)}
-    variants = [(name, {"context_type": name}) for name in ceilings]
-    for label, _, _, forward, backward in count_table(config, variants, inputs, fused=True)[1:]:
+    for label, _, _, forward, backward in count_table(config, variants, inputs, fused=path == "fused")[1:]:
         assert forward <= ceilings[label][0] and backward <= ceilings[label][1], (label, forward, backward)
 
 
