@@ -5,7 +5,7 @@ The package's top folder holds the model files only, which `save_pretrained` cop
 `trust_remote_code=True`: `options.py` (the option table), `families.py` (the head and family tables),
 `configuration_casan*.py` (each family's config), `modeling_casan.py` (what every family's classes share, and the
 BERT-style families' classes), `modeling_casan_modernbert.py`, `modeling_casan_deberta_v2.py`, `context.py`,
-`context_mixer.py`, `fused_mixer.py`, `pooling.py` and `compat.py`, and the translation model's
+`context_mixer.py`, `local_bias.py`, `fused_mixer.py`, `pooling.py` and `compat.py`, and the translation model's
 `configuration_casan_marian.py` and `modeling_casan_marian.py`. They import only torch, transformers, each other
 and, inside a try, Triton for the GPU kernels of `fused_mixer.py`; encoder folders run on transformers 4.56 or
 later (ModernBERT's on 5.2, the translation model's on 5): what differs between 4.x and 5.x is in `compat.py`.

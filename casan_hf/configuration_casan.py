@@ -66,6 +66,10 @@ class CasanConfig(BertConfig):
     output_gate: str | None = None
     output_gate_context: bool = False
     output_gate_start: str = "half"
+    local_bias: str | None = None
+    local_layers: list[int] | None = None
+    local_window: float = 10.0
+    local_bias_start: str = "full"
     classifier_pooling: str = "cls"
     pooling_hops: int = 4
     pooling_hidden: int = 128
@@ -104,6 +108,18 @@ class CasanConfig(BertConfig):
                 "`output_gate_context` lets the context drive the output gate: it needs an `output_gate` "
                 f"({self.output_gate!r}) and a context_type other than 'none' ({self.context_type!r})."
             )
+        if self.local_layers is not None:
+            if self.local_bias is None:
+                raise ValueError(
+                    f"`local_layers` {self.local_layers} chooses the layers of the local bias, which is off "
+                    "(local_bias=None): set `local_bias`, or leave `local_layers` None."
+                )
+            too_deep = [index for index in self.local_layers if index >= self.num_hidden_layers]
+            if too_deep:
+                raise ValueError(
+                    f"`local_layers` {too_deep} out of range: the model has {self.num_hidden_layers} layers "
+                    f"(allowed indices 0..{self.num_hidden_layers - 1})."
+                )
         if not self.context_targets and gives_context and not self.output_gate_context:
             raise ValueError(
                 f"context_targets=[] mixes the {self.context_type!r} context into neither query nor key: name a "
@@ -121,6 +137,14 @@ class CasanConfig(BertConfig):
         if not CONTEXT_KINDS[self.context_type].reads(layer_index):
             return False
         return self.context_layers is None or layer_index in self.context_layers
+
+    def has_local_bias(self, layer_index):
+        """Whether layer `layer_index` (0-based) adds the local bias: `local_bias` is on and `local_layers` (None: the
+        lower half) includes it."""
+        if self.local_bias is None:
+            return False
+        layers = range(self.num_hidden_layers // 2) if self.local_layers is None else self.local_layers
+        return layer_index in layers
 
     def context_size(self, layer_index):
         """d_c, the width of the context matrix C of layer `layer_index` (0-based)."""
@@ -221,15 +245,21 @@ def checkpoint_config(name_or_path, requested, config_class, source_model_type, 
     return saved
 
 
+# The starts that keep a converted checkpoint's outputs, by the option that asks for the module they start: an output
+# gate at exactly 1, a local bias scaled by exactly 0.
+EXACT_STARTS = {"output_gate": ("output_gate_start", "one"), "local_bias": ("local_bias_start", "zero")}
+
+
 def converted_start(kwargs, saved, config_class):
     """`from_pretrained`'s keyword arguments for a checkpoint whose `saved` config is a source family's (a
-    conversion) that asks for an output gate: it starts at exactly 1 (`output_gate_start="one"`) unless the caller
-    chose a start, so that the converted model gives the source's outputs. A `config` passed whole is taken as it
-    is."""
+    conversion): each module it asks for that has an exact start (`EXACT_STARTS`: an output gate, a local bias)
+    starts there unless the caller chose a start, so that the converted model gives the source's outputs. A `config`
+    passed whole is taken as it is."""
     converting = saved.get("model_type") != config_class.model_type and "config" not in kwargs
-    if not converting or kwargs.get("output_gate") is None:
+    if not converting:
         return kwargs
-    return {"output_gate_start": "one", **kwargs}
+    starts = dict(start for option, start in EXACT_STARTS.items() if kwargs.get(option) is not None)
+    return {**starts, **kwargs}
 
 
 SAFETENSORS_NAME = "model.safetensors"

@@ -50,6 +50,10 @@ class CasanDebertaV2Config(DebertaV2Config):
     output_gate: str | None = None
     output_gate_context: bool = False
     output_gate_start: str = "half"
+    local_bias: str | None = None
+    local_layers: list[int] | None = None
+    local_window: float = 10.0
+    local_bias_start: str = "full"
     classifier_pooling: str = "cls"
     pooling_hops: int = 4
     pooling_hidden: int = 128
@@ -74,6 +78,7 @@ class CasanDebertaV2Config(DebertaV2Config):
     layer_has_context = CasanConfig.layer_has_context
     mixes_context = CasanConfig.mixes_context
     context_size = CasanConfig.context_size
+    has_local_bias = CasanConfig.has_local_bias
 
 
 __all__ = ["CasanDebertaV2Config"]

@@ -62,6 +62,10 @@ class CasanMarianConfig(MarianConfig):
     output_gate: str | None = None
     output_gate_context: bool = False
     output_gate_start: str = "half"
+    local_bias: str | None = None
+    local_layers: list[int] | None = None
+    local_window: float = 10.0
+    local_bias_start: str = "full"
 
     def __post_init__(self, **kwargs):
         super().__post_init__(**kwargs)
@@ -96,6 +100,7 @@ class CasanMarianConfig(MarianConfig):
     layer_has_context = CasanConfig.layer_has_context
     mixes_context = CasanConfig.mixes_context
     context_size = CasanConfig.context_size
+    has_local_bias = CasanConfig.has_local_bias
 
 
 __all__ = ["CasanMarianConfig"]

@@ -15,15 +15,19 @@ from dataclasses import dataclass
 
 import torch
 
+from .local_bias import TokenPositions
+
 
 # The transforms the context is mixed into, in the order of the gates' channels. V is never touched.
 CONTEXT_TARGETS = ("query", "key")
 # The module-name fragments of every parameter CASAN adds to its source model, the context mixer's
-# (`CasanContextMixer`, `...attention.self.context_mixer.gate_bias`) and the output gate's (`CasanOutputGate`): what a
+# (`CasanContextMixer`, `...attention.self.context_mixer.gate_bias`), the output gate's (`CasanOutputGate`) and the
+# local bias's (`CasanLocalBias`): what a
 # conversion starts new, and what a continued checkpoint must hold in the same shapes.
 CONTEXT_MIXER_MODULE = ".context_mixer."
 OUTPUT_GATE_MODULE = ".output_gate."
-CASAN_MODULES = (CONTEXT_MIXER_MODULE, OUTPUT_GATE_MODULE)
+LOCAL_BIAS_MODULE = ".local_bias."
+CASAN_MODULES = (CONTEXT_MIXER_MODULE, OUTPUT_GATE_MODULE, LOCAL_BIAS_MODULE)
 
 
 def is_casan_parameter(name):
@@ -117,23 +121,33 @@ def masked_mean(hidden_states, token_mask=None, weights=None):
 class ContextPlan:
     """Which layer inputs each layer's context reads, fixed by the config when the encoder is built, so that a forward
     asks the config nothing: `reads[l]` the layers whose inputs make C of layer l (empty where it takes none),
-    `feeds[i]` whether some layer reads the input of layer i, `per_token` the kind's."""
+    `feeds[i]` whether some layer reads the input of layer i, `per_token` the kind's, `local_bias` whether some layer
+    adds the local bias (`local_bias.py`), whose token positions the encoder then computes once."""
 
     per_token: bool
     reads: tuple[tuple[int, ...], ...]
     feeds: tuple[bool, ...]
+    local_bias: bool = False
 
     @classmethod
     def from_config(cls, config):
         kind = context_kind(config)
         layers = range(config.num_hidden_layers)
         reads = tuple(tuple(kind.reads(layer)) if config.layer_has_context(layer) else () for layer in layers)
-        return cls(kind.per_token, reads, tuple(any(layer in read for read in reads) for layer in layers))
+        feeds = tuple(any(layer in read for read in reads) for layer in layers)
+        return cls(kind.per_token, reads, feeds, any(config.has_local_bias(layer) for layer in layers))
 
     @property
     def sentence_means(self):
         """Whether some layer reads a masked mean, so that the forward builds `mean_weights`."""
         return not self.per_token and any(self.feeds)
+
+    def layer_keywords(self, token_mask, hidden_states):
+        """What every layer takes beside its context, from the `(batch, n)` 0/1 `token_mask` of the real tokens (None:
+        all are real): the tokens' `token_positions` where some layer adds the local bias, computed once a forward."""
+        if not self.local_bias:
+            return {}
+        return {"token_positions": TokenPositions.of(token_mask, *hidden_states.shape[:2], hidden_states.device)}
 
     def context_source(self, feeds, hidden_states, weights):
         """What a layer input contributes to the context: the input itself for a per-token kind (deep), its masked
@@ -186,7 +200,8 @@ def run_layers_with_context(plan, layers, hidden_states, attention_mask, token_m
     """Runs `layers` in turn, each with its context (`plan`, the encoder's `ContextPlan`) as positional arguments
     (so that checkpointing sees them): the loop of every context-aware encoder (BERT's, Marian's). `attention_mask`
     is what the layers take, `token_mask` the `(batch, n)` 0/1 mask of the real tokens that the masked means
-    average over."""
+    average over. Where a layer adds the local bias, the layers also take the tokens' `token_positions`."""
+    kwargs.update(plan.layer_keywords(token_mask, hidden_states))
     weights = mean_weights(token_mask, hidden_states.dtype) if plan.sentence_means else None
     sources = []
     for layer_index, layer_module in enumerate(layers):

@@ -29,6 +29,7 @@ from .fused_mixer import (
     mix_with_operators,
     prepare,
 )
+from .local_bias import attend_with_local_bias
 
 
 # When a mixer runs the fused kernels, where they take the tensors (CUDA, Triton): one of these, the first the default.
@@ -141,17 +142,22 @@ def self_attention_with_context(attention, projections, hidden_states, attention
     `output_context_gates` asks for them (else None: nothing is computed for them; the models' forward puts the
     config's `output_context_gates` into the keyword arguments when they are not given it)."""
     query_projection, key_projection, value_projection = projections
+    positions = kwargs.pop("token_positions", None)
     query, key = query_projection(hidden_states), key_projection(hidden_states)
     query, key, gates = mix_context(attention, query, key, context, kwargs.get("output_context_gates", False))
+    windows = local_windows(attention, query, key, positions)
     hidden_shape = (*hidden_states.shape[:-1], -1, attention.head_dim)
     query = query.view(hidden_shape).transpose(1, 2)
     key = key.view(hidden_shape).transpose(1, 2)
     value = value_projection(hidden_states).view(hidden_shape).transpose(1, 2)
     interface = attention_interface(attention.config._attn_implementation, eager_attention_forward)
-    dropout = dropout if attention.training else 0.0
-    output, weights = interface(
-        attention, query, key, value, attention_mask, dropout=dropout, scaling=attention.scaling, **kwargs
-    )  # output: (batch, n, heads, d_head)
+    kwargs.update(dropout=dropout if attention.training else 0.0, scaling=attention.scaling)
+    if windows is None:
+        output, weights = interface(attention, query, key, value, attention_mask, **kwargs)
+    else:
+        output, weights = attend_with_local_bias(
+            attention, interface, query, key, value, attention_mask, windows, positions, **kwargs
+        )  # output: (batch, n, heads, d_head)
     output = gate_head_outputs(attention, output, hidden_states, context)
     return output.reshape(*hidden_states.shape[:-1], -1).contiguous(), weights, gates
 
@@ -166,6 +172,15 @@ def mix_context(attention, query, key, context, return_gates):
         return attention.context_mixer(query, key, context, return_gates)
     gates = query.new_zeros(gates_shape(attention.config, *query.shape[:2])) if return_gates else None
     return query, key, gates
+
+
+def local_windows(attention, query, key, positions):
+    """The `LocalWindows` of the `attention` module's `local_bias` from its full-width (mixed) `query` and `key`
+    `(batch, n, d)` and the batch's `TokenPositions`, or None where the layer adds no local bias."""
+    if attention.local_bias is None:
+        return None
+    (windows,) = attention.local_bias(query, key, positions)
+    return windows
 
 
 def gate_head_outputs(attention, output, hidden_states, context):

@@ -95,6 +95,7 @@ from .families import FAMILIES, get_family, get_head
 # transformers 4.x copies to its module cache only the code files that a local folder's model file imports itself, not
 # the files those import in turn (5.x follows them): the mixer's kernels are imported here so that they travel.
 from .fused_mixer import FusedMix  # noqa: F401
+from .local_bias import CasanLocalBias, local_bias
 from .pooling import SentencePooling
 
 
@@ -203,6 +204,7 @@ class CasanSelfAttention(nn.Module):
         self.dropout = nn.Dropout(config.attention_probs_dropout_prob)
         self.context_mixer = layer_context_mixer(config, layer_idx)
         self.output_gate = output_gate(config, layer_idx)
+        self.local_bias = local_bias(config, layer_idx)
 
     def forward(self, hidden_states, attention_mask=None, context=(), **kwargs: Unpack[TransformersKwargs]):
         """Returns the attention output, the attention weights (eager only) and, with `output_context_gates`, the
@@ -357,7 +359,8 @@ class CasanPreTrainedModel(FullyShardedLoading, PreTrainedModel):
     @torch.no_grad()
     def _init_weights(self, module):
         """The families' initialisation, plus the context parameters: U ~ N(0, context_init_range), the gate
-        vectors too, and the gate bias at `gate_bias_init` so that a converted checkpoint starts near its source."""
+        vectors too, and the gate bias at `gate_bias_init` so that a converted checkpoint starts near its source; the
+        output gate's and the local bias's (`initialize`)."""
         super()._init_weights(module)
         modules = self.family_modules
         if isinstance(module, BertLMPredictionHead) or (
@@ -367,7 +370,7 @@ class CasanPreTrainedModel(FullyShardedLoading, PreTrainedModel):
         elif modules is not None and isinstance(module, modules.embeddings):
             init.copy_(module.position_ids, torch.arange(module.position_ids.shape[-1]).expand((1, -1)))
             init.zeros_(module.token_type_ids)
-        elif isinstance(module, (CasanContextMixer, CasanOutputGate)):
+        elif isinstance(module, (CasanContextMixer, CasanOutputGate, CasanLocalBias)):
             std = self.config.context_init_range
             std = self.config.initializer_range if std is None else std
             if isinstance(module, CasanContextMixer):

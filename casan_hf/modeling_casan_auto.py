@@ -6,6 +6,7 @@ do not carry it.
 """
 
 from . import families
+from .configuration_casan import EXACT_STARTS
 from .context import is_casan_parameter
 from .families import FAMILIES, HEADS, get_family, get_head
 from .modeling_casan import FAMILY_CLASSES as BERT_STYLE_CLASSES
@@ -57,8 +58,10 @@ def casan_twin(model, **options):
     if unknown:
         raise ValueError(f"casan_twin takes CASAN options, one of {', '.join(OPTION_CHECKS)}; got {unknown}.")
     family, head = sources[source_name]
-    # A conversion: an output gate starts at exactly 1 unless told otherwise, as `from_pretrained` starts it.
-    config = FAMILY_CONFIGS[family.name].from_dict(model.config.to_dict(), **{"output_gate_start": "one", **options})
+    # A conversion: an output gate starts at exactly 1 and a local bias at 0 unless told otherwise, as
+    # `from_pretrained` starts them.
+    starts = dict(EXACT_STARTS.values())
+    config = FAMILY_CONFIGS[family.name].from_dict(model.config.to_dict(), **{**starts, **options})
     config._attn_implementation = model.config._attn_implementation
     twin = casan_class(family, head.name)(config)
     missing, unexpected = twin.load_state_dict(model.state_dict(), strict=False)

@@ -45,12 +45,13 @@ from transformers.utils import TransformersKwargs
 from .compat import init
 from .configuration_casan_deberta_v2 import CasanDebertaV2Config
 from .context import ContextPlan, mean_weights
-from .context_mixer import gate_head_outputs, layer_context_mixer, mix_context, output_gate
+from .context_mixer import gate_head_outputs, layer_context_mixer, local_windows, mix_context, output_gate
 from .families import get_family
 
 # transformers 4.x copies to its module cache only the code files that a local folder's model file imports itself, not
 # the files those import in turn (5.x follows them): the mixer's kernels are imported here so that they travel.
 from .fused_mixer import FusedMix  # noqa: F401
+from .local_bias import local_bias
 from .modeling_casan import (
     CasanEncoderMixin,
     CasanForQuestionAnswering,
@@ -75,6 +76,7 @@ class CasanDisentangledSelfAttention(DisentangledSelfAttention):
         self.layer_idx = layer_idx
         self.context_mixer = layer_context_mixer(config, layer_idx)
         self.output_gate = output_gate(config, layer_idx)
+        self.local_bias = local_bias(config, layer_idx)
 
     def forward(
         self,
@@ -95,6 +97,8 @@ class CasanDisentangledSelfAttention(DisentangledSelfAttention):
         `disentangled_attention_bias` (content to position, position to content)."""
         query, key = self.query_proj(hidden_states), self.key_proj(hidden_states)
         query, key, gates = mix_context(self, query, key, context, output_context_gates)
+        positions = kwargs.pop("token_positions", None)
+        windows = local_windows(self, query, key, positions)
         heads = self.num_attention_heads
         query_layer = self.transpose_for_scores(query, heads)  # (batch * heads, n, d_head)
         key_layer = self.transpose_for_scores(key, heads)
@@ -109,6 +113,8 @@ class CasanDisentangledSelfAttention(DisentangledSelfAttention):
                 query_layer, key_layer, relative_pos, rel_embeddings, scale_factor
             )
         attention_scores = attention_scores.view(-1, heads, attention_scores.size(-2), attention_scores.size(-1))
+        if windows is not None:  # the local bias, added to the scaled scores as to any other attention's logits
+            attention_scores = attention_scores + windows.bias(positions).to(attention_scores.dtype)
         attention_scores = attention_scores.masked_fill(~attention_mask.bool(), torch.finfo(query_layer.dtype).min)
         attention_probs = self.dropout(F.softmax(attention_scores, dim=-1))
         output = torch.bmm(attention_probs.view(-1, *attention_probs.shape[-2:]), value_layer)
@@ -207,6 +213,7 @@ class CasanDebertaV2Encoder(DebertaV2Encoder):
         rel_embeddings = self.get_rel_embedding()
         plan = self.context_plan
         weights = mean_weights(token_mask, hidden_states.dtype) if plan.sentence_means else None
+        kwargs.update(plan.layer_keywords(token_mask, hidden_states))
         sources = []
         for layer_index, layer_module in enumerate(self.layer):
             sources.append(plan.context_source(plan.feeds[layer_index], hidden_states, weights))

@@ -42,6 +42,7 @@ from .context_mixer import (
     output_gate,
     self_attention_with_context,
 )
+from .local_bias import CasanLocalBias, local_bias
 
 
 @dataclass
@@ -73,6 +74,7 @@ class CasanMarianSelfAttention(MarianAttention):
         )
         self.context_mixer = layer_context_mixer(config, layer_idx)
         self.output_gate = output_gate(config, layer_idx)
+        self.local_bias = local_bias(config, layer_idx)
 
     def forward(self, hidden_states, attention_mask=None, context=(), **kwargs: Unpack[TransformersKwargs]):
         """Returns the attention output, the attention weights (eager only) and, with `output_context_gates`, the
@@ -138,7 +140,7 @@ class CasanMarianPreTrainedModel(FullyShardedLoading, MarianPreTrainedModel):
         std = self.config.init_std if self.config.context_init_range is None else self.config.context_init_range
         if isinstance(module, CasanContextMixer):
             module.initialize(std, self.config.gate_bias_init)
-        elif isinstance(module, CasanOutputGate):
+        elif isinstance(module, (CasanOutputGate, CasanLocalBias)):
             module.initialize(std)
 
     @classmethod

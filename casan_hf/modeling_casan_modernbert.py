@@ -45,10 +45,12 @@ from .context_mixer import (
     attention_interface,
     gate_head_outputs,
     layer_context_mixer,
+    local_windows,
     mix_context,
     output_gate,
 )
 from .families import get_family
+from .local_bias import attend_with_local_bias, local_bias
 from .modeling_casan import (
     CasanEncoderMixin,
     CasanMaskedLMMixin,
@@ -84,6 +86,7 @@ class CasanModernBertAttention(nn.Module):
         self.out_drop = nn.Dropout(config.attention_dropout) if config.attention_dropout > 0.0 else nn.Identity()
         self.context_mixer = layer_context_mixer(config, layer_idx)
         self.output_gate = output_gate(config, layer_idx)
+        self.local_bias = local_bias(config, layer_idx)
 
     def forward(
         self, hidden_states, position_embeddings, attention_mask=None, context=(), **kwargs: Unpack[TransformersKwargs]
@@ -92,25 +95,27 @@ class CasanModernBertAttention(nn.Module):
         gates (`gates_shape`; else None). `hidden_states` is the normed layer input, `context` the layer's
         `ContextPlan.layer_context`, `position_embeddings` the rotary (cos, sin) of the layer's type."""
         input_shape = hidden_states.shape[:-1]
+        positions = kwargs.pop("token_positions", None)
         query, key, value = self.Wqkv(hidden_states).view(*input_shape, 3, -1).unbind(dim=-2)
         query, key, gates = mix_context(self, query, key, context, kwargs.get("output_context_gates", False))
+        windows = local_windows(self, query, key, positions)
         hidden_shape = (*input_shape, -1, self.head_dim)
         query, key, value = (states.view(hidden_shape).transpose(1, 2) for states in (query, key, value))
         cos, sin = position_embeddings
         query, key = apply_rotary_pos_emb(query, key, cos, sin, unsqueeze_dim=1)
         interface = attention_interface(self.config._attn_implementation, eager_attention_forward)
-        output, weights = interface(
-            self,
-            query,
-            key,
-            value,
-            attention_mask,
+        kwargs.update(
             dropout=self.attention_dropout if self.training else 0.0,
             scaling=self.scaling,
             sliding_window=self.sliding_window,
             deterministic=self.deterministic_flash_attn,
-            **kwargs,
-        )  # output: (batch, n, heads, d_head)
+        )
+        if windows is None:
+            output, weights = interface(self, query, key, value, attention_mask, **kwargs)
+        else:  # the sliding window's mask, where the layer has one, beside the bias
+            output, weights = attend_with_local_bias(
+                self, interface, query, key, value, attention_mask, windows, positions, **kwargs
+            )  # output: (batch, n, heads, d_head)
         output = gate_head_outputs(self, output, hidden_states, context)
         output = self.out_drop(self.Wo(output.reshape(*input_shape, -1).contiguous()))
         return output, weights, gates

@@ -23,6 +23,12 @@ CLASSIFIER_POOLINGS = ("cls", "mean", "structured", "generalized")
 ATTENTIVE_POOLINGS = ("structured", "generalized")
 # Generalized pooling's three diversity penalties (Chen et al. 2018), each with a weight and a margin.
 GENERALIZED_PENALTIES = ("parameter", "attention", "output")
+# The local context of Yang et al. (EMNLP 2018; Neurocomputing 2021): a Gaussian bias on the attention logits around a
+# predicted centre, whose window is a constant ("fixed"), one per layer and sentence from the mean key ("layer"), or
+# one per query ("query"). Its start: "full" adds the bias as the paper does (a model trained from scratch); "zero"
+# scales it by a learned per-head factor that starts at 0, so that a converted checkpoint keeps its outputs.
+LOCAL_BIASES = ("fixed", "layer", "query")
+LOCAL_BIAS_STARTS = ("full", "zero")
 
 
 def _allowed(name, value, allowed):
@@ -61,18 +67,6 @@ def _check_context_targets(value):
     return [target for target in CONTEXT_TARGETS if target in value]
 
 
-def _check_context_layers(value):
-    if value is None:
-        return None
-    if isinstance(value, str) or not isinstance(value, (list, tuple)) or not value:
-        raise ValueError(
-            f"`context_layers` must be None (all layers) or a non-empty list of layer indices; got {value!r}."
-        )
-    if not all(_is_int(index) and index >= 0 for index in value) or len(set(value)) != len(value):
-        raise ValueError(f"`context_layers` must hold distinct 0-based layer indices (ints >= 0); got {value!r}.")
-    return sorted(value)
-
-
 # The range of every numeric option, (lowest, highest), which its check, its error, its help (the config's docstring,
 # every script's flag) and docs/MODELS.md state. The sizes stop far above the papers' values (Lin et al. 2017: r = 30
 # hops, d_a = 350) and any encoder's width, so that a mistyped size (10^12 hops) is refused where it would build a
@@ -85,6 +79,7 @@ BOUNDS = {
     "gate_bias_init": (-20.0, 20.0),
     "context_rank": (1, 4096),
     "context_init_range": (0.0, 1.0),
+    "local_window": (1.0, 4096.0),
     "pooling_hops": (1, 64),
     "pooling_hidden": (1, 4096),
     "pooling_penalty": (0.0, 1000.0),
@@ -120,17 +115,31 @@ def _within(name, kind, meaning=None, none_means=None):
     return check
 
 
-def _check_output_gate(value):
-    if value is not None and value not in OUTPUT_GATES:
-        raise _allowed("output_gate", value, (None, *OUTPUT_GATES))
-    return value
+def _none_or_one_of(name, allowed):
+    """A check that `value` is None (off) or in `allowed`."""
 
-
-def _check_bool(name):
     def check(value):
-        if not isinstance(value, bool):
-            raise ValueError(f"`{name}` must be True or False; got {value!r}.")
+        if value is not None and not any(value == choice for choice in allowed):
+            raise _allowed(name, value, (None, *allowed))
         return value
+
+    return check
+
+
+def _check_layers(name, none_means):
+    """A check that `value` is None (`none_means`) or a non-empty list of distinct 0-based layer indices, returned
+    sorted."""
+
+    def check(value):
+        if value is None:
+            return None
+        if isinstance(value, str) or not isinstance(value, (list, tuple)) or not value:
+            raise ValueError(
+                f"`{name}` must be None ({none_means}) or a non-empty list of layer indices; got {value!r}."
+            )
+        if not all(_is_int(index) and index >= 0 for index in value) or len(set(value)) != len(value):
+            raise ValueError(f"`{name}` must hold distinct 0-based layer indices (ints >= 0); got {value!r}.")
+        return sorted(value)
 
     return check
 
@@ -191,7 +200,7 @@ OPTIONS = (
     CasanOption(
         "context_layers",
         "context",
-        _check_context_layers,
+        _check_layers("context_layers", "all layers"),
         "0-based indices of the layers that get context; None means all of them. Layers left out attend as "
         "plain BERT (their hidden states still feed the context of later layers).",
         structural=True,
@@ -244,7 +253,7 @@ OPTIONS = (
     CasanOption(
         "output_gate",
         "context",
-        _check_output_gate,
+        _none_or_one_of("output_gate", OUTPUT_GATES),
         "A sigmoid gate on each attention head's output, before the output projection (Qiu et al. 2025), driven "
         'by the layer input: None (off); "headwise": one gate per head and token; "elementwise": one per channel '
         "and token.",
@@ -267,6 +276,42 @@ OPTIONS = (
         'keeps its outputs (what `from_pretrained` of a source checkpoint sets unless told otherwise); "half": the '
         "plain sigmoid(z) of Qiu et al. from normal weights, near 0.5, for a model trained from scratch.",
         choices=OUTPUT_GATE_STARTS,
+        structural=True,
+    ),
+    CasanOption(
+        "local_bias",
+        "context",
+        _none_or_one_of("local_bias", LOCAL_BIASES),
+        "The local context of Yang et al. (EMNLP 2018): a Gaussian bias -(j - P_i)^2 / (2 sigma_i^2) added to the "
+        "attention logits of query i, per head, centred on a position P_i predicted from the query, sigma_i half its "
+        'window D_i: None (off); "fixed": D is `local_window`; "layer": one D per sentence and head, from the '
+        "layer's mean key; \"query\": one D per query and head, from the query (the paper's best). Positions and "
+        "the sentence length count the real tokens only.",
+        choices=LOCAL_BIASES,
+        structural=True,
+    ),
+    CasanOption(
+        "local_layers",
+        "context",
+        _check_layers("local_layers", "the lower half"),
+        "0-based indices of the layers with the local bias; None means the lower half (layers 0 .. L/2 - 1, the "
+        "paper's best: the first three of six).",
+        structural=True,
+    ),
+    CasanOption(
+        "local_window",
+        "context",
+        _within("local_window", "number", "a window in tokens"),
+        "The window D of local_bias=\"fixed\", in tokens (sigma = D / 2); 10 is the authors' code's.",
+    ),
+    CasanOption(
+        "local_bias_start",
+        "context",
+        _one_of("local_bias_start", LOCAL_BIAS_STARTS),
+        '"full": the bias is added as the paper adds it, for a model trained from scratch; "zero": it is scaled by '
+        "a learned factor per head that starts at 0, so that a converted checkpoint keeps its outputs exactly (what "
+        "`from_pretrained` of a source checkpoint sets unless told otherwise).",
+        choices=LOCAL_BIAS_STARTS,
         structural=True,
     ),
     CasanOption(

@@ -31,7 +31,8 @@ def test_an_arm_is_its_variant_and_its_checked_options_in_one_name():
         ("deep:context_rank=4,context_rank=8", "sets 'context_rank' twice"),
         (
             "none:gate_per_head",
-            "'none' is a twin, without context; it takes only output_gate, output_gate_start, not gate_per_head",
+            "'none' is a twin, without context; it takes only output_gate, output_gate_start, local_bias, "
+            "local_layers, local_window, local_bias_start, not gate_per_head",
         ),
     ],
 )

@@ -60,6 +60,7 @@ def test_saved_folder_holds_the_code_and_auto_map(tmp_path):
         "families.py",
         "context.py",
         "context_mixer.py",
+        "local_bias.py",
         "fused_mixer.py",
         "pooling.py",
         "compat.py",

@@ -37,6 +37,7 @@ MARIAN_CODE_FILES = {
     "modeling_casan_marian.py",
     "context.py",
     "context_mixer.py",
+    "local_bias.py",
     "fused_mixer.py",
     "configuration_casan.py",
     "options.py",

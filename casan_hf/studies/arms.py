@@ -18,8 +18,16 @@ from ..options import OPTION_CHECKS, option_names
 
 
 CONTEXT_OPTIONS = option_names("context")
-# The options that shape a CASAN model without context (context_type "none"): its output gate, from the token alone.
-CONTEXT_FREE_OPTIONS = ("output_gate", "output_gate_start")
+# The options that shape a CASAN model without context (context_type "none"): its output gate, from the token alone,
+# and its local bias, from the query.
+CONTEXT_FREE_OPTIONS = (
+    "output_gate",
+    "output_gate_start",
+    "local_bias",
+    "local_layers",
+    "local_window",
+    "local_bias_start",
+)
 
 
 def study_variants(twins):
