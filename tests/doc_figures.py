@@ -273,6 +273,9 @@ LOOSE = {
     },
     "docs/TRANSLATION.md": {
         "no result: a published figure, cited with its source": (
+            'Attention Networks", EMNLP 2018; combined',
+            'Processing", Neurocomputing 2021): a',
+            "(the 2018 paper's best)",
             "al., AAAI 2019) evaluates",
             "of `--vocab_size` (8000) pieces",
             "model, against 41.0 for",
@@ -285,6 +288,12 @@ LOOSE = {
             'Models", arXiv 2505.06708) found',
         ),
         "no result: the decision rule's and the paired statistics' wording, not a verdict": (
+            "tends to pay where data",
+            "whether it pays here.",
+            "it is *level*, reported",
+            "difference at 80%, in the table",
+            "the local bias pays and",
+            "if neither pays, it",
             "the context pays on",
             "is the better default",
             "if bias 0 pays",
@@ -303,6 +312,10 @@ LOOSE = {
             "80%), a level arm",
         ),
         "no result: the setup: data, sizes, hyper-parameters, seeds, machine, versions, as the records hold them": (
+            "layers 0, 1 and 2 of 6, the",
+            "the sentence-level summaries",
+            "code. 15 runs, seed by seed",
+            "binned 1-10, 11-15, 16-20 and 21+ words",
             "heads, bias -4) and",
             "preset, d_model 128, 2",
             "encoder + 2 decoder",

@@ -101,6 +101,21 @@ STUDIES = {
             ),
             figure="docs/images/translation_study_micro_deep_output_gate_cpu.png",
         ),
+        # The local context of Yang et al. (EMNLP 2018) at micro-deep: the query-specific Gaussian bias on the lower
+        # three encoder layers, alone and with deep_global at the authors' gate start (the journal version's
+        # combination), against the twin run again in this results file.
+        Study(
+            "translation-micro-deep-local",
+            "translation",
+            "docs/results/translation_micro_deep_local_cpu.json",
+            grids=(
+                flags(
+                    "--model_size micro-deep --num_train_epochs 5 --seeds 1 2 3 4 5 --arms none "
+                    "none:local_bias=query deep_global:gate_bias_init=0,gate_per_head,local_bias=query"
+                ),
+            ),
+            figure="docs/images/translation_study_micro_deep_local_cpu.png",
+        ),
         # The same study's first grid on a GPU (one job, every run at once), records of their own.
         Study(
             "translation-micro-deep-output-gate-gpu",
