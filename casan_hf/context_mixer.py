@@ -179,8 +179,8 @@ def local_windows(attention, query, key, positions):
     `(batch, n, d)` and the batch's `TokenPositions`, or None where the layer adds no local bias."""
     if attention.local_bias is None:
         return None
-    (windows,) = attention.local_bias(query, key, positions)
-    return windows
+    (predicted,) = attention.local_bias(query, key, positions)
+    return attention.local_bias.windows_of(predicted)
 
 
 def gate_head_outputs(attention, output, hidden_states, context):

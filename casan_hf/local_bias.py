@@ -81,7 +81,9 @@ class CasanLocalBias(nn.Module):
     """Predicts a layer's local windows from its query (and, for "layer", its mean key): W_p and v_p (with v_d for
     "query", one product for both) as the paper writes them, with biases as the authors' code has them.
 
-    Returns a 1-tuple of `LocalWindows`, so that transformers' output recorder (`local_windows`) takes it."""
+    Returns a 1-tuple, so that transformers' output recorder (`local_windows`) takes the tensor itself: `(batch, 2,
+    heads, n)` float32, channel 0 each query's centre P and channel 1 its window D, in tokens (`windows_of` reads it
+    with the scale)."""
 
     def __init__(self, config):
         super().__init__()
@@ -123,7 +125,11 @@ class CasanLocalBias(nn.Module):
             windows = (lengths * torch.sigmoid(window).unsqueeze(-1)).expand(-1, -1, n)
         else:
             windows = centres.new_full((), self.fixed_window).expand_as(centres)
-        return (LocalWindows(centres, windows, self.scale),)
+        return (torch.stack((centres, windows), dim=1),)
+
+    def windows_of(self, predicted):
+        """The `LocalWindows` of what `forward` returned."""
+        return LocalWindows(predicted[:, 0], predicted[:, 1], self.scale)
 
     @staticmethod
     def masked_mean(key, positions):

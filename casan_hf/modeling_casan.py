@@ -138,10 +138,14 @@ class CasanModelOutput(BaseModelOutputWithPoolingAndCrossAttentions):
     head_gates (`tuple(torch.FloatTensor)`, returned with `output_head_gates=True`):
         With `output_gate`, one tensor per layer: the output gate of every token, `(batch_size, sequence_length,
         num_heads)` ("headwise") or `(batch_size, sequence_length, hidden_size)` ("elementwise").
+    local_windows (`tuple(torch.FloatTensor)`, returned with `output_local_windows=True`):
+        With `local_bias`, one tensor per layer that adds it, of shape `(batch_size, 2, num_heads, sequence_length)`:
+        each query's centre P (channel 0) and window D (channel 1), in tokens among the real tokens.
     """
 
     context_gates: tuple[torch.FloatTensor, ...] | None = None
     head_gates: tuple[torch.FloatTensor, ...] | None = None
+    local_windows: tuple[torch.FloatTensor, ...] | None = None
 
 
 @dataclass
@@ -154,6 +158,7 @@ class CasanSequenceClassifierOutput(SequenceClassifierOutput):
 
     context_gates: tuple[torch.FloatTensor, ...] | None = None
     head_gates: tuple[torch.FloatTensor, ...] | None = None
+    local_windows: tuple[torch.FloatTensor, ...] | None = None
     pooling_attentions: torch.FloatTensor | None = None
 
 
@@ -161,12 +166,14 @@ class CasanSequenceClassifierOutput(SequenceClassifierOutput):
 class CasanTokenClassifierOutput(TokenClassifierOutput):
     context_gates: tuple[torch.FloatTensor, ...] | None = None
     head_gates: tuple[torch.FloatTensor, ...] | None = None
+    local_windows: tuple[torch.FloatTensor, ...] | None = None
 
 
 @dataclass
 class CasanQuestionAnsweringOutput(QuestionAnsweringModelOutput):
     context_gates: tuple[torch.FloatTensor, ...] | None = None
     head_gates: tuple[torch.FloatTensor, ...] | None = None
+    local_windows: tuple[torch.FloatTensor, ...] | None = None
 
 
 @dataclass
@@ -178,6 +185,7 @@ class CasanMultipleChoiceOutput(MultipleChoiceModelOutput):
 
     context_gates: tuple[torch.FloatTensor, ...] | None = None
     head_gates: tuple[torch.FloatTensor, ...] | None = None
+    local_windows: tuple[torch.FloatTensor, ...] | None = None
     pooling_attentions: torch.FloatTensor | None = None
 
 
@@ -185,6 +193,7 @@ class CasanMultipleChoiceOutput(MultipleChoiceModelOutput):
 class CasanMaskedLMOutput(MaskedLMOutput):
     context_gates: tuple[torch.FloatTensor, ...] | None = None
     head_gates: tuple[torch.FloatTensor, ...] | None = None
+    local_windows: tuple[torch.FloatTensor, ...] | None = None
 
 
 class CasanSelfAttention(nn.Module):
@@ -266,12 +275,14 @@ class CasanEncoder(nn.Module):
 
 def recorded_outputs(layer_class, attention_class):
     """transformers' output capture (`_can_record_outputs`) for a family's layers: the hidden states each layer
-    returns, the attention weights and the context gates its attention returns (outputs 1 and 2), the output gates."""
+    returns, the attention weights and the context gates its attention returns (outputs 1 and 2), the output gates, the
+    local bias's windows."""
     return {
         "hidden_states": layer_class,
         "attentions": OutputRecorder(attention_class, index=1),
         "context_gates": OutputRecorder(attention_class, index=2),
         "head_gates": OutputRecorder(CasanOutputGate, index=0),
+        "local_windows": OutputRecorder(CasanLocalBias, index=0),
     }
 
 
@@ -416,6 +427,7 @@ def encoder_extras(outputs):
         "attentions": outputs.attentions,
         "context_gates": outputs.context_gates,
         "head_gates": outputs.head_gates,
+        "local_windows": outputs.local_windows,
     }
 
 

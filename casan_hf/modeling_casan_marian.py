@@ -52,10 +52,14 @@ class CasanMarianEncoderOutput(BaseModelOutput):
         One tensor per encoder layer of shape `(batch_size, 2, sequence_length)`, or `(batch_size, 2, num_heads,
         sequence_length)` with `gate_per_head`: the query gate lambda_Q (channel 0) and the key gate lambda_K
         (channel 1) of every token (and head); 0 where that layer or target takes no context.
+    local_windows (`tuple(torch.FloatTensor)`, returned with `output_local_windows=True`):
+        With `local_bias`, one tensor per encoder layer that adds it, `(batch_size, 2, num_heads, sequence_length)`:
+        each query's centre P (channel 0) and window D (channel 1), in tokens among the real tokens.
     """
 
     context_gates: tuple[torch.FloatTensor, ...] | None = None
     head_gates: tuple[torch.FloatTensor, ...] | None = None
+    local_windows: tuple[torch.FloatTensor, ...] | None = None
 
 
 class CasanMarianSelfAttention(MarianAttention):
@@ -169,6 +173,7 @@ class CasanMarianEncoder(CasanMarianPreTrainedModel):
         "attentions": OutputRecorder(CasanMarianSelfAttention, index=1),
         "context_gates": OutputRecorder(CasanMarianSelfAttention, index=2),
         "head_gates": OutputRecorder(CasanOutputGate, index=0),
+        "local_windows": OutputRecorder(CasanLocalBias, index=0),
     }
 
     def __init__(self, config):

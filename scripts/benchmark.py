@@ -53,6 +53,7 @@ from casan_hf.benchmark.runner import (
     build_model,
     compiled_twins,
     default_variants,
+    local_variants,
     machine_balance,
     random_inputs,
     records_for_group,
@@ -96,6 +97,15 @@ def parse_args():
         "--context-types", nargs="+", choices=CONTEXT_KINDS, help="default: every kind, the control none first"
     )
     parser.add_argument("--rank", type=int, default=DEFAULT_RANK, help="context_rank of the low-rank rows (0: none)")
+    parser.add_argument(
+        "--local",
+        nargs="+",
+        default=[],
+        choices=list(CONTEXT_KINDS),
+        metavar="CONTEXT_TYPE",
+        help="also time each of these context types with the local bias (local_bias='query' on the lower half of the "
+        "layers, started at 0 as a conversion starts it): e.g. --local none global deep_global",
+    )
     parser.add_argument(
         "--pytorch-mixer",
         action="store_true",
@@ -255,7 +265,12 @@ def main():
     )
     dtype = DTYPES[args.dtype]
     variants = default_variants(
-        args.rank, args.context_types, args.compile, family=args.family, pytorch_mixer=args.pytorch_mixer
+        args.rank,
+        args.context_types,
+        args.compile,
+        extra=local_variants(args.local),
+        family=args.family,
+        pytorch_mixer=args.pytorch_mixer,
     )
     source = variants[0].label
     named = "" if args.family == DEFAULT_FAMILY else f"{args.family}, "  # BERT's output reads as it always has

@@ -281,3 +281,15 @@ def test_bad_space_arguments_are_usage_errors(tmp_path, capsys, args, message):
         explore_script.main([*args, *space])
     assert exit_info.value.code == 2 and message.format(folder=folder) in capsys.readouterr().err
     assert (folder / "mine.txt").read_text() == "kept" and not (tmp_path / "space").exists()
+
+
+def test_the_attention_view_shows_the_local_bias_of_a_layer_that_adds_it(tokenizer):
+    torch.manual_seed(0)
+    local = CasanModel(tiny_config(context_type="none", local_bias="query", local_layers=[1])).eval()
+    explorations = submit(cache_of(tokenizer, local=local), "local", "", TEXT, PAIR)
+    with_bias = attention_views(explorations, 1, 2)
+    assert "local bias of layer 1, head 2" in with_bias
+    cells = Cells(with_bias)
+    expected = explorations[0].inspection.local_weights(1, 2).flatten().tolist()
+    assert cells.values(table=1) == pytest.approx(expected, rel=1e-5)
+    assert "local bias" not in attention_views(explorations, 0, 2)

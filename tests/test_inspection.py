@@ -208,3 +208,20 @@ def test_other_models_and_heads_are_refused_before_weights_are_read(tmp_path, co
     config.save_pretrained(tmp_path)  # a config alone: the refusal must come before any weights are looked for
     with pytest.raises(ValueError, match=re.escape(message)):
         load_for_inspection(tmp_path)
+
+
+def test_local_windows_are_the_model_s_own_for_each_layer_with_the_bias(tokenizer):
+    torch.manual_seed(0)
+    model = CasanModel(tiny_config(context_type="none", local_bias="query", local_layers=[0, 2])).eval()
+    inspection = inspect_attention(model, tokenizer, TEXT, PAIR)
+    expected = eager_outputs(model, tokenizer, output_local_windows=True).local_windows
+    assert sorted(inspection.local_windows) == [0, 2]
+    for layer, windows in zip([0, 2], expected, strict=True):
+        torch.testing.assert_close(inspection.local_windows[layer], windows[0])
+    centres, widths = inspection.local_windows[0][:, 1]
+    weights = inspection.local_weights(0, 1)
+    n = len(inspection.tokens)
+    assert weights.shape == (n, n) and inspection.local_weights(1, 0) is None
+    row = 3
+    torch.testing.assert_close(weights[row], torch.exp(-2 * (torch.arange(n) - centres[row]) ** 2 / widths[row] ** 2))
+    assert inspect_attention(CasanModel(tiny_config()).eval(), tokenizer, TEXT).local_windows == {}

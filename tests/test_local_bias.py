@@ -231,8 +231,8 @@ def test_the_local_scale_and_centre_gradients_match_finite_differences():
 
     def bias(query, scale):
         module.scale.data = scale
-        (windows,) = module(query, query, positions)
-        return windows.bias(positions)
+        (predicted,) = module(query, query, positions)
+        return module.windows_of(predicted).bias(positions)
 
     scale = module.scale.detach().clone().requires_grad_(True)
     assert torch.autograd.gradcheck(lambda q: bias(q, scale.detach()), (query,))
@@ -313,3 +313,69 @@ def test_every_family_adds_the_papers_bias_to_its_own_logits(family, window):
         expected = without[row, :, :length, :length].double() * bias.exp()
         expected = expected / expected.sum(dim=-1, keepdim=True)
         torch.testing.assert_close(with_bias[row, :, :length, :length].double(), expected, **TOLERANCE)
+
+
+@pytest.mark.parametrize("family", [family.name for family in FAMILIES])
+def test_the_windows_are_returned_per_layer_and_a_saved_folder_loads_without_casan_hf(family, tmp_path):
+    """`output_local_windows` returns each biased layer's centres and windows; the saved folder reloads with the same
+    weights (compared exactly) and outputs (within `TOLERANCE`: a reloaded model reads memory-mapped weights), and
+    loads by `trust_remote_code` in a process where casan_hf cannot be imported."""
+    from fresh_process import run_without_casan_hf
+
+    torch.manual_seed(0)
+    config = tiny_config(family, context_type="deep_global", local_bias="query", local_bias_start="zero")
+    model = casan_class(get_family(family), "base")(config).eval()
+    randomise_scale(model)
+    input_ids, attention_mask = padded_batch(LENGTHS)
+    with torch.no_grad():
+        outputs = model(input_ids=input_ids, attention_mask=attention_mask, output_local_windows=True)
+    layers = config.num_hidden_layers // 2
+    assert len(outputs.local_windows) == layers
+    for windows in outputs.local_windows:
+        assert windows.shape == (len(LENGTHS), 2, config.num_attention_heads, max(LENGTHS))
+        for row, length in enumerate(LENGTHS):
+            centres, widths = windows[row, :, :, :length]
+            assert (centres >= 0).all() and (centres <= length - 1).all() and (widths > 0).all()
+            assert (widths <= length).all()
+    model.save_pretrained(tmp_path / "saved")
+    reloaded = type(model).from_pretrained(tmp_path / "saved").eval()
+    for name, tensor in model.state_dict().items():
+        assert torch.equal(reloaded.state_dict()[name], tensor), name
+    with torch.no_grad():
+        again = reloaded(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+    torch.testing.assert_close(again, outputs.last_hidden_state, **TOLERANCE)
+    torch.save({"input_ids": input_ids, "attention_mask": attention_mask}, tmp_path / "batch.pt")
+    code = """
+        import sys, torch
+        from transformers import AutoModel
+        model = AutoModel.from_pretrained(sys.argv[1], trust_remote_code=True).eval()
+        batch = torch.load(sys.argv[2])
+        with torch.no_grad():
+            outputs = model(**batch, output_local_windows=True)
+        torch.save((outputs.last_hidden_state, outputs.local_windows), sys.argv[3])
+        print(type(model).__module__.split(".")[0])
+    """
+    args = (tmp_path / "saved", tmp_path / "batch.pt", tmp_path / "fresh.pt")
+    assert run_without_casan_hf(code, tmp_path, args=args).strip() == "transformers_modules"
+    hidden, windows = torch.load(tmp_path / "fresh.pt")
+    torch.testing.assert_close(hidden, outputs.last_hidden_state, **TOLERANCE)
+    torch.testing.assert_close(windows, outputs.local_windows, **TOLERANCE)
+
+
+@pytest.mark.parametrize("window", WINDOWS)
+@pytest.mark.parametrize("family", ["bert", "marian"])
+def test_training_compiles_whole_with_the_bias(family, window):
+    """forward and backward in one graph (`fullgraph=True`: a break raises), once for two batches of one padded
+    shape."""
+    from torch._dynamo.testing import CompileCounterWithBackend
+
+    model, _, _ = MODELS[family](window, local_bias_start="zero")
+    model.train()
+    batches = [padded_batch(lengths, seed=seed) for seed, lengths in enumerate(([6, 3], [4, 6]))]
+    torch._dynamo.reset()
+    counter = CompileCounterWithBackend("aot_eager")
+    compiled = torch.compile(model, backend=counter, fullgraph=True)
+    for input_ids, attention_mask in batches:
+        compiled(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state.square().mean().backward()
+    assert counter.frame_count == 1
+    torch._dynamo.reset()

@@ -70,6 +70,38 @@ def context_param_count(config):
     return sum(_projection_size(config, index) + gate for index in _context_layers(config))
 
 
+def _local_layers(config):
+    return [index for index in range(config.num_hidden_layers) if config.has_local_bias(index)]
+
+
+def _local_outputs(config):
+    """The predictions per head of the local bias: the centre, and the window where the query predicts it."""
+    return 2 if config.local_bias == "query" else 1
+
+
+def local_forward_flops(config, seq_len):
+    """The FLOPs the local bias adds to one sequence's forward: W_p and v_p (and v_d) per token, W_d and v_d per
+    sentence for the layer-specific window. The bias itself (n x n per head) is elementwise, left out as the
+    softmax is."""
+    n, d, heads = seq_len, config.hidden_size, config.num_attention_heads
+    per_layer = 2 * n * d * d + 2 * n * d * heads * _local_outputs(config)
+    if config.local_bias == "layer":
+        per_layer += 2 * d * d + 2 * d * heads
+    return per_layer * len(_local_layers(config))
+
+
+def local_param_count(config):
+    """Parameters the local bias adds: W_p and v_p (and v_d), with their biases; W_d and v_d for the layer-specific
+    window; the per-head scale of the start "zero"."""
+    d, heads = config.hidden_size, config.num_attention_heads
+    per_layer = d * d + d + (d + 1) * heads * _local_outputs(config)
+    if config.local_bias == "layer":
+        per_layer += d * d + d + (d + 1) * heads
+    if config.local_bias_start == "zero":
+        per_layer += heads
+    return per_layer * len(_local_layers(config))
+
+
 def memory_bound_bytes(config, mode, bytes_per_param):
     """Bytes moved by the context products that are bound by memory: the sentence-level U is read once by
     the forward and, in training, read again by the backward and its gradient written."""
@@ -87,7 +119,7 @@ def cost_floor(config, seq_len, batch_size, mode, bytes_per_param=4, flops_per_b
     three times the forward's FLOPs on both sides.
     """
     bert = bert_forward_flops(config, seq_len) * batch_size
-    extra = context_forward_flops(config, seq_len) * batch_size
+    extra = (context_forward_flops(config, seq_len) + local_forward_flops(config, seq_len)) * batch_size
     flop_floor = bert / (bert + extra)
     if flops_per_byte is None:
         return flop_floor, flop_floor

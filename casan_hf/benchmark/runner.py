@@ -24,7 +24,7 @@ from ..context_mixer import CasanContextMixer, runs_fused, set_fused_mixer
 from ..families import get_family, get_head
 from ..fused_mixer import fused_mix_available
 from ..modeling_casan_auto import FAMILY_CONFIGS, casan_class
-from .flops import context_param_count, cost_floor, counts_floor
+from .flops import context_param_count, cost_floor, counts_floor, local_param_count
 from .peak_memory import step_peak_mb
 
 
@@ -70,6 +70,16 @@ class Variant:
 
 # The label suffix of a CASAN variant whose mixer runs its PyTorch path.
 PYTORCH_MIXER = " [pytorch mixer]"
+
+
+# The local bias the benchmark's local rows add: the query-specific window on the lower half of the layers, started
+# at 0 as a conversion starts it.
+LOCAL_OPTIONS = (("local_bias", "query"), ("local_bias_start", "zero"))
+
+
+def local_variants(context_types):
+    """A CASAN `Variant` with the local bias (`LOCAL_OPTIONS`) for each of `context_types`."""
+    return [Variant(f"casan {kind} + local", kind, options=LOCAL_OPTIONS) for kind in context_types]
 
 
 def default_variants(
@@ -370,6 +380,7 @@ def records_for_group(
                 "step_mem_mb": peak,
                 "params": count_params(model),
                 "context_params": 0 if variant.context_type is None else context_param_count(model.config),
+                "local_params": 0 if variant.context_type is None else local_param_count(model.config),
                 "ratio_vs_bert": bert_s / median_s,
                 "cpu_ratio_vs_bert": bert_cpu_s / statistics.median(cpu),
                 "speedup_vs_eager": eager_s / median_s,

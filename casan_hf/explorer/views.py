@@ -286,12 +286,35 @@ def hops_html(exploration):
     return view(f"{exploration.short_name}: pooling hops (each column sums to 1)", table)
 
 
+def local_html(exploration, layer, head):
+    """The local bias of `layer` and `head` (`local_bias`): row i is exp(G) over the tokens, 1 at the centre that query
+    i predicts and falling over its window; None where the layer adds none."""
+    inspection = exploration.inspection
+    weights = inspection.local_weights(layer, head) if 0 <= head < exploration.num_heads else None
+    if weights is None:
+        return None
+    tokens = inspection.tokens
+    centres, windows = inspection.local_windows[layer][:, head]
+
+    def tip(row, column, value):
+        return (
+            f"{tokens[row]} → {tokens[column]}: exp(G) = {value:.4f} (centre {float(centres[row]):.2f}, window "
+            f"{float(windows[row]):.2f} tokens)"
+        )
+
+    table = heatmap(tokens, tokens, weights.numpy(), "Greens", 0.0, 1.0, tip, map_cell=map_cell_pixels(len(tokens)))
+    caption = f"{exploration.short_name}: local bias of layer {layer}, head {head}, exp(G) on [0, 1] (each row: "
+    caption += "the centre and window its query predicts)"
+    return view(caption, table)
+
+
 def attention_views(explorations, layer, head):
-    """The attention maps of `layer` and `head`, side by side with their difference when there are two models:
-    the one view that the layer and head choices redraw."""
+    """The attention maps of `layer` and `head`, side by side with their difference when there are two models, and
+    each model's local bias where that layer adds one: the one view that the layer and head choices redraw."""
     maps = [attention_html(exploration, layer, head) for exploration in explorations]
     if len(explorations) == 2:
         maps.append(difference_html(*explorations, layer, head))
+    maps += [local for local in (local_html(exploration, layer, head) for exploration in explorations) if local]
     return side_by_side(maps)
 
 
@@ -323,6 +346,7 @@ __all__ = [
     "gates_html",
     "hops_html",
     "load_checkpoint",
+    "local_html",
     "page",
     "prediction_html",
     "status_markdown",

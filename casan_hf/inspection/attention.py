@@ -41,6 +41,8 @@ class AttentionInspection:
             `(num_tokens, 2)` (start, end) for question answering; `None` for a bare encoder.
         sequence_ids (`list[int | None]`): which text each token comes from (0, 1 for the pair; `None` for
             special tokens), as the tokenizer's `sequence_ids`.
+        local_windows (`dict[int, torch.FloatTensor]`): with `local_bias`, for each layer that adds it, each query's
+            predicted centre P and window D in tokens, `(2, num_heads, num_tokens)`; empty for other models.
     """
 
     tokens: list[str]
@@ -51,6 +53,7 @@ class AttentionInspection:
     pooling_attentions: torch.Tensor | None = None
     logits: torch.Tensor | None = None
     sequence_ids: list = field(default_factory=list)
+    local_windows: dict = field(default_factory=dict)
 
     @property
     def layers_with_context(self):
@@ -69,6 +72,17 @@ class AttentionInspection:
         if self.output_gates is not None:
             gated = torch.cat([gated, self.output_gates.flatten()])
         return (float(gated.min()), float(gated.max())) if gated.numel() else (0.0, 1.0)
+
+    def local_weights(self, layer, head):
+        """exp(G) `(num_tokens, num_tokens)` of `layer` and `head`: the factor by which the local bias scales the
+        attention of query i (row) to token j (column), 1 at the centre, exp(-2) = 0.14 at half the window from it
+        (before the bias's scale, where it has one). None for a layer without the bias."""
+        if layer not in self.local_windows:
+            return None
+        centres, windows = self.local_windows[layer][:, head]
+        positions = torch.arange(centres.shape[0], dtype=centres.dtype)
+        distances = positions[None, :] - centres[:, None]
+        return torch.exp(-2.0 * distances.square() / windows[:, None].square())
 
 
 def load_for_inspection(name_or_path, tokenizer_name_or_path=None, **kwargs):
@@ -96,9 +110,11 @@ def inspect_attention(model, tokenizer, text, text_pair=None, max_length=None):
     choices = model_head(model).takes_choices  # the text is the one choice of its example
     inputs = {name: (tensor[:, None] if choices else tensor).to(model.device) for name, tensor in encoded.items()}
     output_gated = is_casan and model.config.output_gate is not None
+    local_layers = [index for index in range(model.config.num_hidden_layers) if is_casan and has_local(model, index)]
     if is_casan:
         inputs["output_context_gates"] = True
         inputs["output_head_gates"] = output_gated
+        inputs["output_local_windows"] = bool(local_layers)
     if attentive:
         inputs["output_pooling_attentions"] = True
 
@@ -129,4 +145,13 @@ def inspect_attention(model, tokenizer, text, text_pair=None, max_length=None):
         pooling_attentions=None if hops is None else hops.flatten(0, -3)[0].float().cpu(),
         logits=None if logits is None else logits[0].float().cpu(),
         sequence_ids=encoded.sequence_ids(0),
+        local_windows={
+            layer: windows[0].float().cpu()
+            for layer, windows in zip(local_layers, outputs.local_windows or (), strict=True)
+        },
     )
+
+
+def has_local(model, layer):
+    """Whether `layer` of a CASAN model adds the local bias (a config saved before the option reads as without)."""
+    return getattr(model.config, "local_bias", None) is not None and model.config.has_local_bias(layer)
