@@ -16,7 +16,7 @@ import warnings
 import pytest
 import torch
 from fresh_process import run_without_casan_hf
-from fused_mixer_cases import KERNEL_FORMS, kernel_form_id, kernel_inputs
+from fused_mixer_cases import KERNEL_FORMS, TRITON_NAMES, FakeDriver, kernel_form_id, kernel_inputs, remove_triton_name
 from tiny_models import padded_batch, tiny_config
 
 from casan_hf import CasanModel, context_mixer, fused_mixer
@@ -177,17 +177,6 @@ class FakeCompiled:
         return runner
 
 
-class FakeDriver:
-    def __init__(self):
-        self.device = 0
-
-    def get_current_device(self):
-        return self.device
-
-    def get_current_stream(self, device):
-        return f"stream of {device}"
-
-
 def forward_launch_arguments(dtype=torch.float32, offset=0):
     """The arguments and options `mix_kernels` launches the forward kernel with: a dynamic shared gate, two targets."""
     batch = 2
@@ -333,25 +322,6 @@ def test_a_jit_that_returns_no_compiled_kernel_is_launched_every_time():
     assert len(jit.launches) == 3
 
 
-# What a cached launch calls of Triton, each removed as a later release might: the compiled kernel's public call,
-# the runtime knobs that hold the launch hooks, the driver's current stream, the JIT kernel's argument names.
-TRITON_NAMES = ["compiled call", "knobs", "stream", "argument names"]
-
-
-def remove_triton_name(name, jit, monkeypatch):
-    """Removes `name` (one of `TRITON_NAMES`) for the length of a test."""
-    import triton
-
-    if name == "compiled call":
-        jit.compiled = object()
-    elif name == "knobs":
-        monkeypatch.delattr(triton.knobs, "runtime")
-    elif name == "stream":
-        monkeypatch.delattr(FakeDriver, "get_current_stream")
-    else:
-        del jit.arg_names
-
-
 @pytest.mark.parametrize("removed", TRITON_NAMES)
 def test_a_triton_without_what_a_cached_launch_calls_launches_through_the_jit(removed, monkeypatch):
     """A Triton without one of the names a cached launch calls: every launch goes through the JIT (Triton's public
@@ -359,7 +329,7 @@ def test_a_triton_without_what_a_cached_launch_calls_launches_through_the_jit(re
     either way: fused_mixer_cases.py::test_cached_launches_give_the_jits_results.)"""
     jit = FakeJIT(fused_mixer._mix_forward_kernel, FakeCompiled())
     launches = fused_mixer.CachedLaunches(jit, FakeDriver())
-    remove_triton_name(removed, jit, monkeypatch)
+    remove_triton_name(removed, [jit], monkeypatch)
     args, options = forward_launch_arguments()
     with pytest.warns(RuntimeWarning, match="through Triton's JIT from now on") as warned:
         for _ in range(3):
