@@ -590,21 +590,27 @@ class RefusedJIT:
         pytest.fail("a launch went through the JIT where the compiled kernel of its specialization was cached")
 
 
-def test_cached_launches_equal_the_jits_on_a_gpu(device, monkeypatch):
+@pytest.mark.parametrize(
+    "form",
+    [dict(targets=2, heads=4, per_token=True, dynamic=True), dict(targets=2, heads=1, per_token=False, dynamic=False)],
+    ids=kernel_form_id,
+)
+def test_cached_launches_equal_the_jits_on_a_gpu(form, device, monkeypatch):
     """On a GPU, `CachedLaunches`: a forward and backward launched through the JIT (the caches emptied), then again
     through the compiled kernels the JIT returned (the JIT refused), give the same outputs and gradients to the
-    bit."""
+    bit, for a gate per head on per-token context and for the fixed gate (its absent parameters None)."""
     if device.type != "cuda":
         pytest.skip("Triton's interpreter returns no compiled kernel: every launch goes through it")
-    form = dict(targets=2, heads=4, per_token=True, dynamic=True)
     leaves = kernel_inputs(form, torch.bfloat16, torch.float32, device)
+    inputs = [leaf for leaf in leaves if leaf is not None]
     launches = (fused_mixer.FORWARD_LAUNCHES, fused_mixer.BACKWARD_LAUNCHES)
     for launch in launches:
         monkeypatch.setattr(launch, "compiled", {})
     results = []
     for _ in range(2):
-        outputs = call(fused, leaves, 4)
-        results.append([*outputs, *torch.autograd.grad(weighted_loss(outputs), leaves)])
+        outputs = call(fused, leaves, form["heads"])
+        outputs = outputs if form["dynamic"] else outputs[:-1]
+        results.append([*outputs, *torch.autograd.grad(weighted_loss(outputs), inputs)])
         assert all(len(launch.compiled) == 1 for launch in launches)
         for launch in launches:
             monkeypatch.setattr(launch, "kernel", RefusedJIT())
