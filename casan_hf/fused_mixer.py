@@ -31,6 +31,7 @@ run on CPU tensors, which is how the tests check them without a GPU.
 import functools
 import hashlib
 import os
+import warnings
 
 import torch
 
@@ -331,53 +332,70 @@ if triton is not None:
 
 class CachedLaunches:
     """`kernel[grid](*args, **options)` as Triton's JIT launches it, but through the compiled kernel the JIT returned
-    for the same specialization: the JIT's own launch (`JITFunction.run`) binds and specialises every argument,
-    builds a cache key and checks the kernel's globals at every call, host work a layer's launches wait on.
+    for the same specialization, by its public call (`compiled[grid](*args, stream=stream)`): the JIT's own launch
+    (`JITFunction.run`) binds and specialises every argument, builds a cache key and checks the kernel's globals at
+    every call, host work a layer's launches wait on.
 
     The key is what the JIT specialises on for these kernels: the current device, the options (constexprs and
-    `num_warps`), each tensor's dtype and 16-byte alignment, each number's type and whether it fits in int32 (the
-    numbers are `do_not_specialize`). The JIT path is the fallback, tested on the CPU: the first launch of each key,
-    Triton's interpreter (whose launches return no compiled kernel), a launch hook (a profiler's, which sees every
-    launch the JIT makes) and a compiled kernel without the launcher this calls (another Triton)."""
+    `num_warps`), each tensor's dtype and 16-byte alignment, each number's type and whether an int fits in int32 (the
+    numbers are `do_not_specialize`), the type of every other argument (None: the fixed gate's absent parameters,
+    constexprs to the JIT). The JIT is the fallback, tested on the CPU: the first launch of each key, Triton's
+    interpreter (whose launches return no compiled kernel), a launch hook (a profiler's, which sees every launch the
+    JIT makes), and for good, with a warning, a Triton whose compiled kernel, driver or knobs no longer offer what
+    this calls (this file is copied into saved folders, where it cannot be updated)."""
 
     def __init__(self, kernel, driver=None):
         self.kernel = kernel
         self.driver = driver  # Triton's active driver where None: it starts only where a GPU launch asks for it
-        self.compiled = {}
+        self.compiled = {}  # None once a cached launch failed: every launch goes through the JIT
 
     def __getitem__(self, grid):
         return functools.partial(self.launch, grid)
 
     def launch(self, grid, *args, **options):
-        runtime = triton.knobs.runtime
-        enter, leave = runtime.launch_enter_hook, runtime.launch_exit_hook
-        # A hook is set where it is not None, nor an empty chain of hooks (Triton 3.5 on).
-        if INTERPRETED or getattr(enter, "calls", enter) or getattr(leave, "calls", leave):
+        if INTERPRETED or self.compiled is None:
             return self.kernel[grid](*args, **options)
-        driver = triton.runtime.driver.active if self.driver is None else self.driver
-        device = driver.get_current_device()
-        key = [device, *options.values()]
-        for argument in args:  # a loop, not a comprehension: no Python frame of its own
-            if isinstance(argument, torch.Tensor):
-                key += (argument.dtype, argument.data_ptr() % 16 == 0)
-            else:
-                key += (type(argument), -(2**31) <= argument < 2**31)
-        key = tuple(key)
-        cached = self.compiled.get(key)
-        if cached is None:
-            compiled = self.kernel[grid](*args, **options)
-            if hasattr(compiled, "function") and hasattr(compiled, "packed_metadata"):
-                # The constexprs in the kernel's order, after the launch's arguments: the launcher takes every argument
-                # and drops the constexprs itself.
+        key = None  # none: the JIT launches, and nothing is cached
+        try:
+            runtime = triton.knobs.runtime
+            enter, leave = runtime.launch_enter_hook, runtime.launch_exit_hook
+            # A hook is set where it is not None, nor an empty chain of hooks (Triton 3.5 on).
+            if not (getattr(enter, "calls", enter) or getattr(leave, "calls", leave)):
+                driver = triton.runtime.driver.active if self.driver is None else self.driver
+                device = driver.get_current_device()
+                key = [device, *options.values()]
+                for argument in args:  # a loop, not a comprehension: no Python frame of its own
+                    if isinstance(argument, torch.Tensor):
+                        key += (argument.dtype, argument.data_ptr() % 16 == 0)
+                    elif type(argument) is int:
+                        key += (int, -(2**31) <= argument < 2**31)
+                    else:  # a float, or None (an absent gate parameter)
+                        key.append(type(argument))
+                key = tuple(key)
+                cached = self.compiled.get(key)
+                if cached is not None:
+                    compiled, constexprs = cached
+                    compiled[(grid[0], grid[1], 1)](*args, *constexprs, stream=driver.get_current_stream(device))
+                    return
+                # The constexprs in the kernel's order, after the launch's arguments: the compiled kernel's call
+                # takes every argument, as the JIT binds them.
                 constexprs = tuple(options[name] for name in self.kernel.arg_names[len(args) :])
-                self.compiled[key] = compiled, constexprs
-            return
-        compiled, constexprs = cached
-        stream = driver.get_current_stream(device)
-        compiled.run(
-            *(grid[0], grid[1], 1, stream, compiled.function, compiled.packed_metadata, None, None, None),
-            *args,
-            *constexprs,
+        except (AttributeError, TypeError) as error:
+            self.stop_caching(error)
+            key = None
+        compiled = self.kernel[grid](*args, **options)
+        if key is not None and compiled is not None:
+            self.compiled[key] = compiled, constexprs
+
+    def stop_caching(self, error):
+        """Every launch through the JIT from now on, with a warning: this Triton does not offer what a cached launch
+        calls (`error`)."""
+        self.compiled = None
+        warnings.warn(
+            f"casan_hf's fused mixer launches its kernels through Triton's JIT from now on: this Triton "
+            f"({triton.__version__}) does not launch them through its compiled kernels' public call: {error!r}",
+            RuntimeWarning,
+            stacklevel=4,
         )
 
 
@@ -391,12 +409,18 @@ def _warps(heads_p2, width_p2):
     return max(1, min(16, heads_p2 * width_p2 // 256))
 
 
+def projected_layout(projected):
+    """`(per_token, target_major)`: whether C U `(T, batch, 1 or n, d)` has a row per token (deep context), and
+    whether it is target-major (contiguous: a low-rank C U) rather than token-major (`prepare` leaves it one or the
+    other). Python bools (`bool` of what may be a symbolic comparison in a compiled graph with dynamic shapes), which
+    `_kernel_options`' cache can hash."""
+    return bool(projected.shape[2] != 1), bool(projected.is_contiguous())
+
+
 @functools.cache
 def _kernel_options(num_targets, heads, d, per_token, target_major):
-    """The constexprs both kernels share, computed once for each form of mixer (the sizes do not enter them). The
-    kernels' callers pass `projected.is_contiguous()` as `target_major`: `prepare` leaves C U either contiguous
-    (target by target) or token-major. They pass Python bools (`bool` of what may be a symbolic comparison in a
-    compiled graph with dynamic shapes), which the cache can hash."""
+    """The constexprs both kernels share, computed once for each form of mixer (the sizes do not enter them);
+    `per_token` and `target_major` as `projected_layout` gives them."""
     width = d // heads
     heads_p2, width_p2 = triton.next_power_of_2(heads), triton.next_power_of_2(width)
     return dict(
@@ -453,7 +477,7 @@ def mix_kernels(
             ROWS=FORWARD_ROWS,
             DYNAMIC=gate_hidden is not None,
             STORE_GATES=store,
-            **_kernel_options(num_targets, heads, d, bool(projected.shape[2] != 1), bool(projected.is_contiguous())),
+            **_kernel_options(num_targets, heads, d, *projected_layout(projected)),
         )
     return mixed, gates
 
@@ -469,7 +493,7 @@ def mix_backward_kernels(
     batch, n, d = first.shape
     num_targets = projected.shape[0]
     dynamic = gate_hidden is not None
-    options = _kernel_options(num_targets, heads, d, bool(projected.shape[2] != 1), bool(projected.is_contiguous()))
+    options = _kernel_options(num_targets, heads, d, *projected_layout(projected))
     per_token = options["PER_TOKEN"]
     blocks = -(-n // BACKWARD_ROWS)
     states_grad = first.new_empty((num_targets, batch, n, d))
@@ -541,13 +565,21 @@ def _gradients_with_operators(
         summed = (1, 2, 3)
         vector_grads = [(logit_grad * tensor).sum(summed).flatten() for tensor in (plain, context)]
         parameter_grads = torch.cat([*vector_grads, logit_grad.sum((1, 2, 3, 4))]).to(gate_hidden.dtype)
-    if projected.shape[2] == 1:
+    per_token, _ = projected_layout(projected)
+    if not per_token:
         context_grad = context_grad.sum(2, keepdim=True)
     return (
         states_grad.view(num_targets, batch, n, d).to(first.dtype),
         context_grad.view(projected.shape).to(projected.dtype),
         parameter_grads,
     )
+
+
+# The arguments of `FusedMix.apply` and of the forward operator, in order: the backward gives a gradient (or None)
+# for each, by name.
+FUSED_MIX_ARGUMENTS = (
+    "projected", "first", "second", "gate_hidden", "gate_context", "gate_bias", "fixed_gate", "heads", "store_gates"
+)  # fmt: skip
 
 
 def _setup_context(ctx, inputs, output):
@@ -560,52 +592,59 @@ def _setup_context(ctx, inputs, output):
             "the fused mixer got store_gates=False where a gradient is asked for: its backward reads the gates, "
             "so pass store_gates=True"
         )
-    ctx.materialize_grads = False  # what `ctx.set_materialize_grads(False)` sets, without its Python call
+    ctx.set_materialize_grads(False)
     ctx.fixed_gate, ctx.heads = fixed_gate, heads
     ctx.save_for_backward(projected, first, second, gate_hidden, gate_context, gate_bias, gates)
     if gate_hidden is None:
         ctx.mark_non_differentiable(gates)
 
 
-def _refusing_second_order(grads, sources):
-    """`grads` behind a node that raises `SECOND_ORDER_REFUSAL` when a second-order gradient reaches it (as
-    `torch.autograd.function.once_differentiable` does, with a message that says what to do). The node also takes
-    the forward's `sources` that require a gradient, so that it sits on every path from the gradients back to them:
-    a second-order gradient with respect to them raises rather than comes back None."""
-    anchors = [tensor for tensor in sources if tensor is not None and tensor.requires_grad]
-    refusal = torch._C._functions.DelayedError(SECOND_ORDER_REFUSAL, len(grads) + len(anchors))
-    return refusal(*[None if grad is None else grad.detach().requires_grad_() for grad in grads], *anchors)[
-        : len(grads)
-    ]
+class _SecondOrderRefusal(torch.autograd.Function):
+    """`apply(count, *grads, *anchors)`: the `count` first-order gradients `grads` as they are, behind a node that
+    raises `SECOND_ORDER_REFUSAL` when a second-order gradient reaches it (as `once_differentiable` does, with a
+    message that says what to do). The node also takes the `anchors`, the forward's tensors that require a gradient,
+    so that it sits on every path from the gradients back to them: a second-order gradient with respect to them
+    raises rather than comes back None."""
+
+    @staticmethod
+    def forward(ctx, count, *tensors):
+        return tensors[:count]
+
+    @staticmethod
+    def backward(ctx, *grads):
+        raise RuntimeError(SECOND_ORDER_REFUSAL)
 
 
 def _backward(ctx, mixed_grad, gates_grad, backward):
-    """The gradients of every input of the forward from `backward` (`mix_backward_kernels` or its operator), in the
-    order of `FusedMix`'s arguments. Under `create_graph=True` they are computed once, and refuse to be
-    differentiated again (`_refusing_second_order`)."""
+    """The gradient of each of `FUSED_MIX_ARGUMENTS` from `backward` (`mix_backward_kernels` or its operator), None
+    for those that have none. Under `create_graph=True` they are computed once, and refuse to be differentiated
+    again (`_SecondOrderRefusal`)."""
     saved = ctx.saved_tensors
     sources = (*saved, mixed_grad, gates_grad)
     if torch.is_grad_enabled() and any(tensor is not None and tensor.requires_grad for tensor in sources):
         with torch.no_grad():
             grads = _backward(ctx, mixed_grad, gates_grad, backward)
-        return _refusing_second_order(grads, sources)
+        anchors = [tensor for tensor in sources if tensor is not None and tensor.requires_grad]
+        return _SecondOrderRefusal.apply(len(grads), *grads, *anchors)
     projected, first, second, gate_hidden, gate_context, gate_bias, gates = saved
     states_grad, projected_grad, parameter_grads = backward(
         None if mixed_grad is None else mixed_grad.contiguous(),
         None if gates_grad is None else gates_grad.contiguous(),
         *(projected, first, second, gate_hidden, gate_context, gate_bias, gates, ctx.fixed_gate, ctx.heads),
     )
-    states_grads = states_grad.unbind()
-    if second is None:
-        states_grads += (None,)
-    if gate_hidden is None:
-        return projected_grad, *states_grads, None, None, None, None, None, None
-    num_targets, width = gate_hidden.shape
-    gate_hidden_grad, gate_context_grad, gate_bias_grad = parameter_grads.split_with_sizes(
-        (num_targets * width, num_targets * width, num_targets)
-    )
-    parameter_grads = gate_hidden_grad.view(num_targets, width), gate_context_grad.view(num_targets, width)
-    return projected_grad, *states_grads, *parameter_grads, gate_bias_grad, None, None, None
+    # One target's states give "first" alone: "second" has no gradient.
+    grads = dict(zip(("first", "second"), states_grad.unbind(), strict=False), projected=projected_grad)
+    if gate_hidden is not None:
+        num_targets, width = gate_hidden.shape
+        gate_hidden_grad, gate_context_grad, gate_bias_grad = parameter_grads.split_with_sizes(
+            (num_targets * width, num_targets * width, num_targets)
+        )
+        grads.update(
+            gate_hidden=gate_hidden_grad.view(num_targets, width),
+            gate_context=gate_context_grad.view(num_targets, width),
+            gate_bias=gate_bias_grad,
+        )
+    return tuple(map(grads.get, FUSED_MIX_ARGUMENTS))  # map of a C method: no Python frame of its own
 
 
 class FusedMix(torch.autograd.Function):
@@ -619,25 +658,26 @@ class FusedMix(torch.autograd.Function):
     `store_gates` must be True for the dynamic gate (the backward reads them). Returns the mixed states `(T, batch,
     n, d)` in the states' dtype and the gates `(T, batch, n, heads)` in fp32, differentiable as the PyTorch path's
     are (a loss on the gates reaches the logits); empty for the fixed gate. Second-order gradients are refused
-    (`SECOND_ORDER_REFUSAL`)."""
+    (`SECOND_ORDER_REFUSAL`).
+
+    Its forward takes `ctx` and sets it up itself (`_setup_context`, the operator's `setup_context`): with a
+    `setup_context` of its own, `torch.autograd.Function.apply` would bind the arguments through `inspect` at every
+    call (some 170 Python calls)."""
 
     @staticmethod
-    def forward(projected, first, second, gate_hidden, gate_context, gate_bias, fixed_gate, heads, store_gates):
-        return mix_kernels(
-            projected, first, second, gate_hidden, gate_context, gate_bias, fixed_gate, heads, store_gates
-        )
-
-    setup_context = staticmethod(_setup_context)
+    def forward(ctx, projected, first, second, gate_hidden, gate_context, gate_bias, fixed_gate, heads, store_gates):
+        inputs = (projected, first, second, gate_hidden, gate_context, gate_bias, fixed_gate, heads, store_gates)
+        outputs = mix_kernels(*inputs)
+        _setup_context(ctx, inputs, outputs)
+        return outputs
 
     @staticmethod
     def backward(ctx, mixed_grad, gates_grad):
         return _backward(ctx, mixed_grad, gates_grad, mix_backward_kernels)
 
 
-# `FusedMix.apply` without the Python of `torch.autograd.Function.apply`, autograd's own C++ apply: that Python binds
-# the default arguments through `inspect` at every call where `setup_context` is defined and checks for functorch's
-# transforms (some 170 Python calls a layer), and the kernels take no functorch tensors, which it is for.
-fused_mix_apply = super(torch.autograd.Function, FusedMix).apply
+# The eager door to the kernels where a gradient is asked for (the mixer calls it by this name).
+fused_mix_apply = FusedMix.apply
 
 
 def _operator_forward(
@@ -658,7 +698,7 @@ def _operator_forward(
         arguments = (projected, first, second, gate_hidden, gate_context, gate_bias, fixed_gate, heads, store_gates)
         return mix_kernels(*arguments, kernel=forward_kernel)
     states = (first,) if second is None else (first, second)
-    per_token = projected.shape[2] != 1
+    per_token, _ = projected_layout(projected)
     mixed, gate = mix_with_operators(
         projected, states, gate_hidden, gate_context, gate_bias, fixed_gate, heads, per_token
     )

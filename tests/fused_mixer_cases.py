@@ -7,6 +7,7 @@ tests/test_fused_mixer.py starts (`TRITON_INTERPRET=1 pytest tests/fused_mixer_c
 
 import copy
 import functools
+import warnings
 
 import pytest
 import torch
@@ -589,23 +590,149 @@ class RefusedJIT:
         pytest.fail("a launch went through the JIT where the compiled kernel of its specialization was cached")
 
 
-def test_cached_launches_equal_the_jits_on_a_gpu(device, monkeypatch):
+@pytest.mark.parametrize(
+    "form",
+    [dict(targets=2, heads=4, per_token=True, dynamic=True), dict(targets=2, heads=1, per_token=False, dynamic=False)],
+    ids=kernel_form_id,
+)
+def test_cached_launches_equal_the_jits_on_a_gpu(form, device, monkeypatch):
     """On a GPU, `CachedLaunches`: a forward and backward launched through the JIT (the caches emptied), then again
     through the compiled kernels the JIT returned (the JIT refused), give the same outputs and gradients to the
-    bit."""
+    bit, for a gate per head on per-token context and for the fixed gate (its absent parameters None)."""
     if device.type != "cuda":
         pytest.skip("Triton's interpreter returns no compiled kernel: every launch goes through it")
-    form = dict(targets=2, heads=4, per_token=True, dynamic=True)
     leaves = kernel_inputs(form, torch.bfloat16, torch.float32, device)
+    inputs = [leaf for leaf in leaves if leaf is not None]
     launches = (fused_mixer.FORWARD_LAUNCHES, fused_mixer.BACKWARD_LAUNCHES)
     for launch in launches:
         monkeypatch.setattr(launch, "compiled", {})
     results = []
     for _ in range(2):
-        outputs = call(fused, leaves, 4)
-        results.append([*outputs, *torch.autograd.grad(weighted_loss(outputs), leaves)])
+        outputs = call(fused, leaves, form["heads"])
+        outputs = outputs if form["dynamic"] else outputs[:-1]
+        results.append([*outputs, *torch.autograd.grad(weighted_loss(outputs), inputs)])
         assert all(len(launch.compiled) == 1 for launch in launches)
         for launch in launches:
             monkeypatch.setattr(launch, "kernel", RefusedJIT())
     for index, (actual, reference) in enumerate(zip(*results, strict=True)):
         assert torch.equal(actual, reference), f"output or gradient {index}"
+
+
+class FakeDriver:
+    """Triton's driver on a GPU, for `CachedLaunches`: the current device (0, or what a test sets), its stream
+    named."""
+
+    def __init__(self):
+        self.device = 0
+
+    def get_current_device(self):
+        return self.device
+
+    def get_current_stream(self, device):
+        return f"stream of {device}"
+
+
+# What a cached launch calls of Triton, each removed as a later release might: the compiled kernel's public call,
+# the runtime knobs that hold the launch hooks, the driver's current stream, the JIT kernel's argument names.
+TRITON_NAMES = ["compiled call", "knobs", "stream", "argument names"]
+
+
+def remove_triton_name(name, jits, monkeypatch):
+    """Removes `name` (one of `TRITON_NAMES`) for the length of a test, from Triton or from each of `jits` (stand-in
+    JIT kernels whose launches return their `compiled`)."""
+    import triton
+
+    if name == "knobs":
+        monkeypatch.delattr(triton.knobs, "runtime")
+    elif name == "stream":
+        monkeypatch.delattr(FakeDriver, "get_current_stream")
+    for jit in jits:
+        if name == "compiled call":
+            jit.compiled = object()
+        elif name == "argument names":
+            del jit.arg_names
+
+
+class InterpretedCompiled:
+    """A compiled kernel whose public call launches `kernel` through Triton's interpreter with the arguments as given,
+    in the kernel's order, constexprs included: as a GPU's compiled kernel takes them."""
+
+    def __init__(self, kernel):
+        self.kernel, self.runs = kernel, 0
+
+    def __getitem__(self, grid):
+        def runner(*args, stream=None):
+            self.runs += 1
+            self.kernel[grid[:2]](*args)
+
+        return runner
+
+
+class InterpretedJIT:
+    """Triton's interpreted JIT kernel, which returns a compiled kernel of itself (`InterpretedCompiled`), as a GPU's
+    JIT does."""
+
+    def __init__(self, kernel):
+        self.kernel, self.arg_names, self.launches = kernel, kernel.arg_names, 0
+        self.compiled = InterpretedCompiled(kernel)
+
+    def __getitem__(self, grid):
+        def launch(*args, **options):
+            self.launches += 1
+            self.kernel[grid](*args, **options)
+            return self.compiled
+
+        return launch
+
+
+# Every form with what a cached launch calls of Triton, and two forms (the fixed gate on sentence context, a gate per
+# head on per-token context) with each name removed.
+CACHED_LAUNCH_CASES = [(form, None) for form in KERNEL_FORMS] + [
+    (form, removed)
+    for form in (
+        dict(targets=2, heads=1, per_token=False, dynamic=False),
+        dict(targets=2, heads=4, per_token=True, dynamic=True),
+    )
+    for removed in TRITON_NAMES
+]
+
+
+@pytest.mark.parametrize(
+    ("form", "removed"),
+    CACHED_LAUNCH_CASES,
+    ids=[f"{kernel_form_id(form)}-{removed or 'all names'}" for form, removed in CACHED_LAUNCH_CASES],
+)
+def test_cached_launches_give_the_jits_results(form, removed, device, monkeypatch):
+    """`CachedLaunches` as on a GPU (a stand-in driver, compiled kernels that run the interpreted kernels with the
+    arguments a compiled kernel is called with): every form's outputs and gradients, launched a second and a third
+    time through the compiled kernels, equal the JIT's to the bit; with a name a cached launch calls removed (as a
+    later Triton might), every launch goes through the JIT, with a warning and the same results."""
+    if device.type != "cpu":
+        pytest.skip("a GPU's compiled kernels: test_cached_launches_equal_the_jits_on_a_gpu")
+    leaves = kernel_inputs(form, torch.float32, torch.float32, device)
+    inputs = [leaf for leaf in leaves if leaf is not None]
+
+    def results():
+        outputs = call(fused, leaves, form["heads"])
+        outputs = outputs if form["dynamic"] else outputs[:-1]
+        return [*outputs, *torch.autograd.grad(weighted_loss(outputs), inputs)]
+
+    expected = results()  # through the interpreted JIT
+    monkeypatch.setattr(fused_mixer, "INTERPRETED", False)
+    jits = []
+    for name in ("FORWARD_LAUNCHES", "BACKWARD_LAUNCHES"):
+        jits.append(InterpretedJIT(getattr(fused_mixer, name).kernel))
+        monkeypatch.setattr(fused_mixer, name, fused_mixer.CachedLaunches(jits[-1], FakeDriver()))
+    if removed is not None:
+        remove_triton_name(removed, jits, monkeypatch)
+    with warnings.catch_warnings(record=True) as warned:
+        warnings.simplefilter("always")
+        launched = [results() for _ in range(3)]
+    for actual in launched:
+        for index, (output, reference) in enumerate(zip(actual, expected, strict=True)):
+            assert torch.equal(output, reference), f"output or gradient {index}"
+    if removed is None:
+        assert not warned and all((jit.launches, jit.compiled.runs) == (1, 2) for jit in jits)
+    else:
+        assert len(warned) == 2 and "through Triton's JIT from now on" in str(warned[0].message)
+        assert all(jit.launches == 3 for jit in jits)

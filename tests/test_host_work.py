@@ -9,9 +9,11 @@ from tiny_models import padded_batch, tiny_config
 from torch._dynamo.testing import CompileCounterWithBackend
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from casan_hf import CasanForSequenceClassification, CasanMarianConfig, CasanMarianMTModel, CasanModel
+from casan_hf import CasanForSequenceClassification, CasanMarianConfig, CasanMarianMTModel, CasanModel, fused_mixer
+from casan_hf.benchmark import fused_host_work
 from casan_hf.compat import create_bidirectional_mask
 from casan_hf.context import run_layers_with_context
+from casan_hf.options import GATE_KINDS
 
 
 # The operators that copy a device tensor's value to the host (`.item()` and `bool(tensor)` run the first) or
@@ -49,6 +51,20 @@ def test_the_encoder_forward_and_backward_never_wait_for_the_device(context_type
         hidden = model.encoder(embeddings, attention_mask=mask, token_mask=attention_mask)
         hidden.square().mean().backward()
     assert all(p.grad is not None for name, p in model.named_parameters() if "context_mixer" in name)
+
+
+@pytest.mark.parametrize("gate", GATE_KINDS)
+@pytest.mark.parametrize("context_type", fused_host_work.CONTEXT_TYPES)
+def test_the_fused_mixer_never_waits_for_the_device(context_type, gate):
+    """The mixer's fused path, its launches stubbed as on a GPU (`fused_host_work.stubbed_launches`): twice forward
+    and backward (the second time through the cached compiled kernels), with each gate."""
+    mixer, query, key, context = fused_host_work.mixer_and_inputs(context_type, gate=gate)
+    with fused_host_work.stubbed_launches():
+        with RefuseHostSync():
+            for _ in range(2):
+                mixed_query, mixed_key, gates = mixer(query, key, context)
+                (mixed_query.sum() + mixed_key.sum() + gates.sum()).backward()
+        assert all(launches.compiled for launches in (fused_mixer.FORWARD_LAUNCHES, fused_mixer.BACKWARD_LAUNCHES))
 
 
 def test_the_translation_encoder_never_waits_for_the_device():

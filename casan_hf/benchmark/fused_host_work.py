@@ -1,8 +1,9 @@
 """The host work of one context mixer, fused against its PyTorch path, counted on the CPU with the kernels' launches
 stubbed: what the host does around the launches, which a GPU step waits on where it is host-bound.
 
-For each context kind, a mixer of layer 2 of a tiny config runs a training forward (no gates returned, as a training
-step asks for none) and the backward of its two outputs, once on each path after a warm-up. Per mixer call it counts
+For each context kind and gate, a mixer of layer 2 of a tiny config runs a training forward (no gates returned, as a
+training step asks for none) and the backward of its two outputs, once on each path after a warm-up. Per mixer call it
+counts
 
 - Python calls: the frames `sys.setprofile` sees start (C functions not counted), the stubbed launches' own left
   out. The backward's include `torch.autograd.backward`'s own, the same on both paths (the PyTorch path's
@@ -10,7 +11,8 @@ step asks for none) and the backward of its two outputs, once on each path after
 - aten operators: what a `TorchDispatchMode` sees, views and metadata operators included.
 
 The fused path is forced on the CPU tensors (`fused_mix_available` says yes) with its two kernels replaced by stubs
-that launch nothing: the figures are the host's, whatever the device.
+that launch nothing: the figures are the host's, whatever the device. The stub's compiled kernel is Triton's own
+`CompiledKernel` with a launcher that launches nothing, so that its public call runs (and counts) Triton's Python.
 
 With `--time`, it also times one mixer call, forward and backward, on each path and one `nn.Linear(d, d)` forward
 and backward on the query (the yardstick of the fused function's host time, held to at most twice it),
@@ -32,12 +34,15 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from .. import context_mixer, fused_mixer
 from ..configuration_casan import CasanConfig
+from ..context import CONTEXT_KINDS
 from ..context_mixer import CasanContextMixer, set_fused_mixer
+from ..options import GATE_KINDS
 
 
 # The paths compared, as `set_fused_mixer` names them: the fused kernels and the PyTorch path.
 PATHS = {"fused": "eager", "pytorch": "off"}
-CONTEXT_TYPES = ("global", "deep", "deep_global")
+# Every context kind that gives a layer context (the rows of `CONTEXT_KINDS`).
+CONTEXT_TYPES = tuple(name for name, kind in CONTEXT_KINDS.items() if kind.gives_context)
 LAYER = 2
 
 
@@ -54,11 +59,21 @@ class _StubKernel:
         return _StubCompiled()
 
 
-class _StubCompiled:
-    function = packed_metadata = None
+def _stub_launcher(*args):
+    """The compiled kernel's launcher (C on a GPU), launching nothing."""
 
-    def run(self, *args):
-        return None
+
+if fused_mixer.triton is not None:
+
+    class _StubCompiled(fused_mixer.triton.compiler.CompiledKernel):
+        """A compiled kernel whose public call (`compiled[grid](*args, stream=stream)`) runs Triton's own Python, its
+        launcher a stub: its handles taken as loaded (as after the JIT's first launch), no source to read launch
+        metadata from."""
+
+        def __init__(self):
+            self.module, self.function, self.packed_metadata = "stub module", None, None
+            self.src, self.name = None, "stub"
+            self._run = _stub_launcher
 
 
 class _StubDriver:
@@ -83,7 +98,7 @@ class _CountOperators(TorchDispatchMode):
 
 def _python_calls(function):
     """How many Python frames `function()` starts, the stub's left out."""
-    stub_code = {_StubKernel.__getitem__.__code__, _StubKernel._launch.__code__, _StubCompiled.run.__code__}
+    stub_code = {_StubKernel.__getitem__.__code__, _StubKernel._launch.__code__, _stub_launcher.__code__}
     calls = 0
 
     def profiler(frame, event, argument):
@@ -121,29 +136,35 @@ def _available(states):
     return True
 
 
-def mixer_and_inputs(context_type, device="cpu"):
-    """A mixer of layer `LAYER` of a tiny config of `context_type`, its query and key (leaves) and its context, on
-    `device`."""
+def mixer_and_inputs(context_type, device="cpu", gate="dynamic"):
+    """A mixer of layer `LAYER` of a tiny config of `context_type` and `gate`, its query and key (leaves) and its
+    context, on `device`."""
     torch.manual_seed(0)
     config = CasanConfig(
-        hidden_size=32, num_attention_heads=4, num_hidden_layers=3, intermediate_size=37, context_type=context_type
+        hidden_size=32,
+        num_attention_heads=4,
+        num_hidden_layers=3,
+        intermediate_size=37,
+        context_type=context_type,
+        gate=gate,
     )
     mixer = CasanContextMixer(config, config.context_size(LAYER))
     for parameter in mixer.parameters():
         torch.nn.init.normal_(parameter, std=0.3)
     d, batch, n = config.hidden_size, 2, 11
     query, key = (torch.randn(batch, n, d, device=device, requires_grad=True) for _ in range(2))
-    if context_type == "deep":
-        context = tuple(torch.randn(batch, n, d, device=device) for _ in range(LAYER))
-    else:
+    kind = CONTEXT_KINDS[context_type]
+    if kind.per_token:  # each layer input the kind reads, position by position
+        context = tuple(torch.randn(batch, n, d, device=device) for _ in range(kind.width(LAYER)))
+    else:  # their masked means, concatenated
         context = (torch.randn(batch, config.context_size(LAYER), device=device),)
     return mixer.to(device), query, key, context
 
 
-def count_host_work(context_type, path):
+def count_host_work(context_type, path, gate="dynamic"):
     """`{"python forward", "python backward", "aten forward", "aten backward"}` for one mixer call on `path` (a key
-    of `PATHS`), launches stubbed."""
-    mixer, query, key, context = mixer_and_inputs(context_type)
+    of `PATHS`) with `gate`, launches stubbed."""
+    mixer, query, key, context = mixer_and_inputs(context_type, gate=gate)
     set_fused_mixer(mixer, PATHS[path])
     counts = {}
     with stubbed_launches():
@@ -250,12 +271,14 @@ def main():
     )
     arguments = parser.parse_args()
     columns = ("python forward", "python backward", "aten forward", "aten backward")
-    print("| context | path | " + " | ".join(columns) + " |")
-    print("| --- | --- |" + " ---: |" * len(columns))
+    print("| context | gate | path | " + " | ".join(columns) + " |")
+    print("| --- | --- | --- |" + " ---: |" * len(columns))
     for context_type in CONTEXT_TYPES:
-        for path in PATHS:
-            counts = count_host_work(context_type, path)
-            print(f"| {context_type} | {path} | " + " | ".join(str(counts[column]) for column in columns) + " |")
+        for gate in GATE_KINDS:
+            for path in PATHS:
+                counts = count_host_work(context_type, path, gate)
+                cells = " | ".join(str(counts[column]) for column in columns)
+                print(f"| {context_type} | {gate} | {path} | {cells} |")
     if arguments.time:
         print()
         print_times(arguments.device)
