@@ -379,3 +379,17 @@ def test_training_compiles_whole_with_the_bias(family, window):
         compiled(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state.square().mean().backward()
     assert counter.frame_count == 1
     torch._dynamo.reset()
+
+
+@pytest.mark.parametrize("window", WINDOWS)
+@pytest.mark.parametrize("start", ["full", "zero"])
+def test_the_local_parameter_count_is_the_model_s(window, start):
+    """`flops.local_param_count` (docs/MODELS.md's table) counts what the model holds beyond the one without it."""
+    from casan_hf.benchmark.flops import local_param_count
+
+    config = tiny_config(context_type="global", local_bias=window, local_bias_start=start, num_hidden_layers=4)
+    without = tiny_config(context_type="global", num_hidden_layers=4)
+    count = sum(parameter.numel() for parameter in CasanModel(config).parameters())
+    assert count - sum(parameter.numel() for parameter in CasanModel(without).parameters()) == local_param_count(
+        config
+    )
