@@ -315,51 +315,72 @@ def test_every_family_adds_the_papers_bias_to_its_own_logits(family, window):
         torch.testing.assert_close(with_bias[row, :, :length, :length].double(), expected, **TOLERANCE)
 
 
-@pytest.mark.parametrize("family", [family.name for family in FAMILIES])
-def test_the_windows_are_returned_per_layer_and_a_saved_folder_loads_without_casan_hf(family, tmp_path):
-    """`output_local_windows` returns each biased layer's centres and windows; the saved folder reloads with the same
-    weights (compared exactly) and outputs (within `TOLERANCE`: a reloaded model reads memory-mapped weights), and
-    loads by `trust_remote_code` in a process where casan_hf cannot be imported."""
-    from fresh_process import run_without_casan_hf
+FRESH_LOAD = """
+    import sys, torch
+    from pathlib import Path
+    from transformers import AutoModel
+    for folder in sorted(Path(sys.argv[1]).iterdir()):
+        model = AutoModel.from_pretrained(folder, trust_remote_code=True).eval()
+        batch = torch.load(folder / "batch.pt")
+        with torch.no_grad():
+            outputs = model(**batch, output_local_windows=True)
+        torch.save((outputs.last_hidden_state, outputs.local_windows), folder / "fresh.pt")
+        print(folder.name, type(model).__module__.split(".")[0])
+"""
 
-    torch.manual_seed(0)
-    config = tiny_config(family, context_type="deep_global", local_bias="query", local_bias_start="zero")
-    model = casan_class(get_family(family), "base")(config).eval()
-    randomise_scale(model)
-    input_ids, attention_mask = padded_batch(LENGTHS)
-    with torch.no_grad():
-        outputs = model(input_ids=input_ids, attention_mask=attention_mask, output_local_windows=True)
-    layers = config.num_hidden_layers // 2
-    assert len(outputs.local_windows) == layers
+
+@pytest.fixture(scope="module")
+def saved_folders(tmp_path_factory):
+    """Every family's base model with the local bias (and deep_global), saved, with its batch and outputs."""
+    root = tmp_path_factory.mktemp("local")
+    outputs = {}
+    for family in FAMILIES:
+        torch.manual_seed(0)
+        config = tiny_config(family.name, context_type="deep_global", local_bias="query", local_bias_start="zero")
+        model = casan_class(family, "base")(config).eval()
+        randomise_scale(model)
+        input_ids, attention_mask = padded_batch(LENGTHS)
+        with torch.no_grad():
+            outputs[family.name] = model(input_ids=input_ids, attention_mask=attention_mask, output_local_windows=True)
+        model.save_pretrained(root / family.name)
+        torch.save({"input_ids": input_ids, "attention_mask": attention_mask}, root / family.name / "batch.pt")
+    return root, outputs
+
+
+@pytest.mark.parametrize("family", [family.name for family in FAMILIES])
+def test_the_windows_are_returned_per_layer_and_a_saved_folder_reloads(family, saved_folders):
+    """`output_local_windows` returns each biased layer's centres and windows; the saved folder reloads with the same
+    weights (compared exactly) and outputs (within `TOLERANCE`: a reloaded model reads memory-mapped weights)."""
+    root, outputs = saved_folders
+    outputs = outputs[family]
+    config = casan_class(get_family(family), "base").config_class.from_pretrained(root / family)
+    assert len(outputs.local_windows) == config.num_hidden_layers // 2
     for windows in outputs.local_windows:
         assert windows.shape == (len(LENGTHS), 2, config.num_attention_heads, max(LENGTHS))
         for row, length in enumerate(LENGTHS):
             centres, widths = windows[row, :, :, :length]
-            assert (centres >= 0).all() and (centres <= length - 1).all() and (widths > 0).all()
-            assert (widths <= length).all()
-    model.save_pretrained(tmp_path / "saved")
-    reloaded = type(model).from_pretrained(tmp_path / "saved").eval()
-    for name, tensor in model.state_dict().items():
-        assert torch.equal(reloaded.state_dict()[name], tensor), name
+            assert (centres >= 0).all() and (centres <= length - 1).all()
+            assert (widths > 0).all() and (widths <= length).all()
+    model_class = casan_class(get_family(family), "base")
+    reloaded = model_class.from_pretrained(root / family).eval()
+    batch = torch.load(root / family / "batch.pt")
     with torch.no_grad():
-        again = reloaded(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        again = reloaded(**batch).last_hidden_state
     torch.testing.assert_close(again, outputs.last_hidden_state, **TOLERANCE)
-    torch.save({"input_ids": input_ids, "attention_mask": attention_mask}, tmp_path / "batch.pt")
-    code = """
-        import sys, torch
-        from transformers import AutoModel
-        model = AutoModel.from_pretrained(sys.argv[1], trust_remote_code=True).eval()
-        batch = torch.load(sys.argv[2])
-        with torch.no_grad():
-            outputs = model(**batch, output_local_windows=True)
-        torch.save((outputs.last_hidden_state, outputs.local_windows), sys.argv[3])
-        print(type(model).__module__.split(".")[0])
-    """
-    args = (tmp_path / "saved", tmp_path / "batch.pt", tmp_path / "fresh.pt")
-    assert run_without_casan_hf(code, tmp_path, args=args).strip() == "transformers_modules"
-    hidden, windows = torch.load(tmp_path / "fresh.pt")
-    torch.testing.assert_close(hidden, outputs.last_hidden_state, **TOLERANCE)
-    torch.testing.assert_close(windows, outputs.local_windows, **TOLERANCE)
+
+
+def test_every_family_s_folder_loads_without_casan_hf(saved_folders, tmp_path):
+    """Each saved folder loads by `trust_remote_code` in one process where casan_hf cannot be imported, and gives the
+    same outputs and windows (within `TOLERANCE`)."""
+    from fresh_process import run_without_casan_hf
+
+    root, outputs = saved_folders
+    printed = run_without_casan_hf(FRESH_LOAD, tmp_path, args=(root,)).split()
+    assert printed == [word for family in sorted(outputs) for word in (family, "transformers_modules")]
+    for family, expected in outputs.items():
+        hidden, windows = torch.load(root / family / "fresh.pt")
+        torch.testing.assert_close(hidden, expected.last_hidden_state, **TOLERANCE)
+        torch.testing.assert_close(windows, expected.local_windows, **TOLERANCE)
 
 
 @pytest.mark.parametrize("window", WINDOWS)
