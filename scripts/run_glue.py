@@ -7,7 +7,8 @@ In the conventions of transformers' `examples/pytorch/text-classification/run_gl
 - `--model_name_or_path` may be a BERT checkpoint (converted to CASAN with the `--context_*` options) or a
   CASAN checkpoint (continued as it was trained); `--baseline` fine-tunes the unmodified BERT instead;
 - data from the Hub (`nyu-mll/glue`), from `--glue_dir` (the original GLUE TSVs) or from your own
-  `--train_file`/`--validation_file`, checked before anything is trained;
+  `--train_file`/`--validation_file` (.csv, .tsv, .json lines; `--text_columns`, `--label_column`), each checked
+  before any model is loaded;
 - the GLUE metrics ship with casan_hf, so evaluation runs offline;
 - `--output_dir` ends up as the Hub folder: weights, config with `auto_map`, code files, tokenizer,
   `training_args.bin`, results and a model card whose `model-index` holds the measured dev scores.
@@ -71,8 +72,22 @@ class DataTrainingArguments(RunDataArguments):
         default=None,
         metadata={"help": "Folder of the original GLUE TSVs (<dir>/RTE/train.tsv, ...); default: the Hub."},
     )
-    train_file: str | None = field(default=None, metadata={"help": "Your own training data (csv or json)."})
-    validation_file: str | None = field(default=None, metadata={"help": "Your own validation data (csv or json)."})
+    train_file: str | None = field(
+        default=None, metadata={"help": "Your own training data: .csv, .tsv (as GLUE ships it) or .json(l) lines."}
+    )
+    validation_file: str | None = field(
+        default=None, metadata={"help": "Your own validation data: .csv, .tsv or .json(l) lines."}
+    )
+    text_columns: list[str] | None = field(
+        default=None,
+        metadata={
+            "help": "The columns of your files that hold the text, one or a pair (with --task_name: the task's, in "
+            "its order). Default: the task's, else sentence1 and sentence2, else the first two."
+        },
+    )
+    label_column: str | None = field(
+        default=None, metadata={"help": "The column of your files that holds the label (default: label)."}
+    )
     max_seq_length: int = field(default=128, metadata={"help": "Longer inputs are truncated."})
     pad_to_max_length: bool = field(
         default=True, metadata={"help": "Pad every input to max_seq_length (else pad each batch)."}
@@ -166,6 +181,8 @@ def prepare(model_args, casan_args, casan_training, data_args, scaling_args, tra
             need_train=training_args.do_train,
             need_eval=training_args.do_eval,
             cache_dir=model_args.cache_dir,
+            text_columns=data_args.text_columns,
+            label_column=data_args.label_column,
         )
     set_seed(training_args.seed)
     model = load_model(model_args, casan_args, scaling_args, glue_data)

@@ -337,7 +337,19 @@ def bad_input_cases(glue_dir, tmp_path):
     bad_columns.write_text("premise,hypothesis,label\na,b,entailment\n")
     bad_labels = tmp_path / "bad_labels.csv"
     bad_labels.write_text("sentence1,sentence2,label\na,b,entailment\nc,d,contradiction\n")
+    empty = tmp_path / "empty.csv"
+    empty.write_text("")
+    tabs = tmp_path / "tabs.csv"
+    tabs.write_text("sentence1\tsentence2\tlabel\na, b\tc\tentailment\n")
     return {
+        "empty file": (
+            ["--task_name", "rte", "--train_file", empty, "--validation_file", no_label],
+            "'.*empty.csv' is empty: write a header row",
+        ),
+        "tab-separated file named .csv": (
+            ["--task_name", "rte", "--train_file", tabs, "--validation_file", no_label],
+            "'.*tabs.csv' looks tab-separated, not comma-separated .*: rename it to .tsv",
+        ),
         "missing data folder": (
             ["--task_name", "rte", "--glue_dir", tmp_path / "nowhere"],
             "GLUE data folder .*nowhere' does not exist",
@@ -364,6 +376,8 @@ def bad_input_cases(glue_dir, tmp_path):
 @pytest.mark.parametrize(
     "case",
     [
+        "empty file",
+        "tab-separated file named .csv",
         "missing data folder",
         "missing task folder",
         "missing file",
