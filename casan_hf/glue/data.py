@@ -165,7 +165,7 @@ class OwnColumns:
         """The file's column names to the task's (the label's to `label`)."""
         renames = {self.label: "label"}
         if task is not None and self.text is not None:
-            renames.update(zip(self.text, task.text_columns))
+            renames.update(zip(self.text, task.text_columns, strict=True))
         return {name: new for name, new in renames.items() if name != new}
 
 
