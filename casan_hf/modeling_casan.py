@@ -341,9 +341,7 @@ def conversion_line(model, source_type, source):
     total = model.num_parameters()
     starts, exact = [], True
     if any(CONTEXT_MIXER_MODULE in name for name, _ in model.named_parameters()):
-        if not config.context_targets:
-            starts.append("the context mixing into neither query nor key")
-        elif config.gate == "fixed":
+        if config.gate == "fixed":
             starts.append(f"the context gates fixed at {config.fixed_gate}")
             exact = exact and config.fixed_gate == 0
         else:
@@ -356,9 +354,9 @@ def conversion_line(model, source_type, source):
             "the output gate at exactly 1" if config.output_gate_start == "one" else "the output gate near 0.5"
         )
     outputs = (
-        "so its outputs equal the source's until it trains"
+        "so the encoder's outputs equal the source's until it trains"
         if exact
-        else "so its outputs start near the source's, not equal to them"
+        else "so the encoder's outputs start near the source's, not equal to them"
     )
     begin = f", {' and '.join(starts)}" if starts else ""
     return (
