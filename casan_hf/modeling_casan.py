@@ -290,21 +290,24 @@ logger = logging.getLogger(__name__)
 _CONVERTING = contextvars.ContextVar("casan_converting", default=False)
 
 
-class _ExpectedOnConversion(logging.Filter):
-    """Drops what transformers logs about a conversion that is expected of it: that a config of the source's
-    `model_type` makes a CASAN config, and that a head the source checkpoint has none of (an MLM head: neither its
-    decoder's bias nor the bias it is tied to) "seems corrupted". Anything else passes."""
+class _ExpectedWarnings(logging.Filter):
+    """Drops what transformers logs about a load that is expected of it: that a config of the source's
+    `model_type` makes a CASAN config (`model_type_change`: the two model types), and that a head the checkpoint
+    has none of (an MLM head: neither its decoder's bias nor the bias it is tied to) "seems corrupted" (a pair
+    outside the base model, `base_model_prefix`). Anything else passes."""
 
-    def __init__(self, source_type, casan_type, base_model_prefix):
+    def __init__(self, base_model_prefix, model_type_change=None):
         super().__init__()
-        self.model_type_warning = (
-            f"You are using a model of type `{source_type}` to instantiate a model of type `{casan_type}`"
-        )
         self.base = f"{base_model_prefix}."
+        self.model_type_warning = (
+            "You are using a model of type `{}` to instantiate a model of type `{}`".format(*model_type_change)
+            if model_type_change
+            else None
+        )
 
     def filter(self, record):
         message = record.getMessage()
-        if message.startswith(self.model_type_warning):
+        if self.model_type_warning and message.startswith(self.model_type_warning):
             return False
         absent_pair = re.match(
             r"This checkpoint seem corrupted\. .* to tie (\S+) to (\S+), but both are absent", message
@@ -312,17 +315,16 @@ class _ExpectedOnConversion(logging.Filter):
         return not (absent_pair and not any(name.startswith(self.base) for name in absent_pair.groups()))
 
 
-# The transformers loggers of what `_ExpectedOnConversion` drops.
-_CONVERSION_LOGGERS = ("transformers.configuration_utils", "transformers.modeling_utils")
+# The transformers loggers of what `_ExpectedWarnings` drops.
+_LOADING_LOGGERS = ("transformers.configuration_utils", "transformers.modeling_utils")
 
 
 @contextmanager
-def converting(source_type, casan_type, base_model_prefix):
-    """A conversion from a `source_type` checkpoint under way: its expected keys and warnings left out of
-    transformers' reports."""
-    expected = _ExpectedOnConversion(source_type, casan_type, base_model_prefix)
-    loggers = [logging.getLogger(name) for name in _CONVERSION_LOGGERS]
-    token = _CONVERTING.set(True)
+def expected_warnings_dropped(base_model_prefix, model_type_change=None):
+    """A load under way whose expected warnings (`_ExpectedWarnings`) transformers does not print: a head the
+    checkpoint lacks, and (`model_type_change`) a conversion's change of model type."""
+    expected = _ExpectedWarnings(base_model_prefix, model_type_change)
+    loggers = [logging.getLogger(name) for name in _LOADING_LOGGERS]
     for each in loggers:
         each.addFilter(expected)
     try:
@@ -330,6 +332,17 @@ def converting(source_type, casan_type, base_model_prefix):
     finally:
         for each in loggers:
             each.removeFilter(expected)
+
+
+@contextmanager
+def converting(source_type, casan_type, base_model_prefix):
+    """A conversion from a `source_type` checkpoint under way: its expected keys
+    (`_adjust_missing_and_unexpected_keys`) and warnings left out of transformers' reports."""
+    token = _CONVERTING.set(True)
+    try:
+        with expected_warnings_dropped(base_model_prefix, (source_type, casan_type)):
+            yield
+    finally:
         _CONVERTING.reset(token)
 
 

@@ -19,6 +19,7 @@ In the conventions of transformers' `examples/pytorch/text-classification/run_gl
 """
 
 import logging
+import sys
 from dataclasses import dataclass, field
 
 from casan_hf.cli.extras import GLUE, require_packages
@@ -35,12 +36,26 @@ from transformers import (
 )
 
 from casan_hf.cli.arguments import EncoderModelArguments, RunDataArguments, check_positive
+from casan_hf.cli.console import (
+    finished_line,
+    given_flags,
+    kept_of,
+    loss_interval,
+    model_words,
+    planned_steps,
+    resume_line,
+    saved_line,
+    summary,
+    training_words,
+)
 from casan_hf.cli.launch import padding_multiple, parse_run_args, prepare_or_exit, setup_logging
 from casan_hf.cli.resume import find_checkpoint
 from casan_hf.cli.run_inputs import check_tokenizer, first_examples, run_model_class, sequence_length
+from casan_hf.cli.run_start import record_run_start, run_arguments
 from casan_hf.glue.data import load_glue_data
 from casan_hf.glue.metrics import load_glue_metric
 from casan_hf.glue.tasks import GLUE_TASKS
+from casan_hf.hub.card import whole_splits
 from casan_hf.training import (
     CasanTrainer,
     card_hyperparameters,
@@ -193,12 +208,22 @@ def prepare(model_args, casan_args, casan_training, data_args, scaling_args, tra
     return checkpoint, glue_data, model, tokenizer
 
 
-def main():
-    model_args, casan_args, casan_training, data_args, scaling_args, training_args = parse_run_args(
-        "run_glue.py", ModelArguments, DataTrainingArguments
+def data_words(glue_data, data_args, train_dataset, eval_datasets):
+    """The data in a few words: where it comes from, and how many examples of each split the run uses."""
+    if data_args.task_name is None or data_args.train_file or data_args.validation_file:
+        source = glue_data.dataset_id
+    else:
+        source = f"GLUE {data_args.task_name.upper()} from {data_args.glue_dir or 'the Hub'}"
+    splits = {"train": train_dataset, **eval_datasets} if train_dataset is not None else eval_datasets
+    return f"{source}: " + ", ".join(
+        f"{split} {kept_of(len(dataset), len(glue_data.datasets[split]))}" for split, dataset in splits.items()
     )
+
+
+def main():
+    arguments = parse_run_args("run_glue.py", ModelArguments, DataTrainingArguments)
+    model_args, casan_args, casan_training, data_args, scaling_args, training_args = arguments
     setup_logging(training_args, logger)
-    logger.info(f"Training/evaluation parameters {training_args}")
     checkpoint, glue_data, model, tokenizer = prepare_or_exit(
         "run_glue.py", logger, prepare, model_args, casan_args, casan_training, data_args, scaling_args, training_args
     )
@@ -208,6 +233,25 @@ def main():
     eval_datasets = {
         split: first_examples(tokenized[split], data_args.max_eval_samples) for split in glue_data.eval_splits
     }
+    rows = [
+        ("model", f"{model_words(model)}, from {model_args.model_name_or_path}"),
+        ("data", data_words(glue_data, data_args, train_dataset, eval_datasets)),
+    ]
+    if training_args.do_train:
+        steps = planned_steps(training_args, len(train_dataset))
+        if "logging_steps" not in given_flags(sys.argv[1:]):
+            training_args.logging_steps = loss_interval(steps)
+        rows.append(("training", training_words(training_args, steps, len(train_dataset))))
+    rows.append(("output", f"{training_args.output_dir} (every argument: run_start.json)"))
+    logger.info(summary("run_glue.py", rows))
+    if checkpoint is not None:
+        finished = finished_line(training_args.output_dir, steps)
+        logger.warning(finished or resume_line(checkpoint, steps))
+        if finished:
+            return
+    record_run_start(
+        training_args, model.config.to_diff_dict(), resumed_from=checkpoint, arguments=run_arguments(*arguments)
+    )
     collator = (
         default_data_collator
         if data_args.pad_to_max_length
@@ -246,17 +290,27 @@ def main():
     if training_args.do_eval:
         combined = {}
         for split, eval_dataset in eval_datasets.items():
-            logger.info(f"*** Evaluate {split} ***")
             metrics = trainer.evaluate(eval_dataset=eval_dataset)
             metrics["eval_samples"] = len(eval_dataset)
-            trainer.card_eval_metrics[split] = {name.removeprefix("eval_"): value for name, value in metrics.items()}
+            trainer.card_eval_metrics[split] = {
+                **{name.removeprefix("eval_"): value for name, value in metrics.items()},
+                "split_samples": len(glue_data.datasets[split]),
+            }
             if split == "validation_mismatched":
                 metrics = {f"{name}_mm": value for name, value in metrics.items()}
             combined.update(metrics)
             trainer.log_metrics("eval", metrics)
         trainer.save_metrics("eval", combined)
 
+    partial = [split for split in trainer.card_eval_metrics if split not in whole_splits(trainer.card_eval_metrics)]
+    if training_args.push_to_hub and partial:
+        logger.warning(
+            f"--push_to_hub: {', '.join(partial)} was scored on its first {data_args.max_eval_samples:,} examples "
+            "only (--max_eval_samples): the card says so and its model-index leaves those scores out."
+        )
     finish_run(trainer)
+    if trainer.is_world_process_zero():
+        logger.info(saved_line("run_glue.py", training_args.output_dir))
 
 
 if __name__ == "__main__":
