@@ -249,9 +249,6 @@ def main():
         logger.warning(finished or resume_line(checkpoint, steps))
         if finished:
             return
-    record_run_start(
-        training_args, model.config.to_diff_dict(), resumed_from=checkpoint, arguments=run_arguments(*arguments)
-    )
     collator = (
         default_data_collator
         if data_args.pad_to_max_length
@@ -283,6 +280,10 @@ def main():
         context_learning_rate=casan_training.context_learning_rate,
         gate_monitor=gate_monitor_for(model, casan_training),
     )
+    # Written once the trainer's checks passed: a run refused leaves the output folder as it was.
+    record_run_start(
+        training_args, model.config.to_diff_dict(), resumed_from=checkpoint, arguments=run_arguments(*arguments)
+    )
 
     if training_args.do_train:
         train_and_save(trainer, checkpoint, len(train_dataset))
@@ -292,10 +293,8 @@ def main():
         for split, eval_dataset in eval_datasets.items():
             metrics = trainer.evaluate(eval_dataset=eval_dataset)
             metrics["eval_samples"] = len(eval_dataset)
-            trainer.card_eval_metrics[split] = {
-                **{name.removeprefix("eval_"): value for name, value in metrics.items()},
-                "split_samples": len(glue_data.datasets[split]),
-            }
+            metrics["eval_split_samples"] = len(glue_data.datasets[split])
+            trainer.card_eval_metrics[split] = {name.removeprefix("eval_"): value for name, value in metrics.items()}
             if split == "validation_mismatched":
                 metrics = {f"{name}_mm": value for name, value in metrics.items()}
             combined.update(metrics)

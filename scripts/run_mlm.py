@@ -338,9 +338,6 @@ def main():
         logger.warning(finished or resume_line(checkpoint, steps))
         if finished:
             return
-    record_run_start(
-        training_args, model.config.to_diff_dict(), resumed_from=checkpoint, arguments=run_arguments(*arguments)
-    )
     # Seeded: the training masks come from the collator's own generator, which CasanTrainer checkpoints, so an
     # interrupted run resumes with the masks of an uninterrupted one.
     collator = collator_for(tokenizer, data_args, scaling_args, training_args, seed=training_args.seed)
@@ -373,6 +370,10 @@ def main():
                 whole_word_mask=data_args.whole_word_mask,
             ),
         },
+    )
+    # Written once the trainer's checks passed: a run refused leaves the output folder as it was.
+    record_run_start(
+        training_args, model.config.to_diff_dict(), resumed_from=checkpoint, arguments=run_arguments(*arguments)
     )
 
     if training_args.do_train:

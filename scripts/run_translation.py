@@ -326,13 +326,6 @@ def main():
         logger.warning(finished or resume_line(checkpoint, steps))
         if finished:
             return
-    record_run_start(
-        training_args,
-        {name: getattr(model.config, name) for name in (*option_names("context"), *sizes, "vocab_size")},
-        resumed_from=checkpoint,
-        data_files=data.files,
-        arguments=run_arguments(*arguments),
-    )
     started_from = model_args.model_name_or_path  # named on the card when it is a Hub id
     card_kwargs = {
         "source_lang": data_args.source_lang,
@@ -372,6 +365,14 @@ def main():
         gate_monitor=gate_monitor_for(model, casan_training),
         callbacks=[RunClock(time_before(checkpoint) if checkpoint else None)],
     )
+    # Written once the trainer's checks passed: a run refused leaves the output folder as it was.
+    record_run_start(
+        training_args,
+        {name: getattr(model.config, name) for name in (*option_names("context"), *sizes, "vocab_size")},
+        resumed_from=checkpoint,
+        data_files=data.files,
+        arguments=run_arguments(*arguments),
+    )
 
     if training_args.do_train:
         train_and_save(trainer, checkpoint, len(tokenized["train"]))
@@ -380,9 +381,9 @@ def main():
         metrics = trainer.evaluate(metric_key_prefix="eval")
         metrics["eval_cross_entropy"] = token_cross_entropy(trainer, tokenized["validation"])
         metrics["eval_samples"] = len(tokenized["validation"])
+        metrics["eval_split_samples"] = len(data.datasets["validation"])
         trainer.card_eval_metrics["validation"] = {
-            **{name.removeprefix("eval_"): value for name, value in metrics.items()},
-            "split_samples": len(data.datasets["validation"]),
+            name.removeprefix("eval_"): value for name, value in metrics.items()
         }
         trainer.log_metrics("eval", metrics)
         trainer.save_metrics("eval", metrics)
@@ -391,10 +392,8 @@ def main():
         results = trainer.predict(tokenized["test"], metric_key_prefix="predict")
         metrics = {**results.metrics, "predict_cross_entropy": token_cross_entropy(trainer, tokenized["test"])}
         metrics["predict_samples"] = len(tokenized["test"])
-        trainer.card_eval_metrics["test"] = {
-            **{name.removeprefix("predict_"): value for name, value in metrics.items()},
-            "split_samples": len(data.datasets["test"]),
-        }
+        metrics["predict_split_samples"] = len(data.datasets["test"])
+        trainer.card_eval_metrics["test"] = {name.removeprefix("predict_"): value for name, value in metrics.items()}
         trainer.log_metrics("predict", metrics)
         trainer.save_metrics("predict", metrics)
         if trainer.is_world_process_zero():

@@ -80,8 +80,9 @@ def test_run_trains_scores_and_writes_the_hub_folder(trained):
         assert isinstance(results[key], float), key
     assert len((trained / "generated_predictions.txt").read_text().splitlines()) == 8
     card = (trained / "README.md").read_text()
-    assert "model-index:" in card and "type: bleu" in card and "type: chrf" in card and "split: test" in card
-    assert f"value: {round(results['predict_bleu'], 2)}" in card
+    # 8 of the 120 pairs of each split: the card says so, and keeps those scores out of the model-index.
+    assert "test: the first 8 of its 120 examples only" in card and "model-index:" not in card
+    assert f"| test | BLEU | {results['predict_bleu']:.2f} |" in card
 
 
 def test_test_scores_by_source_length_cover_every_sentence(trained):

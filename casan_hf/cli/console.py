@@ -90,7 +90,8 @@ def training_words(training_args, steps, train_examples):
     epochs = steps * batch / train_examples
     interval = int(training_args.logging_steps)
     return (
-        f"{count(steps, 'step')} of {batch} examples ({epochs:.2g} epochs, {count(processes, 'process')} on "
+        f"{count(steps, 'step')} of {batch} examples ({epochs:.2g} epoch{'' if epochs == 1 else 's'}, "
+        f"{count(processes, 'process')} on "
         f"{training_args.device.type}), learning rate {training_args.learning_rate:g}, seed {training_args.seed}, "
         f"loss every {'step' if interval == 1 else count(interval, 'step')}"
     )

@@ -320,7 +320,7 @@ def measured_examples(split, metrics):
     if samples == total:
         return f"{split}: all {total:,} examples."
     return (
-        f"{split}: the first {samples:,} of its {total:,} examples only (`--max_eval_samples`), so these are not "
+        f"{split}: the first {samples:,} of its {total:,} examples only, so these are not "
         "the split's scores and the model-index leaves them out."
     )
 
