@@ -245,7 +245,7 @@ def main():
     rows.append(("output", f"{training_args.output_dir} (every argument: run_start.json)"))
     logger.info(summary("run_glue.py", rows))
     if checkpoint is not None:
-        finished = finished_line(training_args.output_dir, steps)
+        finished = finished_line(training_args, steps)
         logger.warning(finished or resume_line(checkpoint, steps))
         if finished:
             return

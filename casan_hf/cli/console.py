@@ -46,12 +46,15 @@ def loss_interval(steps):
 START_OVER = "to train from the start instead, pass --overwrite_output_dir or another --output_dir."
 
 
-def finished_line(output_dir, steps):
-    """What a rerun of a finished run says, or None: the run ended (its `trainer_state.json`, which the end of a
-    run writes into `output_dir`) at `steps` or later. Such a rerun does nothing, so nothing of that run is
-    overwritten."""
+def finished_line(training_args, steps):
+    """What a rerun of a finished run says, or None: the run in `--output_dir` ended (its `trainer_state.json`,
+    which the end of a run writes there) at `steps` or later, and no `--resume_from_checkpoint` asks for one of
+    its checkpoints. Such a rerun does nothing, so nothing of that run is overwritten."""
+    output_dir = training_args.output_dir
     path = os.path.join(output_dir, TRAINER_STATE_NAME)
-    if not os.path.isfile(path) or TrainerState.load_from_json(path).global_step < steps:
+    if training_args.resume_from_checkpoint is not None or not os.path.isfile(path):
+        return None
+    if TrainerState.load_from_json(path).global_step < steps:
         return None
     return (
         f"{output_dir} holds this run, finished at step {steps}: nothing is left to do. To evaluate it, pass "
