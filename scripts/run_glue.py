@@ -244,7 +244,7 @@ def main():
         rows.append(("training", training_words(training_args, steps, len(train_dataset))))
     rows.append(("output", f"{training_args.output_dir} (every argument: run_start.json)"))
     logger.info(summary("run_glue.py", rows))
-    if checkpoint is not None:
+    if checkpoint is not None and training_args.do_train:  # without --do_train nothing resumes
         finished = finished_line(training_args, steps)
         logger.warning(finished or resume_line(checkpoint, steps))
         if finished:
