@@ -284,11 +284,11 @@ SAVE_OPTIONS = {
 
 def run_here(module, command, marker, stop=None):
     """`command`'s script run in this process (its `main()`), with `stop` = (point, global_step) reached as
-    tests/interrupted.py reaches it: its exit code and what casan_hf and transformers logged."""
+    tests/interrupted.py reaches it: its exit code and what the script, casan_hf and transformers logged."""
     messages = []
     collect = logging.Handler()
     collect.emit = lambda record: messages.append(record.getMessage())
-    loggers = [logging.getLogger(name) for name in ("casan_hf", "transformers")]
+    loggers = [logging.getLogger(name) for name in (module.__name__, "casan_hf", "transformers")]
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(sys, "argv", list(map(str, command[1:])))
         if stop is not None:
