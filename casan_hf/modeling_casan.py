@@ -17,7 +17,12 @@ unchanged and only the context parameters (`...attention.self.context_mixer.*`) 
 (`CasanRobertaForSequenceClassification`, ...). `FAMILY_CLASSES` lists them all.
 """
 
+import contextvars
+import logging
+import math
 import os
+import re
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
@@ -81,7 +86,13 @@ from .configuration_casan import (
     checkpoint_config,
     converted_start,
 )
-from .context import ContextPlan, check_encoder_inputs, run_layers_with_context
+from .context import (
+    CONTEXT_MIXER_MODULE,
+    ContextPlan,
+    check_encoder_inputs,
+    is_casan_parameter,
+    run_layers_with_context,
+)
 from .context_mixer import (
     CasanContextMixer,
     CasanOutputGate,
@@ -286,6 +297,100 @@ def recorded_outputs(layer_class, attention_class):
     }
 
 
+logger = logging.getLogger(__name__)
+
+# Set while `CasanPreTrainedModel.from_pretrained` converts a source checkpoint.
+_CONVERTING = contextvars.ContextVar("casan_converting", default=False)
+
+
+class _ExpectedWarnings(logging.Filter):
+    """Drops what transformers logs about a load that is expected of it: that a config of the source's
+    `model_type` makes a CASAN config (`model_type_change`: the two model types), and that a head the checkpoint
+    has none of (an MLM head: neither its decoder's bias nor the bias it is tied to) "seems corrupted" (a pair
+    outside the base model, `base_model_prefix`). Anything else passes."""
+
+    def __init__(self, base_model_prefix, model_type_change=None):
+        super().__init__()
+        self.base = f"{base_model_prefix}."
+        self.model_type_warning = (
+            "You are using a model of type `{}` to instantiate a model of type `{}`".format(*model_type_change)
+            if model_type_change
+            else None
+        )
+
+    def filter(self, record):
+        message = record.getMessage()
+        if self.model_type_warning and message.startswith(self.model_type_warning):
+            return False
+        absent_pair = re.match(
+            r"This checkpoint seem corrupted\. .* to tie (\S+) to (\S+), but both are absent", message
+        )
+        return not (absent_pair and not any(name.startswith(self.base) for name in absent_pair.groups()))
+
+
+# The transformers loggers of what `_ExpectedWarnings` drops.
+_LOADING_LOGGERS = ("transformers.configuration_utils", "transformers.modeling_utils")
+
+
+@contextmanager
+def expected_warnings_dropped(base_model_prefix, model_type_change=None):
+    """A load under way whose expected warnings (`_ExpectedWarnings`) transformers does not print: a head the
+    checkpoint lacks, and (`model_type_change`) a conversion's change of model type."""
+    expected = _ExpectedWarnings(base_model_prefix, model_type_change)
+    loggers = [logging.getLogger(name) for name in _LOADING_LOGGERS]
+    for each in loggers:
+        each.addFilter(expected)
+    try:
+        yield
+    finally:
+        for each in loggers:
+            each.removeFilter(expected)
+
+
+@contextmanager
+def converting(source_type, casan_type, base_model_prefix):
+    """A conversion from a `source_type` checkpoint under way: its expected keys
+    (`_adjust_missing_and_unexpected_keys`) and warnings left out of transformers' reports."""
+    token = _CONVERTING.set(True)
+    try:
+        with expected_warnings_dropped(base_model_prefix, (source_type, casan_type)):
+            yield
+    finally:
+        _CONVERTING.reset(token)
+
+
+def conversion_line(model, source_type, source):
+    """One line on a converted checkpoint: the family, the context, the parameters CASAN added and their share,
+    how they start, and whether the outputs then equal the source's."""
+    config = model.config
+    new = sum(parameter.numel() for name, parameter in model.named_parameters() if is_casan_parameter(name))
+    total = model.num_parameters()
+    starts, exact = [], True
+    if any(CONTEXT_MIXER_MODULE in name for name, _ in model.named_parameters()):
+        if config.gate == "fixed":
+            starts.append(f"the context gates fixed at {config.fixed_gate}")
+            exact = exact and config.fixed_gate == 0
+        else:
+            gate = 1 / (1 + math.exp(-config.gate_bias_init))
+            starts.append(f"the context gates at sigmoid({config.gate_bias_init}) = {gate:.3f}")
+            exact = False
+    if config.output_gate is not None:
+        exact = exact and config.output_gate_start == "one"
+        starts.append(
+            "the output gate at exactly 1" if config.output_gate_start == "one" else "the output gate near 0.5"
+        )
+    outputs = (
+        "so the encoder's outputs equal the source's until it trains"
+        if exact
+        else "so the encoder's outputs start near the source's, not equal to them"
+    )
+    begin = f", {' and '.join(starts)}" if starts else ""
+    return (
+        f"Converted the {source_type} checkpoint {source} to {type(model).__name__} ({config.context_type!r} "
+        f"context): {new:,} new parameters ({100 * new / total:.2f}% of {total:,}){begin}, {outputs}."
+    )
+
+
 class CasanPreTrainedModel(FullyShardedLoading, PreTrainedModel):
     """Shared by every CASAN model; `family` says whose checkpoints it loads (BERT's here; each other family's
     `PreTrainedModel` sets its own, with its config class and base model prefix). Each head's class says
@@ -414,10 +519,29 @@ class CasanPreTrainedModel(FullyShardedLoading, PreTrainedModel):
             if os.path.isdir(folder):
                 check_saved_weights(folder, cls, saved, kwargs.get("ignore_mismatched_sizes", False))
             kwargs = converted_start(kwargs, saved, cls.config_class)
-        loaded = super().from_pretrained(pretrained_model_name_or_path, *model_args, **kwargs)
-        if saved is not None and saved.get("model_type") != cls.family.model_type:
-            (loaded[0] if isinstance(loaded, tuple) else loaded).name_or_path = ""
+        if saved is None or saved.get("model_type") == cls.family.model_type:
+            return super().from_pretrained(pretrained_model_name_or_path, *model_args, **kwargs)
+        with converting(saved["model_type"], cls.config_class.model_type, cls.base_model_prefix):
+            loaded = super().from_pretrained(pretrained_model_name_or_path, *model_args, **kwargs)
+        model = loaded[0] if isinstance(loaded, tuple) else loaded
+        model.name_or_path = ""
+        new_by_design = model.__dict__.pop("_missing_by_design", set())
+        if isinstance(loaded, tuple):  # the loading info: every key the checkpoint lacked, the new ones too
+            loaded[1]["missing_keys"] |= new_by_design
+        logger.warning(conversion_line(model, saved["model_type"], pretrained_model_name_or_path))
         return loaded
+
+    def _adjust_missing_and_unexpected_keys(self, *args, **kwargs):
+        """transformers' own; while `from_pretrained` converts a source checkpoint (transformers 5, which passes the
+        loading info alone), the parameters CASAN adds are taken out of the loading report's missing keys: they are
+        new by design, and `conversion_line` says so in one line. `from_pretrained` gives them back in the loading
+        info it returns."""
+        adjusted = super()._adjust_missing_and_unexpected_keys(*args, **kwargs)
+        if _CONVERTING.get() and len(args) == 1 and not kwargs:
+            (info,) = args
+            self._missing_by_design = {key for key in info.missing_keys if is_casan_parameter(key)}
+            info.missing_keys = info.missing_keys - self._missing_by_design
+        return adjusted
 
 
 def encoder_extras(outputs):

@@ -25,10 +25,13 @@ machine or on a fresh clone holding the committed results file.
 """
 
 import argparse
+import math
+import statistics
 import sys
 from pathlib import Path
 
 from casan_hf.cli.extras import GLUE, require_packages
+from casan_hf.configuration_casan import SAFETENSORS_NAME, safetensors_shapes
 from casan_hf.glue.tasks import glue_files
 from casan_hf.options import CLASSIFIER_POOLINGS
 from casan_hf.studies import Arm, Run, add_sweep_arguments, arm_argument, run_study, study_variants
@@ -44,6 +47,8 @@ from casan_hf.studies.glue import (
     tables,
     twin_variant,
 )
+from casan_hf.studies.grid import load_results
+from casan_hf.studies.paired import mean_std
 
 
 SCRIPTS = Path(__file__).resolve().parent
@@ -215,18 +220,75 @@ def study_runs(args):
     return list(runs.values())
 
 
+def parameter_count(folder):
+    """The parameters a run's saved model holds (its `model.safetensors`, read from the header alone), or None
+    where the folder does not hold it (a record of a committed results file, run elsewhere)."""
+    path = Path(folder) / SAFETENSORS_NAME
+    return sum(math.prod(shape) for shape in safetensors_shapes(path).values()) if path.is_file() else None
+
+
+def median_step_seconds(runs):
+    """The median over `runs` of the seconds one training step took (1 / Trainer's `train_steps_per_second`)."""
+    times = [1 / run["train_steps_per_second"] for run in runs if run.get("train_steps_per_second")]
+    return statistics.median(times) if times else None
+
+
+def side_by_side(comparisons, folders):
+    """The twin side by side with each CASAN arm, one row per arm and metric: its score (mean ± std over seeds),
+    the paired difference to the twin of the same seed with its 95% interval, the parameters it adds to the twin's
+    (its saved model's, in `folders` by (task, recipe, variant, seed)) and its time per training step against
+    the twin's (median over seeds; runs side by side with --parallel share the cores)."""
+    lines = [
+        "| task: metric | arm | score | paired difference [95% CI] | parameters added | time per step (ms) |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for comparison in comparisons:
+        for (recipe, variant), runs, twin_runs in comparison.rows:
+            step = median_step_seconds(runs)
+            step_text = "-" if step is None else f"{1000 * step:.0f}"
+            if twin_runs is None:
+                difference, added = "(twin)", "(twin)"
+            else:
+                pair = comparison.paired(runs, twin_runs)
+                difference = f"{pair.difference} {pair.interval}" if len(pair.differences) > 1 else pair.difference
+                twin_step = median_step_seconds(twin_runs)
+                if step is not None and twin_step:
+                    step_text += f" (x{step / twin_step:.2f})"
+                counts = [
+                    parameter_count(folders.get((run["task"], run["recipe"], run["variant"], run["seed"])) or "")
+                    for run in (runs[0], twin_runs[0])
+                ]
+                added = (
+                    "-"
+                    if None in counts
+                    else f"+{counts[0] - counts[1]:,} (+{100 * (counts[0] / counts[1] - 1):.2f}%)"
+                )
+            arm = variant if recipe == "finetune" else f"{variant} ({recipe})"
+            scores = mean_std(list(comparison.scores(runs).values()), comparison.digits)
+            lines.append(f"| {comparison.title} | {arm} | {scores} | {difference} | {added} | {step_text} |")
+    return "\n".join(lines)
+
+
 def run_grid(args):
-    """Runs one grid: what it lacks, then its tables and figure."""
+    """Runs one grid: what it lacks, then its tables and figure, and last the twin side by side with each arm."""
     require_packages("glue_sweep.py", *GLUE, what="Each run of run_glue.py")
     if args.figure:
         require_packages("glue_sweep.py", "matplotlib", what="--figure")
+    runs = study_runs(args)
     run_study(
         args,
-        study_runs(args),
+        runs,
         collect,
         lambda records: tables(args.classifier_pooling, records),
         lambda records: comparisons(args.classifier_pooling, records),
     )
+    records = load_results(Path(args.results or Path(args.output_dir) / "results.json"))
+    if records and not args.dry_run:
+        folders = {
+            tuple(run.identity[key] for key in ("task", "recipe", "variant", "seed")): run.folder for run in runs
+        }
+        print("The twin side by side with each CASAN arm (same data, steps and seeds):\n")
+        print(side_by_side(comparisons(args.classifier_pooling, records), folders))
 
 
 def main(argv=None):

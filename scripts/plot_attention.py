@@ -5,11 +5,14 @@ chosen layers and heads, and the structured pooling's hops when the model has th
 
 Works for CASAN checkpoints of every context type and for plain BERT (attention maps only). Layers and
 heads are 0-based; by default the last layer's heads are drawn. Sentences are cut to `--max-tokens`
-(64 by default, `casan_hf.inspection.MAX_TOKENS`, the most the figure keeps readable).
+(64 by default, `casan_hf.inspection.MAX_TOKENS`, the most the figure keeps readable). The gates are coloured on
+the fixed 0 to 1 scale (`--zoom-gates`: from their lowest to their highest value), every attention map on one
+scale.
 """
 
 import argparse
 import math
+import textwrap
 
 from casan_hf.cli.extras import require_packages
 
@@ -75,6 +78,12 @@ def parse_args(argv=None):
         help=f"Cut the text(s) to this many tokens (default: {MAX_TOKENS}).",
     )
     parser.add_argument("--dpi", type=int, default=100, help="Resolution of the PNG (default: 100).")
+    parser.add_argument(
+        "--zoom-gates",
+        action="store_true",
+        help="Colour the gates from their lowest to their highest value on this text, not on the fixed 0 to 1 "
+        "scale: differences among gates near their start (0.018) show, but small values look large.",
+    )
     args = parser.parse_args(argv)
     if args.dpi <= 0:
         parser.error(f"--dpi must be positive; got {args.dpi}.")
@@ -116,8 +125,14 @@ def heatmap(ax, values, tokens, columns, cmap, vmin, vmax, title):
     return image
 
 
-def plot(inspection, layers, heads, title, dpi=100):
-    """The figure for an [`AttentionInspection`]: gates and hops on top, then one map per (layer, head)."""
+# The suptitle's size in points: the figure's largest text.
+TITLE_POINTS = 14
+
+
+def plot(inspection, layers, heads, title, dpi=100, zoom_gates=False):
+    """The figure for an [`AttentionInspection`]: gates and hops on top, then one map per (layer, head). The gates
+    are coloured on the fixed 0 to 1 scale (`zoom_gates`: from their lowest to their highest value), every
+    attention map on one scale, from 0 to the largest weight drawn, so that colours compare across heads."""
     tokens = inspection.tokens
     num_tokens = len(tokens)
     num_layers = inspection.attentions.shape[0]
@@ -130,7 +145,8 @@ def plot(inspection, layers, heads, title, dpi=100):
     fontsize = min(10.0, cell * 72 * 0.62)
 
     figure = plt.figure(figsize=(width, height), dpi=dpi, layout="constrained")
-    figure.suptitle(title, fontsize=11)
+    characters_per_line = max(40, int(width * 72 / (TITLE_POINTS * 0.55)))
+    figure.suptitle(textwrap.fill(title, characters_per_line), fontsize=TITLE_POINTS)
     top_height = num_tokens * cell + 1.4 if has_gates or num_hops else 0
     if top_height:
         top, bottom = figure.subfigures(2, 1, height_ratios=[top_height, height - top_height])
@@ -145,12 +161,13 @@ def plot(inspection, layers, heads, title, dpi=100):
         axes = top.subplots(1, len(ratios), width_ratios=ratios, sharey=True, squeeze=False)[0]
         layer_names = [str(layer) for layer in range(num_layers)]
         if panels:
-            vmin, vmax = inspection.gate_range()
+            vmin, vmax = inspection.gate_range() if zoom_gates else (0.0, 1.0)
             # The hops panel, if any, comes after the gate panels: zip stops at the gates.
             for ax, (name, values) in zip(axes, panels, strict=False):
                 image = heatmap(ax, values.T.numpy(), tokens, layer_names, "viridis", vmin, vmax, name)
                 ax.set_xlabel("layer (grey: no context)")
-            top.colorbar(image, ax=axes[: len(panels)].tolist(), label="gate (shared scale)", shrink=0.9)
+            label = f"gate (zoomed: {vmin:.3g} to {vmax:.3g})" if zoom_gates else "gate (0 to 1)"
+            top.colorbar(image, ax=axes[: len(panels)].tolist(), label=label, shrink=0.9)
         if num_hops:
             image = heatmap(
                 axes[-1],
@@ -171,15 +188,18 @@ def plot(inspection, layers, heads, title, dpi=100):
     axes = bottom.subplots(rows, min(len(maps), MAPS_PER_ROW), squeeze=False)
     for ax in axes.flat[len(maps) :]:
         ax.set_axis_off()
+    largest = max(float(inspection.attentions[layer, head].max()) for layer, head in maps)
     for ax, (layer, head) in zip(axes.flat, maps, strict=False):  # spare axes of a last row were switched off
-        image = ax.imshow(inspection.attentions[layer, head].numpy(), cmap="Blues", vmin=0.0, interpolation="nearest")
+        image = ax.imshow(
+            inspection.attentions[layer, head].numpy(), cmap="Blues", vmin=0.0, vmax=largest, interpolation="nearest"
+        )
         ax.set_xticks(range(num_tokens), tokens, rotation=90)
         ax.set_yticks(range(num_tokens), tokens)
         ax.tick_params(labelsize=fontsize)
         ax.set_title(f"layer {layer}, head {head}")
         ax.set_xlabel("attended token (key)")
         ax.set_ylabel("attending token (query)")
-        bottom.colorbar(image, ax=ax, shrink=0.8)
+    bottom.colorbar(image, ax=axes.flat[: len(maps)].tolist(), label="attention weight (one scale)", shrink=0.8)
     return figure
 
 
@@ -193,7 +213,8 @@ def main(argv=None):
     args = parse_args(argv)
     model, tokenizer = load_for_inspection(args.model, tokenizer_name_or_path=args.tokenizer)
     inspection = inspect_attention(model, tokenizer, args.text, args.text_pair, max_length=args.max_tokens)
-    figure = plot(inspection, args.layers, args.heads, describe(model, tokenizer, inspection), dpi=args.dpi)
+    title = describe(model, tokenizer, inspection)
+    figure = plot(inspection, args.layers, args.heads, title, dpi=args.dpi, zoom_gates=args.zoom_gates)
     figure.savefig(args.out, dpi=args.dpi)
     width, height = figure.canvas.get_width_height()
     print(f"Wrote {args.out}: {len(inspection.tokens)} tokens, {width}x{height} pixels.")

@@ -7,7 +7,8 @@ In the conventions of transformers' `examples/pytorch/text-classification/run_gl
 - `--model_name_or_path` may be a BERT checkpoint (converted to CASAN with the `--context_*` options) or a
   CASAN checkpoint (continued as it was trained); `--baseline` fine-tunes the unmodified BERT instead;
 - data from the Hub (`nyu-mll/glue`), from `--glue_dir` (the original GLUE TSVs) or from your own
-  `--train_file`/`--validation_file`, checked before anything is trained;
+  `--train_file`/`--validation_file` (.csv, .tsv, .json lines; `--text_columns`, `--label_column`), each checked
+  before any model is loaded;
 - the GLUE metrics ship with casan_hf, so evaluation runs offline;
 - `--output_dir` ends up as the Hub folder: weights, config with `auto_map`, code files, tokenizer,
   `training_args.bin`, results and a model card whose `model-index` holds the measured dev scores.
@@ -18,6 +19,7 @@ In the conventions of transformers' `examples/pytorch/text-classification/run_gl
 """
 
 import logging
+import sys
 from dataclasses import dataclass, field
 
 from casan_hf.cli.extras import GLUE, require_packages
@@ -34,12 +36,26 @@ from transformers import (
 )
 
 from casan_hf.cli.arguments import EncoderModelArguments, RunDataArguments, check_positive
+from casan_hf.cli.console import (
+    finished_line,
+    given_flags,
+    kept_of,
+    loss_interval,
+    model_words,
+    planned_steps,
+    resume_line,
+    saved_line,
+    summary,
+    training_words,
+)
 from casan_hf.cli.launch import padding_multiple, parse_run_args, prepare_or_exit, setup_logging
 from casan_hf.cli.resume import find_checkpoint
 from casan_hf.cli.run_inputs import check_tokenizer, first_examples, run_model_class, sequence_length
+from casan_hf.cli.run_start import record_run_start, run_arguments
 from casan_hf.glue.data import load_glue_data
 from casan_hf.glue.metrics import load_glue_metric
 from casan_hf.glue.tasks import GLUE_TASKS
+from casan_hf.hub.card import whole_splits
 from casan_hf.training import (
     CasanTrainer,
     card_hyperparameters,
@@ -71,8 +87,22 @@ class DataTrainingArguments(RunDataArguments):
         default=None,
         metadata={"help": "Folder of the original GLUE TSVs (<dir>/RTE/train.tsv, ...); default: the Hub."},
     )
-    train_file: str | None = field(default=None, metadata={"help": "Your own training data (csv or json)."})
-    validation_file: str | None = field(default=None, metadata={"help": "Your own validation data (csv or json)."})
+    train_file: str | None = field(
+        default=None, metadata={"help": "Your own training data: .csv, .tsv (as GLUE ships it) or .json(l) lines."}
+    )
+    validation_file: str | None = field(
+        default=None, metadata={"help": "Your own validation data: .csv, .tsv or .json(l) lines."}
+    )
+    text_columns: list[str] | None = field(
+        default=None,
+        metadata={
+            "help": "The columns of your files that hold the text, one or a pair (with --task_name: the task's, in "
+            "its order). Default: the task's, else sentence1 and sentence2, else the first two."
+        },
+    )
+    label_column: str | None = field(
+        default=None, metadata={"help": "The column of your files that holds the label (default: label)."}
+    )
     max_seq_length: int = field(default=128, metadata={"help": "Longer inputs are truncated."})
     pad_to_max_length: bool = field(
         default=True, metadata={"help": "Pad every input to max_seq_length (else pad each batch)."}
@@ -166,6 +196,8 @@ def prepare(model_args, casan_args, casan_training, data_args, scaling_args, tra
             need_train=training_args.do_train,
             need_eval=training_args.do_eval,
             cache_dir=model_args.cache_dir,
+            text_columns=data_args.text_columns,
+            label_column=data_args.label_column,
         )
     set_seed(training_args.seed)
     model = load_model(model_args, casan_args, scaling_args, glue_data)
@@ -176,12 +208,22 @@ def prepare(model_args, casan_args, casan_training, data_args, scaling_args, tra
     return checkpoint, glue_data, model, tokenizer
 
 
-def main():
-    model_args, casan_args, casan_training, data_args, scaling_args, training_args = parse_run_args(
-        "run_glue.py", ModelArguments, DataTrainingArguments
+def data_words(glue_data, data_args, train_dataset, eval_datasets):
+    """The data in a few words: where it comes from, and how many examples of each split the run uses."""
+    if data_args.task_name is None or data_args.train_file or data_args.validation_file:
+        source = glue_data.dataset_id
+    else:
+        source = f"GLUE {data_args.task_name.upper()} from {data_args.glue_dir or 'the Hub'}"
+    splits = {"train": train_dataset, **eval_datasets} if train_dataset is not None else eval_datasets
+    return f"{source}: " + ", ".join(
+        f"{split} {kept_of(len(dataset), len(glue_data.datasets[split]))}" for split, dataset in splits.items()
     )
+
+
+def main():
+    arguments = parse_run_args("run_glue.py", ModelArguments, DataTrainingArguments)
+    model_args, casan_args, casan_training, data_args, scaling_args, training_args = arguments
     setup_logging(training_args, logger)
-    logger.info(f"Training/evaluation parameters {training_args}")
     checkpoint, glue_data, model, tokenizer = prepare_or_exit(
         "run_glue.py", logger, prepare, model_args, casan_args, casan_training, data_args, scaling_args, training_args
     )
@@ -191,6 +233,22 @@ def main():
     eval_datasets = {
         split: first_examples(tokenized[split], data_args.max_eval_samples) for split in glue_data.eval_splits
     }
+    rows = [
+        ("model", f"{model_words(model)}, from {model_args.model_name_or_path}"),
+        ("data", data_words(glue_data, data_args, train_dataset, eval_datasets)),
+    ]
+    if training_args.do_train:
+        steps = planned_steps(training_args, len(train_dataset))
+        if "logging_steps" not in given_flags(sys.argv[1:]):
+            training_args.logging_steps = loss_interval(steps)
+        rows.append(("training", training_words(training_args, steps, len(train_dataset))))
+    rows.append(("output", f"{training_args.output_dir} (every argument: run_start.json)"))
+    logger.info(summary("run_glue.py", rows))
+    if checkpoint is not None and training_args.do_train:  # without --do_train nothing resumes
+        finished = finished_line(training_args, steps)
+        logger.warning(finished or resume_line(checkpoint, steps))
+        if finished:
+            return
     collator = (
         default_data_collator
         if data_args.pad_to_max_length
@@ -222,6 +280,10 @@ def main():
         context_learning_rate=casan_training.context_learning_rate,
         gate_monitor=gate_monitor_for(model, casan_training),
     )
+    # Written once the trainer's checks passed: a run refused leaves the output folder as it was.
+    record_run_start(
+        training_args, model.config.to_diff_dict(), resumed_from=checkpoint, arguments=run_arguments(*arguments)
+    )
 
     if training_args.do_train:
         train_and_save(trainer, checkpoint, len(train_dataset))
@@ -229,9 +291,9 @@ def main():
     if training_args.do_eval:
         combined = {}
         for split, eval_dataset in eval_datasets.items():
-            logger.info(f"*** Evaluate {split} ***")
             metrics = trainer.evaluate(eval_dataset=eval_dataset)
             metrics["eval_samples"] = len(eval_dataset)
+            metrics["eval_split_samples"] = len(glue_data.datasets[split])
             trainer.card_eval_metrics[split] = {name.removeprefix("eval_"): value for name, value in metrics.items()}
             if split == "validation_mismatched":
                 metrics = {f"{name}_mm": value for name, value in metrics.items()}
@@ -239,7 +301,15 @@ def main():
             trainer.log_metrics("eval", metrics)
         trainer.save_metrics("eval", combined)
 
+    partial = [split for split in trainer.card_eval_metrics if split not in whole_splits(trainer.card_eval_metrics)]
+    if training_args.push_to_hub and partial:
+        logger.warning(
+            f"--push_to_hub: {', '.join(partial)} was scored on its first {data_args.max_eval_samples:,} examples "
+            "only (--max_eval_samples): the card says so and its model-index leaves those scores out."
+        )
     finish_run(trainer)
+    if trainer.is_world_process_zero():
+        logger.info(saved_line("run_glue.py", training_args.output_dir))
 
 
 if __name__ == "__main__":

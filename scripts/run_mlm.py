@@ -24,6 +24,7 @@ text per line (a sentence), truncated to --max_seq_length. What is added:
 import logging
 import math
 import os
+import sys
 from dataclasses import dataclass, field
 
 from casan_hf.cli.extras import TRAINING, require_packages
@@ -39,13 +40,29 @@ from transformers import (
     set_seed,
 )
 
+from casan_hf import get_family
 from casan_hf.cli.arguments import EncoderModelArguments, RunDataArguments, check_positive
+from casan_hf.cli.console import (
+    count,
+    finished_line,
+    given_flags,
+    loss_interval,
+    model_words,
+    planned_steps,
+    resume_line,
+    saved_line,
+    summary,
+    training_words,
+)
 from casan_hf.cli.launch import padding_multiple, parse_run_args, prepare_or_exit, setup_logging
 from casan_hf.cli.resume import find_checkpoint
 from casan_hf.cli.run_inputs import check_tokenizer, first_examples, run_model_class, sequence_length
+from casan_hf.cli.run_start import record_run_start, run_arguments
+from casan_hf.compat import PreTrainedConfig
 from casan_hf.glue.data import load_glue_data
 from casan_hf.glue.tasks import GLUE_TASKS
 from casan_hf.hub import untrained_heads, untrained_heads_warning
+from casan_hf.modeling_casan import expected_warnings_dropped
 from casan_hf.training import (
     CasanTrainer,
     card_hyperparameters,
@@ -155,13 +172,16 @@ def load_model(model_args, casan_args, scaling_args):
         model_args.cache_dir,
         sharded=scaling_args.fsdp_size is not None,
     )
-    model, loading = model_class.from_pretrained(
-        model_args.model_name_or_path,
-        cache_dir=model_args.cache_dir,
-        output_loading_info=True,
-        **kwargs,
-        **scaling_args.loading_kwargs(),
-    )
+    # A checkpoint without an MLM head (a sentence encoder) starts one at random: the log says so once, below.
+    saved = PreTrainedConfig.get_config_dict(model_args.model_name_or_path, cache_dir=model_args.cache_dir)[0]
+    with expected_warnings_dropped(get_family(saved["model_type"]).base_model_prefix):
+        model, loading = model_class.from_pretrained(
+            model_args.model_name_or_path,
+            cache_dir=model_args.cache_dir,
+            output_loading_info=True,
+            **kwargs,
+            **scaling_args.loading_kwargs(),
+        )
     return model, untrained_heads(loading["missing_keys"])
 
 
@@ -285,20 +305,39 @@ def tokenize(texts, tokenizer, data_args, scaling_args, training_args):
 
 
 def main():
-    model_args, casan_args, casan_training, data_args, scaling_args, training_args = parse_run_args(
-        "run_mlm.py", ModelArguments, DataArguments
-    )
+    arguments = parse_run_args("run_mlm.py", ModelArguments, DataArguments)
+    model_args, casan_args, casan_training, data_args, scaling_args, training_args = arguments
     setup_logging(training_args, logger)
     checkpoint, texts, model, new_heads, tokenizer = prepare_or_exit(
         "run_mlm.py", logger, prepare, model_args, casan_args, casan_training, data_args, scaling_args, training_args
     )
     if new_heads:
-        logger.warning(f"WARNING: {untrained_heads_warning(new_heads, 'masked-lm')}")
+        logger.warning(untrained_heads_warning(new_heads, "masked-lm"))
 
     frozen = freeze_pretrained(model) if model_args.train_only_new_parameters else []
     # The collator reads the special-token mask and the word offsets, which the model's forward does not take.
     training_args.remove_unused_columns = False
     splits = tokenize(texts, tokenizer, data_args, scaling_args, training_args)
+    rows = [
+        ("model", f"{model_words(model)}, from {model_args.model_name_or_path}"),
+        (
+            "text",
+            f"{count(len(texts), 'text')}, {data_args.validation_split_percentage:g}% held out: training on "
+            f"{len(splits['train']):,}, scoring {len(splits['validation']):,}",
+        ),
+    ]
+    if training_args.do_train:
+        steps = planned_steps(training_args, len(splits["train"]))
+        if "logging_steps" not in given_flags(sys.argv[1:]):
+            training_args.logging_steps = loss_interval(steps)
+        rows.append(("training", training_words(training_args, steps, len(splits["train"]))))
+    rows.append(("output", f"{training_args.output_dir} (every argument: run_start.json)"))
+    logger.info(summary("run_mlm.py", rows))
+    if checkpoint is not None and training_args.do_train:  # without --do_train nothing resumes
+        finished = finished_line(training_args, steps)
+        logger.warning(finished or resume_line(checkpoint, steps))
+        if finished:
+            return
     # Seeded: the training masks come from the collator's own generator, which CasanTrainer checkpoints, so an
     # interrupted run resumes with the masks of an uninterrupted one.
     collator = collator_for(tokenizer, data_args, scaling_args, training_args, seed=training_args.seed)
@@ -332,6 +371,10 @@ def main():
             ),
         },
     )
+    # Written once the trainer's checks passed: a run refused leaves the output folder as it was.
+    record_run_start(
+        training_args, model.config.to_diff_dict(), resumed_from=checkpoint, arguments=run_arguments(*arguments)
+    )
 
     if training_args.do_train:
         train_and_save(trainer, checkpoint, len(splits["train"]))
@@ -345,6 +388,8 @@ def main():
         trainer.save_metrics("eval", metrics)
 
     finish_run(trainer)
+    if trainer.is_world_process_zero():
+        logger.info(saved_line("run_mlm.py", training_args.output_dir))
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ In the conventions of transformers' `examples/pytorch/translation/run_translatio
 import json
 import logging
 import os
+import sys
 from dataclasses import dataclass, field
 
 from casan_hf.cli.extras import TRAINING, missing_packages_message, require_packages
@@ -35,10 +36,22 @@ from transformers import AutoTokenizer, DataCollatorForSeq2Seq, Seq2SeqTrainingA
 
 import casan_hf
 from casan_hf.cli.arguments import RunDataArguments, check_positive
+from casan_hf.cli.console import (
+    finished_line,
+    given_flags,
+    kept_of,
+    loss_interval,
+    model_words,
+    planned_steps,
+    resume_line,
+    saved_line,
+    summary,
+    training_words,
+)
 from casan_hf.cli.launch import padding_multiple, parse_run_args, prepare_or_exit, setup_logging
 from casan_hf.cli.resume import find_checkpoint
 from casan_hf.cli.run_inputs import check_tokenizer, first_examples
-from casan_hf.cli.run_start import RunClock, record_run_start, time_before
+from casan_hf.cli.run_start import RunClock, record_run_start, run_arguments, time_before
 from casan_hf.hub import is_hub_id
 from casan_hf.options import option_names
 from casan_hf.training import (
@@ -273,11 +286,9 @@ def metrics_function(tokenizer):
 
 
 def main():
-    model_args, casan_args, casan_training, data_args, scaling_args, training_args = parse_run_args(
-        "run_translation.py", ModelArguments, DataTrainingArguments, Seq2SeqTrainingArguments
-    )
+    arguments = parse_run_args("run_translation.py", ModelArguments, DataTrainingArguments, Seq2SeqTrainingArguments)
+    model_args, casan_args, casan_training, data_args, scaling_args, training_args = arguments
     setup_logging(training_args, logger)
-    logger.info(f"Training/evaluation parameters {training_args}")
     checkpoint, data, model, tokenizer = prepare_or_exit(
         "run_translation.py",
         logger,
@@ -289,17 +300,32 @@ def main():
         scaling_args,
         training_args,
     )
-    size = f"{model.num_parameters() / 1e6:.2f}M parameters"
-    logger.info(f"{type(model).__name__}: {size}, {model.config.context_type!r} context")
     sizes = ("d_model", "encoder_layers", "decoder_layers", "encoder_attention_heads", "encoder_ffn_dim", "dropout")
-    record_run_start(
-        training_args,
-        {name: getattr(model.config, name) for name in (*option_names("context"), *sizes, "vocab_size")},
-        resumed_from=checkpoint,
-        data_files=data.files,
-    )
-
     tokenized = tokenize(data, tokenizer, data_args, training_args)
+    started_from = model_args.model_name_or_path or f"scratch ({model_args.model_size})"
+    rows = [
+        ("model", f"{model_words(model)}, from {started_from}"),
+        (
+            "data",
+            f"{data.dataset_id}: "
+            + ", ".join(
+                f"{split} {kept_of(len(tokenized[split]), len(dataset), 'pairs')}"
+                for split, dataset in data.datasets.items()
+            ),
+        ),
+    ]
+    if training_args.do_train:
+        steps = planned_steps(training_args, len(tokenized["train"]))
+        if "logging_steps" not in given_flags(sys.argv[1:]):
+            training_args.logging_steps = loss_interval(steps)
+        rows.append(("training", training_words(training_args, steps, len(tokenized["train"]))))
+    rows.append(("output", f"{training_args.output_dir} (every argument: run_start.json)"))
+    logger.info(summary("run_translation.py", rows))
+    if checkpoint is not None and training_args.do_train:  # without --do_train nothing resumes
+        finished = finished_line(training_args, steps)
+        logger.warning(finished or resume_line(checkpoint, steps))
+        if finished:
+            return
     started_from = model_args.model_name_or_path  # named on the card when it is a Hub id
     card_kwargs = {
         "source_lang": data_args.source_lang,
@@ -339,15 +365,23 @@ def main():
         gate_monitor=gate_monitor_for(model, casan_training),
         callbacks=[RunClock(time_before(checkpoint) if checkpoint else None)],
     )
+    # Written once the trainer's checks passed: a run refused leaves the output folder as it was.
+    record_run_start(
+        training_args,
+        {name: getattr(model.config, name) for name in (*option_names("context"), *sizes, "vocab_size")},
+        resumed_from=checkpoint,
+        data_files=data.files,
+        arguments=run_arguments(*arguments),
+    )
 
     if training_args.do_train:
         train_and_save(trainer, checkpoint, len(tokenized["train"]))
 
     if training_args.do_eval:
-        logger.info("*** Evaluate ***")
         metrics = trainer.evaluate(metric_key_prefix="eval")
         metrics["eval_cross_entropy"] = token_cross_entropy(trainer, tokenized["validation"])
         metrics["eval_samples"] = len(tokenized["validation"])
+        metrics["eval_split_samples"] = len(data.datasets["validation"])
         trainer.card_eval_metrics["validation"] = {
             name.removeprefix("eval_"): value for name, value in metrics.items()
         }
@@ -355,10 +389,10 @@ def main():
         trainer.save_metrics("eval", metrics)
 
     if training_args.do_predict:
-        logger.info("*** Predict ***")
         results = trainer.predict(tokenized["test"], metric_key_prefix="predict")
         metrics = {**results.metrics, "predict_cross_entropy": token_cross_entropy(trainer, tokenized["test"])}
         metrics["predict_samples"] = len(tokenized["test"])
+        metrics["predict_split_samples"] = len(data.datasets["test"])
         trainer.card_eval_metrics["test"] = {name.removeprefix("predict_"): value for name, value in metrics.items()}
         trainer.log_metrics("predict", metrics)
         trainer.save_metrics("predict", metrics)
@@ -377,6 +411,8 @@ def main():
     if trainer.is_world_process_zero() and not training_args.do_train and not training_args.push_to_hub:
         trainer.save_model()  # an evaluated checkpoint: its folder holds the model its card describes
     finish_run(trainer)
+    if trainer.is_world_process_zero():
+        logger.info(saved_line("run_translation.py", training_args.output_dir))
 
 
 if __name__ == "__main__":

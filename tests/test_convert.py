@@ -1,5 +1,6 @@
 """scripts/convert_bert_to_casan.py: BERT in, Hub-ready CASAN folder out, never over someone's files."""
 
+import logging
 import subprocess
 import sys
 
@@ -9,7 +10,7 @@ from conftest import HUB_MODEL_FILES, load_script
 from glue_helpers import CONVERT, card_metadata, make_tiny_bert, read_json
 from transformers import AutoTokenizer, BertModel
 
-from casan_hf import CasanForSequenceClassification, CasanModel
+from casan_hf import CasanForMaskedLM, CasanForSequenceClassification, CasanModel
 
 
 def convert(*args, cwd):
@@ -257,3 +258,66 @@ def test_untrained_heads_are_named_once_per_module():
     missing = ["classifier.weight", "classifier.bias", "bert.encoder.layer.0.attention.self.context_mixer.gate_bias"]
     assert untrained_heads(missing) == ["classifier"]
     assert untrained_heads(["cls.predictions.bias", "cls.predictions.transform.dense.weight"]) == ["cls.predictions"]
+
+
+class Collected(logging.Handler):
+    """The messages logged to the loggers it is attached to (transformers' do not reach the root logger)."""
+
+    def __init__(self):
+        super().__init__()
+        self.messages = []
+
+    def emit(self, record):
+        self.messages.append(record.getMessage())
+
+
+@pytest.fixture
+def logged():
+    handler = Collected()
+    loggers = [logging.getLogger(name) for name in ("transformers", "casan_hf")]
+    for each in loggers:
+        each.addHandler(handler)
+    yield handler.messages
+    for each in loggers:
+        each.removeHandler(handler)
+
+
+def test_a_conversion_is_said_in_one_line_and_reports_only_the_unexpected(tiny_bert, logged):
+    """In place of transformers' model-type warning and the LOAD REPORT rows of the context keys: one line with the
+    family, the context, the new parameters and their share, how they start. The new classifier is still reported,
+    and the loading info still lists every key the checkpoint lacked."""
+    model, info = CasanForSequenceClassification.from_pretrained(
+        tiny_bert, context_type="deep_global", output_loading_info=True
+    )
+    new = sum(p.numel() for name, p in model.named_parameters() if ".context_mixer." in name)
+    (line,) = [message for message in logged if message.startswith("Converted")]
+    assert line == (
+        f"Converted the bert checkpoint {tiny_bert} to CasanForSequenceClassification ('deep_global' context): "
+        f"{new:,} new parameters ({100 * new / model.num_parameters():.2f}% of {model.num_parameters():,}), the "
+        "context gates at sigmoid(-4.0) = 0.018, so the encoder's outputs start near the source's, not equal to them."
+    )
+    assert not any("You are using a model of type" in message for message in logged)
+    (report,) = [message for message in logged if "LOAD REPORT" in message]
+    assert "classifier.weight" in report and "context_mixer" not in report
+    assert {key for key in info["missing_keys"] if ".context_mixer." in key} and "classifier.weight" in set(
+        info["missing_keys"]
+    )
+
+
+def test_an_exact_start_says_the_outputs_equal_the_source_s(tiny_bert, logged):
+    model = CasanModel.from_pretrained(
+        tiny_bert, context_type="global", context_targets=[], output_gate="elementwise", output_gate_context=True
+    ).eval()
+    (line,) = [message for message in logged if message.startswith("Converted")]
+    assert line.endswith("context): 4,160 new parameters (0.42% of 997,674), the output gate at exactly 1, so the "
+                         "encoder's outputs equal the source's until it trains.")  # fmt: skip
+    inputs = AutoTokenizer.from_pretrained(tiny_bert)(["a fine film", "dull"], padding=True, return_tensors="pt")
+    with torch.no_grad():
+        expected = BertModel.from_pretrained(tiny_bert).eval()(**inputs).last_hidden_state
+        assert torch.equal(model(**inputs).last_hidden_state, expected)
+
+
+def test_a_masked_lm_head_the_source_lacks_is_not_called_corrupted(tiny_bert, logged):
+    CasanForMaskedLM.from_pretrained(tiny_bert, context_type="global")
+    assert not any("seem corrupted" in message for message in logged)
+    assert sum(message.startswith("Converted") for message in logged) == 1

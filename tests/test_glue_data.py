@@ -3,6 +3,7 @@ the user's csv/json files and from the Hub (a stand-in for `load_dataset`, no ne
 clear ValueError for every bad input."""
 
 import json
+import re
 
 import pytest
 from datasets import ClassLabel, Dataset, DatasetDict
@@ -80,8 +81,8 @@ def test_user_files_for_a_task_accept_label_names_and_ids(tmp_path):
     train.write_text('sentence1,sentence2,label,extra\n"a, b",c,entailment,x\nd,e,1,y\n')
     valid = tmp_path / "dev.json"
     valid.write_text("\n".join(json.dumps({"sentence1": "f", "sentence2": "g", "label": label}) for label in (0, 1)))
-    with pytest.raises(ValueError, match="all be csv or all be json"):
-        load_glue_data("rte", train_file=str(train), validation_file=str(valid))
+    mixed = load_glue_data("rte", train_file=str(train), validation_file=str(valid))  # each file by its extension
+    assert mixed.datasets["validation"]["label"] == [0, 1]
     valid_csv = tmp_path / "dev.csv"
     valid_csv.write_text("sentence1,sentence2,label\nf,g,not_entailment\n")
     data = load_glue_data("rte", train_file=str(train), validation_file=str(valid_csv))
@@ -196,3 +197,75 @@ def test_labels_outside_the_label_set(tmp_path, synthetic_glue):
         match=r"labels outside the label set: \[2\]; allowed: \['negative', 'positive'\] \(or their ids 0..1\)",
     ):
         load_glue_data("sst2", train_file=str(train), need_eval=False)
+
+
+def test_tsv_files_as_glue_ships_them_and_columns_named_by_flags(tmp_path):
+    """A .tsv is read tab-separated and unquoted (a stray quote is text, "NA" is a sentence); `text_columns` and
+    `label_column` map the file's own column names onto the task's."""
+    write_tsv(tmp_path / "train.tsv", ("premise", "hypothesis", "gold"), [('a "quoted', "NA", "entailment")])
+    data = load_glue_data(
+        "rte",
+        train_file=str(tmp_path / "train.tsv"),
+        need_eval=False,
+        text_columns=["premise", "hypothesis"],
+        label_column="gold",
+    )
+    assert data.datasets["train"][0] == {"sentence1": 'a "quoted', "sentence2": "NA", "label": 0}
+    untasked = load_glue_data(
+        train_file=str(tmp_path / "train.tsv"), need_eval=False, text_columns=["hypothesis"], label_column="gold"
+    )
+    assert untasked.text_columns == ("hypothesis",) and untasked.label_names == ["entailment"]
+    with pytest.raises(ValueError, match=r"has no column\(s\) \['label'\]; .*: name yours with --label_column"):
+        load_glue_data(train_file=str(tmp_path / "train.tsv"), need_eval=False)
+    with pytest.raises(ValueError, match=r"Task 'rte' takes 2 text column\(s\) \(sentence1, sentence2\)"):
+        load_glue_data("rte", train_file=str(tmp_path / "train.tsv"), need_eval=False, text_columns=["premise"])
+    with pytest.raises(ValueError, match="name the columns of your own files"):
+        load_glue_data("rte", glue_dir=str(tmp_path), label_column="gold")
+
+
+# Each bad file, as a user writes it, and the one line that refuses it: the file, the line, what to do.
+BAD_FILES = {
+    "empty": ("train.csv", "", r"'{path}' is empty: write a header row naming the columns"),
+    "header only": ("train.csv", "sentence,label\n", r"'{path}' has a header row but no examples: add one example"),
+    "row that does not parse": (
+        "train.csv",
+        "sentence,label\nfine,pos\nslow, dull,neg\n",
+        r"'{path}' line 3: 3 field\(s\) where the header has 2 .*: quote a field that holds a comma",
+    ),
+    "tab-separated file named .csv": (
+        "train.csv",
+        "sentence\tlabel\nfine, really\tpos\n",
+        r"'{path}' looks tab-separated, not comma-separated .*: rename it to .tsv",
+    ),
+    "comma-separated file named .tsv": (
+        "train.tsv",
+        "sentence,label\nfine,pos\n",
+        r"'{path}' looks comma-separated, not tab-separated .*: rename it to .csv",
+    ),
+    "missing label": (
+        "train.csv",
+        "sentence,label\nfine,pos\nslow,\ndull, \n",
+        r"'{path}' line 3 has no label in column 'label' \(and lines 4\): label it or remove it",
+    ),
+    "json line that does not parse": (
+        "train.jsonl",
+        '{{"sentence": "fine", "label": "pos"}}\n{{"sentence": "slow"\n',
+        r"'{path}' line 2 is not JSON \(.*\): write one JSON object a line",
+    ),
+    "json line without its label": (
+        "train.jsonl",
+        '{{"sentence": "fine", "label": "pos"}}\n{{"sentence": "slow", "label": null}}\n',
+        r"'{path}' line 2 has no label in column 'label'",
+    ),
+    "unknown extension": ("train.txt", "fine\tpos\n", r"'{path}': data files are read by their extension"),
+}
+
+
+@pytest.mark.parametrize("case", BAD_FILES)
+def test_bad_data_files_are_refused_in_one_line(tmp_path, case):
+    name, text, message = BAD_FILES[case]
+    path = tmp_path / name
+    path.write_text(text.replace("{{", "{").replace("}}", "}"))
+    with pytest.raises(ValueError, match="^" + message.format(path=re.escape(str(path)))) as error:
+        load_glue_data(train_file=str(path), need_eval=False)
+    assert "\n" not in str(error.value)

@@ -3,6 +3,7 @@ once per recipe family and pooling as the CASAN variants pool, and a table of pa
 and MLM perplexities; a failed run fails the sweep."""
 
 import json
+import re
 import subprocess
 import sys
 
@@ -63,6 +64,19 @@ def test_study_grid_pairs_each_variant_with_its_twin(tmp_path, minilm_path, glue
     rows = [line for line in table.splitlines() if line.startswith("| mlm_context_lr | global |")]
     assert len(rows) == 1 and "(n=2)" in rows[0] and "/2 (p=" in rows[0], table
     assert [line for line in table.splitlines() if line.startswith("| mlm_context_lr | none | ")], table
+
+    # Last, the twin side by side with the arm: its score, the paired difference, the parameters the context adds to
+    # the twin's, the time per step against the twin's.
+    side_by_side = done.stdout.split("The twin side by side with each CASAN arm (same data, steps and seeds):")[-1]
+    (row,) = [line for line in side_by_side.splitlines() if line.startswith("| rte: accuracy (%) | global (mlm_")]
+    sweep = load_script("glue_sweep")
+    added = sweep.parameter_count(output_dir / "rte" / "mlm_context_lr" / "global" / "seed1") - sweep.parameter_count(
+        output_dir / "rte" / "mlm" / "none" / "seed1"
+    )
+    assert added > 0 and f"| +{added:,} (+" in row and "(n=2)" in row, side_by_side
+    assert re.search(r"\| [+-]\d+\.\d\d \[[+-]\d+\.\d\d, [+-]\d+\.\d\d\] \|", row), row
+    assert re.search(r"\| \d+ \(x\d+\.\d\d\) \|$", row), row
+    assert [line for line in side_by_side.splitlines() if line.startswith("| rte: accuracy (%) | none (mlm) |")]
 
 
 @pytest.mark.parametrize(

@@ -212,7 +212,7 @@ def test_a_killed_run_resumes_to_the_same_model(name, point, step, tmp_path, com
         assert (half / "model.safetensors").exists() and not (half / "trainer_state.json").exists()
     resumed = run(full_command, tmp_path)
     log = resumed.stdout + resumed.stderr
-    assert "Resuming training from checkpoint with epoch 0 and global step 2" in log
+    assert "checkpoint-2 (step 2 of 6); to train from the start instead" in log
     if point == "checkpoint":
         assert f"checkpoint-{step} is incomplete (it has no trainer_state.json" in log
     state = final_state(tmp_path / "out", "checkpoint-6")
@@ -254,7 +254,7 @@ def test_a_signal_saves_the_step_it_came_in_and_the_same_command_continues(
     assert f"Process 0: received {signal_name}; saving step 3 and stopping." in log
     assert_stopped_and_saved(log, output_dir, 3)
     resumed = run(full_command, tmp_path)
-    assert "Resuming training from checkpoint with epoch 0 and global step 3" in resumed.stdout + resumed.stderr
+    assert "checkpoint-3 (step 3 of 6); to train from the start instead" in resumed.stdout + resumed.stderr
     state = final_state(output_dir, "checkpoint-6")
     assert_same_run(train_loss_free(state), train_loss_free(uninterrupted(name)))
 
@@ -284,11 +284,11 @@ SAVE_OPTIONS = {
 
 def run_here(module, command, marker, stop=None):
     """`command`'s script run in this process (its `main()`), with `stop` = (point, global_step) reached as
-    tests/interrupted.py reaches it: its exit code and what casan_hf and transformers logged."""
+    tests/interrupted.py reaches it: its exit code and what the script, casan_hf and transformers logged."""
     messages = []
     collect = logging.Handler()
     collect.emit = lambda record: messages.append(record.getMessage())
-    loggers = [logging.getLogger(name) for name in ("casan_hf", "transformers")]
+    loggers = [logging.getLogger(name) for name in (module.__name__, "casan_hf", "transformers")]
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(sys, "argv", list(map(str, command[1:])))
         if stop is not None:
@@ -361,7 +361,7 @@ def test_save_total_limit_1_with_the_best_model_keeps_the_signal_checkpoint_for_
     signalled = runs["signalled"][1]
     assert_stopped_at(signalled, runs["output_dir"], 5)
     assert signalled["checkpoints"] == ["checkpoint-2", "checkpoint-5"]
-    assert "Resuming training from checkpoint with epoch 0 and global step 5" in runs["signalled"][2]["log"]
+    assert "checkpoint-5 (step 5 of 6); to train from the start instead" in runs["signalled"][2]["log"]
 
 
 def test_a_signal_in_the_last_evaluation_saves_the_last_step_and_the_resume_adds_no_step(save_option_runs):
@@ -369,7 +369,7 @@ def test_a_signal_in_the_last_evaluation_saves_the_last_step_and_the_resume_adds
     signalled = runs["signalled"][2]
     assert "Process 0: received SIGTERM; saving step 6 and stopping." in signalled["log"]
     assert_stopped_at(signalled, runs["output_dir"], 6)
-    assert "Resuming training from checkpoint with epoch 0 and global step 6" in runs["last_log"]
+    assert "checkpoint-6 (step 6 of 6); to train from the start instead" in runs["last_log"]
     assert runs["resumed"]["global_step"] == 6
 
 
@@ -388,7 +388,7 @@ def test_save_strategy_epoch_keeps_an_epoch_end_and_a_signal_in_the_last_step_ad
     state = read_json(runs["output_dir"] / "checkpoint-4" / "trainer_state.json")
     assert [record["step"] for record in state["log_history"] if "eval_loss" in record] == [4]
     assert_stopped_at(last, runs["output_dir"], 6)
-    assert "Resuming training from checkpoint with epoch 1 and global step 6" in runs["last_log"]
+    assert "checkpoint-6 (step 6 of 6); to train from the start instead" in runs["last_log"]
     assert runs["resumed"]["global_step"] == 6
 
 
@@ -444,6 +444,6 @@ def test_two_processes_survive_a_rank_killed_while_saving_and_a_signal_to_one_ra
     assert_stopped_and_saved(log, output_dir, 5, processes=2)
 
     resumed = run(command, tmp_path)
-    assert "Resuming training from checkpoint with epoch 1 and global step 5" in resumed.stdout + resumed.stderr
+    assert "checkpoint-5 (step 5 of 6); to train from the start instead" in resumed.stdout + resumed.stderr
     expected = train_loss_free(final_state(unbroken / "out", "checkpoint-6"))
     assert_same_run(train_loss_free(final_state(output_dir, "checkpoint-6")), expected)

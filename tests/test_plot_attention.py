@@ -145,3 +145,27 @@ def test_runs_as_a_script_without_a_display(tmp_path, checkpoints):
     )
     assert result.returncode == 0, result.stderr
     assert png_size(out)[0] > 0
+
+
+def test_gates_on_a_fixed_scale_and_one_scale_for_every_attention_map(checkpoints):
+    """Gates near their start (0.018) look pale on the 0 to 1 scale, not vivid; `zoom_gates` spreads their own
+    range; the attention maps share one scale (0 to the largest weight drawn, one colour bar); the title reads."""
+    from casan_hf.inspection import inspect_attention, load_for_inspection
+
+    model, tokenizer = load_for_inspection(str(checkpoints["deep"]))
+    inspection = inspect_attention(model, tokenizer, TEXT)
+    heads = list(range(TINY["num_attention_heads"]))
+
+    def scales(figure):
+        images = [(ax.get_title(), image.get_clim()) for ax in figure.axes for image in ax.get_images()]
+        gates = {clim for title, clim in images if title.endswith(("λ_Q", "λ_K"))}
+        maps = {clim for title, clim in images if title.startswith("layer ")}
+        return gates, maps, len(figure.axes) - len(images)  # the axes without an image are colour bars
+
+    gates, maps, colour_bars = scales(plot_attention.plot(inspection, [2], heads, "a title"))
+    largest = float(inspection.attentions[2].max())
+    assert gates == {(0.0, 1.0)} and maps == {(0.0, largest)} and colour_bars == 2
+    zoomed, _, _ = scales(plot_attention.plot(inspection, [2], heads, "a title", zoom_gates=True))
+    assert zoomed == {inspection.gate_range()}
+    figure = plot_attention.plot(inspection, [2], heads, "a title")
+    assert figure.get_suptitle() == "a title" and figure._suptitle.get_fontsize() == plot_attention.TITLE_POINTS

@@ -2,6 +2,7 @@
 evaluation, the Hub folder and its model card, a fresh-process `trust_remote_code` load, two processes under
 torchrun and accelerate, resuming, pushing (up to the upload) and every bad input."""
 
+import re
 import shutil
 import sys
 
@@ -91,13 +92,10 @@ def test_metrics_file_and_model_card(mrpc_run):
     assert meta["library_name"] == "transformers" and meta["pipeline_tag"] == "text-classification"
     assert {"casan", "casan-deep_global", "glue", "mrpc"} <= set(meta["tags"])
     assert meta["datasets"] == ["nyu-mll/glue"] and meta["base_model"] == "sentence-transformers/all-MiniLM-L6-v2"
-    (result,) = meta["model-index"][0]["results"]
-    assert result["dataset"] == {"name": "GLUE MRPC", "type": "nyu-mll/glue", "config": "mrpc", "split": "validation"}
-    assert {m["type"]: m["value"] for m in result["metrics"]} == {
-        "accuracy": round(scores["eval_accuracy"], 4),
-        "f1": round(scores["eval_f1"], 4),
-    }
+    # 16 of MRPC's 408 dev examples: the card says so, and the model-index holds no score of the split.
     card = (output_dir / "README.md").read_text()
+    assert "validation: the first 16 of its 408 examples only" in card
+    assert "model-index" not in meta and f"| validation | Accuracy | {scores['eval_accuracy']:.4f} |" in card
     assert 'AutoModelForSequenceClassification.from_pretrained("mrpc-deep_global", trust_remote_code=True)' in card
     assert 'AutoTokenizer.from_pretrained("mrpc-deep_global", trust_remote_code=True)' in card
 
@@ -171,8 +169,11 @@ def test_mnli_evaluates_matched_and_mismatched(tiny_bert, run_in_process, tmp_pa
         scores["eval_samples"],
         scores["eval_samples_mm"],
     ) == (4, 3)
+    # Each dev set whole: its scores are the split's, in the model-index.
     splits = [result["dataset"]["split"] for result in card_metadata(output_dir)["model-index"][0]["results"]]
     assert splits == ["validation_matched", "validation_mismatched"]
+    card = (output_dir / "README.md").read_text()
+    assert "validation_matched: all 4 examples. validation_mismatched: all 3 examples." in card
 
 
 def test_resume_continues_from_the_last_checkpoint(tiny_bert, tmp_path, glue_dir):
@@ -200,10 +201,7 @@ def test_resume_continues_from_the_last_checkpoint(tiny_bert, tmp_path, glue_dir
     second = run_glue([*common, "--max_steps", "4"], cwd=tmp_path)
     assert second.returncode == 0, second.stderr[-3000:]
     log = second.stdout + second.stderr
-    assert (
-        "Checkpoint detected, resuming training at" in log
-        and "Resuming training from checkpoint with epoch 1 and global step 2" in log
-    )
+    assert f"Resuming from {output_dir / 'checkpoint-2'} (step 2 of 4); to train from the start instead, pass " in log
     state = read_json(output_dir / "trainer_state.json")
     assert state["global_step"] == 4 and [entry["step"] for entry in state["log_history"] if "loss" in entry] == [
         1,
@@ -211,6 +209,15 @@ def test_resume_continues_from_the_last_checkpoint(tiny_bert, tmp_path, glue_dir
         3,
         4,
     ]
+    assert [resume["checkpoint"] for resume in read_json(output_dir / "run_start.json")["resumes"]] == [
+        str(output_dir / "checkpoint-2")
+    ]
+    # The same command again: the run is finished, it says so and leaves every file as it was.
+    snapshot = {path: path.stat().st_mtime_ns for path in output_dir.rglob("*")}
+    third = run_glue([*common, "--max_steps", "4"], cwd=tmp_path)
+    assert third.returncode == 0, third.stderr[-3000:]
+    assert f"{output_dir} holds this run, finished at step 4: nothing is left to do." in third.stdout
+    assert {path: path.stat().st_mtime_ns for path in output_dir.rglob("*")} == snapshot
 
 
 # accelerate's --cpu launcher runs one process (several need MPI); --multi_gpu is its torch.distributed launcher,
@@ -291,7 +298,6 @@ def test_run_glue_logs_the_gates_and_writes_them_on_the_card(mrpc_run):
     assert logged and all(f"gates/layer_1/{t}" in logged[-1] for t in ("query", "key"))
     card = (output_dir / "README.md").read_text()
     assert "| layer | mean lambda_Q | mean lambda_K |" in card
-    assert card_metadata(output_dir)["model-index"]
 
 
 def test_context_learning_rate_trains_and_is_refused_without_context(tiny_bert, run_in_process, tmp_path, glue_dir):
@@ -305,7 +311,7 @@ def test_context_learning_rate_trains_and_is_refused_without_context(tiny_bert, 
         assert not (tmp_path / "refused").exists()
 
 
-def test_push_to_hub_uploads_the_output_folder(tiny_bert, run_in_process, tmp_path, glue_dir, monkeypatch):
+def test_push_to_hub_uploads_the_output_folder(tiny_bert, run_in_process, tmp_path, glue_dir, monkeypatch, caplog):
     """--push_to_hub: the folder checked (`casan_hf.hub.push`) and uploaded in one commit, less `_*` and
     `checkpoint-*`; its card's scores are its results files'. From a local checkpoint without --base_model, whose
     card could name no Hub id, the run stops before it trains."""
@@ -326,7 +332,10 @@ def test_push_to_hub_uploads_the_output_folder(tiny_bert, run_in_process, tmp_pa
     assert HUB_FILES <= set(upload["files"]) and upload["files"] == upload_files(output_dir)
     assert upload["card"] == (output_dir / "README.md").read_text()
     meta = card_metadata(output_dir)
-    assert meta["model-index"][0]["name"] == "someone/casan-rte" and "casan-global" in meta["tags"]
+    assert "casan-global" in meta["tags"]
+    # 16 of RTE's 277 dev examples: no dev score is published, and the push says so.
+    assert "model-index" not in meta and "validation: the first 16 of its 277 examples only" in upload["card"]
+    assert "--push_to_hub: validation was scored on its first 16 examples only" in caplog.text
     assert 'from_pretrained("someone/casan-rte", trust_remote_code=True)' in upload["card"]
 
 
@@ -337,7 +346,19 @@ def bad_input_cases(glue_dir, tmp_path):
     bad_columns.write_text("premise,hypothesis,label\na,b,entailment\n")
     bad_labels = tmp_path / "bad_labels.csv"
     bad_labels.write_text("sentence1,sentence2,label\na,b,entailment\nc,d,contradiction\n")
+    empty = tmp_path / "empty.csv"
+    empty.write_text("")
+    tabs = tmp_path / "tabs.csv"
+    tabs.write_text("sentence1\tsentence2\tlabel\na, b\tc\tentailment\n")
     return {
+        "empty file": (
+            ["--task_name", "rte", "--train_file", empty, "--validation_file", no_label],
+            "'.*empty.csv' is empty: write a header row",
+        ),
+        "tab-separated file named .csv": (
+            ["--task_name", "rte", "--train_file", tabs, "--validation_file", no_label],
+            "'.*tabs.csv' looks tab-separated, not comma-separated .*: rename it to .tsv",
+        ),
         "missing data folder": (
             ["--task_name", "rte", "--glue_dir", tmp_path / "nowhere"],
             "GLUE data folder .*nowhere' does not exist",
@@ -364,6 +385,8 @@ def bad_input_cases(glue_dir, tmp_path):
 @pytest.mark.parametrize(
     "case",
     [
+        "empty file",
+        "tab-separated file named .csv",
         "missing data folder",
         "missing task folder",
         "missing file",
@@ -481,3 +504,61 @@ def test_padding_each_batch_gives_the_scores_of_padding_to_max_length(tmp_path, 
     assert results["true"]["eval_accuracy"] == results["false"]["eval_accuracy"]
     for name in ("train_loss", "eval_loss"):
         assert results["false"][name] == pytest.approx(results["true"][name], rel=1e-5, abs=1e-6)
+
+
+PROGRESS_BAR = re.compile(r"\d+%\|")
+
+
+def printed_lines(result):
+    """The lines a run prints to its stdout and stderr, but its progress bars, which a terminal redraws in place."""
+    text = result.stdout + result.stderr
+    lines = [part.rstrip() for line in text.splitlines() for part in line.split("\r")]
+    return [line for line in lines if line.strip() and not PROGRESS_BAR.search(line)]
+
+
+def test_a_short_run_s_console_fits_on_a_screen(tiny_bert, glue_dir, tmp_path):
+    """A 10-step run without --logging_steps: the conversion in one line, a summary of what will run, a loss line
+    a step, the scores, and where they went; no argument dump, no config, no line twice."""
+    output_dir = tmp_path / "console"
+    result = run_glue(
+        ["--model_name_or_path", tiny_bert, "--context_type", "global", "--task_name", "rte", "--glue_dir", glue_dir,
+         "--do_train", "--do_eval", "--max_steps", "10", "--max_seq_length", "32", "--max_train_samples", "40",
+         "--max_eval_samples", "16", "--per_device_train_batch_size", "4", "--report_to", "none",
+         "--output_dir", output_dir],
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = printed_lines(result)
+    assert len(lines) <= 45, "\n".join(lines)
+    text = "\n".join(lines)
+    assert sum("Converted the bert checkpoint" in line for line in lines) == 1
+    assert "You are using a model of type" not in text and "context_mixer" not in text
+    assert "Training/evaluation parameters" not in text and '"architectures"' not in text
+    assert "  model     CasanForSequenceClassification, 'global' context" in text
+    assert "  data      GLUE RTE from " in text and "train 40 of 2,490 examples, validation 16 of 277 examples" in text
+    assert "  training  10 steps of 4 examples (1 epoch, 1 process on cpu)" in text and "loss every step" in text
+    assert f"  output    {output_dir} (every argument: run_start.json)" in text
+    assert sum(line.startswith("{'loss'") for line in lines) == 10
+    done = f"run_glue.py: done; {output_dir} holds the model, its card (README.md), the scores (eval_results.json)"
+    assert result.stdout.strip().splitlines()[-1].endswith(f"{done}, the full arguments (run_start.json).")
+    assert len(lines) == len(set(lines)), [line for line in lines if lines.count(line) > 1]
+    arguments = read_json(output_dir / "run_start.json")["arguments"]
+    assert (
+        arguments["TrainingArguments"]["max_steps"] == 10 and arguments["CasanArguments"]["context_type"] == "global"
+    )
+
+
+def test_a_bad_data_file_is_one_line_printed_once_before_any_model_loads(tmp_path):
+    """An empty .csv: `run_glue.py: error:` once, naming the file and what to do; the checkpoint named does not
+    even exist, so the data was checked first."""
+    empty = tmp_path / "train.csv"
+    empty.write_text("")
+    result = run_glue(
+        ["--model_name_or_path", tmp_path / "no-model-here", "--train_file", empty, "--validation_file", empty,
+         "--do_train", "--output_dir", tmp_path / "out"],
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 1
+    error = f"run_glue.py: error: {str(empty)!r} is empty: write a header row naming the columns"
+    lines = printed_lines(result)
+    assert lines[-1].startswith(error) and sum(str(empty) in line for line in lines) == 1, lines

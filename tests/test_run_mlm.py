@@ -1,6 +1,7 @@
 """scripts/run_mlm.py: continued masked-LM pre-training of CASAN and its BERT twin, on text files or GLUE
 training sentences, with frozen-base and unfreeze modes, resuming, the Hub folder, and bad input."""
 
+import logging
 import sys
 
 import pytest
@@ -43,9 +44,17 @@ def source_weights(folder):
 @pytest.mark.parametrize("flags", [["--context_type", "global"], ["--baseline"]], ids=["casan", "baseline"])
 def test_casan_and_its_twin_train_and_report_perplexity(run_mlm, tiny_bert, text_file, tmp_path, flags, caplog):
     output_dir = tmp_path / "out"
+    transformers_log = []  # transformers' loggers do not reach the root logger, which caplog reads
+    handler = logging.Handler()
+    handler.emit = lambda record: transformers_log.append(record.getMessage())
+    logging.getLogger("transformers").addHandler(handler)
     run_mlm(["--model_name_or_path", tiny_bert, "--train_file", text_file, "--do_train", "--do_eval",
              "--max_steps", "2", "--output_dir", output_dir, *flags, *TINY_MLM])  # fmt: skip
-    assert "WARNING: The source checkpoint has no weights for `cls.predictions.*`" in caplog.text
+    assert "The source checkpoint has no weights for `cls.predictions.*`" in caplog.text
+    # The console's summary of the run; no transformers warning that the checkpoint "seems corrupted".
+    assert "run_mlm.py:\n  model     " in caplog.text and "  training  2 steps of " in caplog.text
+    logging.getLogger("transformers").removeHandler(handler)
+    assert not [message for message in transformers_log if "seem corrupted" in message], transformers_log
     results = read_json(output_dir / "eval_results.json")
     assert results["perplexity"] > 1 and results["eval_samples"] == 9  # 25% of 35 sentences, empty lines dropped
     config = read_json(output_dir / "config.json")
@@ -109,7 +118,7 @@ def test_an_interrupted_run_resumes(run_mlm, tiny_bert, text_file, tmp_path, cap
               "--output_dir", output_dir, *TINY_MLM, "--save_strategy", "steps", "--save_steps", "1"]  # fmt: skip
     run_mlm([*common, "--max_steps", "2"])
     run_mlm([*common, "--max_steps", "3"])
-    assert "Checkpoint detected, resuming training at" in caplog.text and "checkpoint-2" in caplog.text
+    assert f"Resuming from {output_dir / 'checkpoint-2'} (step 2 of 3); to train from the start" in caplog.text
     assert read_json(output_dir / "trainer_state.json")["global_step"] == 3
 
 

@@ -80,8 +80,9 @@ def test_run_trains_scores_and_writes_the_hub_folder(trained):
         assert isinstance(results[key], float), key
     assert len((trained / "generated_predictions.txt").read_text().splitlines()) == 8
     card = (trained / "README.md").read_text()
-    assert "model-index:" in card and "type: bleu" in card and "type: chrf" in card and "split: test" in card
-    assert f"value: {round(results['predict_bleu'], 2)}" in card
+    # 8 of the 120 pairs of each split: the card says so, and keeps those scores out of the model-index.
+    assert "test: the first 8 of its 120 examples only" in card and "model-index:" not in card
+    assert f"| test | BLEU | {results['predict_bleu']:.2f} |" in card
 
 
 def test_test_scores_by_source_length_cover_every_sentence(trained):
@@ -104,7 +105,9 @@ def test_the_run_records_what_it_received_as_it_starts(trained):
     assert all(name.endswith((".en", ".de")) for name in started["data"]["files"])
 
 
-def test_a_resumed_run_keeps_its_first_start_and_lists_the_resume(run_translation_module, multi30k_dir, tmp_path):
+def test_a_resumed_run_keeps_its_first_start_and_lists_the_resume(
+    run_translation_module, multi30k_dir, tmp_path, caplog
+):
     output_dir = tmp_path / "resumed"
     first = ["--data_dir", multi30k_dir, "--context_type", "global", "--do_train", "--max_steps", "2",
              "--output_dir", output_dir, *TINY_RUN, "--save_strategy", "steps", "--save_steps", "1"]  # fmt: skip
@@ -122,6 +125,10 @@ def test_a_resumed_run_keeps_its_first_start_and_lists_the_resume(run_translatio
     # The time spent up to the checkpoint, which the checkpoint kept: the resumed run is timed whole.
     assert resume["before"]["step"] == 1 and 0 < resume["before"]["train_seconds"] <= resume["before"]["wall_seconds"]
     assert json.loads((output_dir / "trainer_state.json").read_text())["global_step"] == 2
+    # The console: a summary of each start, and the resume said in one line.
+    assert caplog.text.count("run_translation.py:\n  model     CasanMarianMTModel") == 2, caplog.text
+    assert "  data      " in caplog.text and "train 120 pairs" in caplog.text
+    assert f"Resuming from {checkpoint} (step 1 of 2); to train from the start instead" in caplog.text
 
 
 def test_the_context_trains_at_its_own_learning_rate(run_translation_module, multi30k_dir, tmp_path, monkeypatch):

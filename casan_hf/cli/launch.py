@@ -211,34 +211,36 @@ def parse_run_args(script, model_arguments, data_arguments, training_arguments=T
 
 
 def setup_logging(training_args, logger):
-    """transformers' example-script logging, and one line per process: its rank, the world size, the device."""
+    """A console a person reads, each line once: the script's and casan_hf's messages at INFO on the first process
+    (warnings on the others), transformers' and datasets' at their own level, WARNING (`--log_level info` shows their
+    INFO lines, the argument dump among them); in a run of several processes, one line per process: its rank, the
+    world size, the device."""
     logging.basicConfig(
-        format="%(asctime)s - %(levelname)s - %(name)s - %(message)s",
-        datefmt="%m/%d/%Y %H:%M:%S",
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        datefmt="%H:%M:%S",
         handlers=[logging.StreamHandler(sys.stdout)],
     )
-    if training_args.should_log:
-        transformers.utils.logging.set_verbosity_info()
-    log_level = training_args.get_process_log_level()
     for name in (logger.name, "casan_hf"):  # the script's messages and the library's
-        logging.getLogger(name).setLevel(log_level)
+        logging.getLogger(name).setLevel(logging.INFO if training_args.should_log else logging.WARNING)
+    log_level = training_args.get_process_log_level()
     datasets.utils.logging.set_verbosity(log_level)
+    datasets.utils.logging.disable_propagation()  # its own handler prints it; the root's would print it again
     transformers.utils.logging.set_verbosity(log_level)
     transformers.utils.logging.enable_default_handler()
     transformers.utils.logging.enable_explicit_format()
-    logger.warning(
-        f"Process rank: {training_args.process_index} of world size {training_args.world_size}, "
-        f"device: {training_args.device}, n_gpu: {training_args.n_gpu}, "
-        f"distributed: {training_args.world_size > 1} ({training_args.parallel_mode.value}), "
-        f"16-bits training: {training_args.fp16 or training_args.bf16}"
-    )
+    if training_args.world_size > 1:
+        logger.warning(
+            f"Process rank: {training_args.process_index} of world size {training_args.world_size}, "
+            f"device: {training_args.device}, n_gpu: {training_args.n_gpu}, "
+            f"distributed: {training_args.world_size > 1} ({training_args.parallel_mode.value}), "
+            f"16-bits training: {training_args.fp16 or training_args.bf16}"
+        )
 
 
 def prepare_or_exit(script, logger, prepare, *args):
     """`prepare(*args)`: a script's checks of its input and its loading, all before any training. A ValueError there
-    is bad input: it stops the script with one line, `<script>: error: ...`, also logged."""
+    is bad input: it stops the script with one line, `<script>: error: ...`, printed once."""
     try:
         return prepare(*args)
     except ValueError as error:
-        logger.error(str(error))
         sys.exit(f"{script}: error: {error}")

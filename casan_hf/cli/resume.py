@@ -81,8 +81,4 @@ def find_checkpoint(training_args, overwrite_output_dir):
         return None
     for folder, problem in incomplete:
         logger.warning(f"{folder} is incomplete ({problem}): resuming from {last_checkpoint} instead.")
-    logger.info(
-        f"Checkpoint detected, resuming training at {last_checkpoint}. Pass --overwrite_output_dir to train from "
-        "scratch."
-    )
-    return last_checkpoint
+    return last_checkpoint  # the scripts say what they do with it (`console.resume_line`)

@@ -1,6 +1,7 @@
 """What a run received, written as it starts (`run_start.json`): the record a study keeps of what ran; and the time
 it has spent, written into each checkpoint (`RunClock`), so that a run cut off and resumed is timed whole."""
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -85,13 +86,23 @@ def data_fingerprint(paths):
     return {"sha256": hashlib.sha256(json.dumps(files, sort_keys=True).encode()).hexdigest(), "files": files}
 
 
-def record_run_start(training_args, settings, resumed_from=None, data_files=()):
+def run_arguments(*groups):
+    """Every argument of a run, by the dataclass that holds it (`TrainingArguments` as its `to_dict`, which
+    masks the Hub token)."""
+    return {
+        type(group).__name__: group.to_dict() if hasattr(group, "to_dict") else dataclasses.asdict(group)
+        for group in groups
+    }
+
+
+def record_run_start(training_args, settings, resumed_from=None, data_files=(), arguments=None):
     """Writes `run_start.json` into the output folder as a run starts (first process only): the command line as
     the run received it, the `settings` it resolved it to (e.g. the model's options), the commit of the code, the
     versions it runs on, torch's CPU threads and the CPU kernels it picked (another thread count or instruction
     set sums in another order, and a run's weights drift apart from step one). A study's record keeps it, so it
     says what ran rather than what was meant to, with the `data_fingerprint` of the local `data_files` it reads
-    (None for data from the Hub). A run `resumed_from` a checkpoint keeps the first start and adds
+    (None for data from the Hub), and every one of its `arguments` (`run_arguments`: the console shows a summary
+    only). A run `resumed_from` a checkpoint keeps the first start and adds
     this one to its `resumes`, with the time the run had spent `before` it (`time_before`)."""
     if not training_args.should_save:
         return
@@ -104,6 +115,7 @@ def record_run_start(training_args, settings, resumed_from=None, data_files=()):
         "cpu_capability": torch.backends.cpu.get_cpu_capability(),
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "data": data_fingerprint(data_files) if data_files else None,
+        "arguments": arguments,
     }
     path = Path(training_args.output_dir) / RUN_START_NAME
     if resumed_from is not None and path.is_file():

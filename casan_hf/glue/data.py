@@ -2,7 +2,8 @@
 
 - the Hub's `nyu-mll/glue` (needs a connection),
 - `glue_dir`: the original GLUE TSV files, each task in its own format (see `tasks.TsvLayout`),
-- `train_file` / `validation_file`: the user's own csv or json files.
+- `train_file` / `validation_file`: the user's own .csv, .tsv or .json(l) files (`files`), their text and label
+  columns named by `text_columns` and `label_column` where they are not the task's (or `label`).
 
 All three are read with `datasets` and brought to the Hub's columns: the task's text columns plus `label`
 (a `ClassLabel`, or a float for regression). Every problem with the input (unknown task, missing folder or
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 
 from datasets import ClassLabel, DatasetDict, Features, Value, load_dataset
 
+from .files import FORMATS, read_data_file
 from .tasks import GLUE_HUB_ID, STSB_RANGE, get_task
 
 
@@ -53,8 +55,12 @@ def load_glue_data(
     need_train=True,
     need_eval=True,
     cache_dir=None,
+    text_columns=None,
+    label_column=None,
 ):
-    """Loads the splits a run needs (`train` when `need_train`, the evaluation splits when `need_eval`)."""
+    """Loads the splits a run needs (`train` when `need_train`, the evaluation splits when `need_eval`).
+    `text_columns` and `label_column` name the columns of the user's own files that hold the text (the task's, in
+    its order) and the label (None: the task's text columns, or read off the data; `label`)."""
     if not (need_train or need_eval):
         raise ValueError("Nothing to load: ask for the training split, the evaluation split(s), or both.")
     task = get_task(task_name) if task_name is not None else None
@@ -62,7 +68,13 @@ def load_glue_data(
     if glue_dir is not None and user_files:
         raise ValueError("Give either `glue_dir` (original GLUE TSVs) or `train_file`/`validation_file`, not both.")
     if user_files:
-        return _load_files(task, train_file, validation_file, need_train, need_eval, cache_dir)
+        columns = _own_columns(task, text_columns, label_column)
+        return _load_files(task, train_file, validation_file, need_train, need_eval, cache_dir, columns)
+    if text_columns is not None or label_column is not None:
+        raise ValueError(
+            "`text_columns` and `label_column` name the columns of your own files; give them with "
+            "`train_file`/`validation_file`."
+        )
     if task is None:
         raise ValueError("Name a GLUE task (`task_name`), or give your own `train_file`/`validation_file`.")
     if glue_dir is not None:
@@ -142,33 +154,79 @@ def _read_tsv(task, path, cache_dir):
     )
 
 
-def _load_files(task, train_file, validation_file, need_train, need_eval, cache_dir):
+@dataclass(frozen=True)
+class OwnColumns:
+    """Which columns of the user's files hold the text and the label: `text` None reads them off the data."""
+
+    text: tuple | None
+    label: str
+
+    def renames(self, task):
+        """The file's column names to the task's (the label's to `label`)."""
+        renames = {self.label: "label"}
+        if task is not None and self.text is not None:
+            renames.update(zip(self.text, task.text_columns, strict=True))
+        return {name: new for name, new in renames.items() if name != new}
+
+
+def _own_columns(task, text_columns, label_column):
+    """The columns the user's files are read by, or a ValueError for a count of text columns the task (or a
+    sentence-pair model) does not take."""
+    if text_columns is not None:
+        text_columns = tuple(text_columns)
+        wanted = len(task.text_columns) if task is not None else None
+        if wanted is not None and len(text_columns) != wanted:
+            raise ValueError(
+                f"Task {task.name!r} takes {wanted} text column(s) ({', '.join(task.text_columns)}); "
+                f"`text_columns` names {len(text_columns)}: {list(text_columns)}."
+            )
+        if not 1 <= len(text_columns) <= 2:
+            raise ValueError(f"`text_columns` names one column or a pair; got {list(text_columns)}.")
+    return OwnColumns(text_columns, label_column or "label")
+
+
+def _load_files(task, train_file, validation_file, need_train, need_eval, cache_dir, columns):
     files = {}
     for split, path, needed in (("train", train_file, need_train), ("validation", validation_file, need_eval)):
         if not needed:
             continue
         if path is None:
             raise ValueError(
-                f"No {split} file: give `{split}_file` (csv or json) or skip the "
+                f"No {split} file: give `{split}_file` ({', '.join(FORMATS)}) or skip the "
                 f"{'training' if split == 'train' else 'evaluation'}."
             )
         if not os.path.isfile(path):
             raise ValueError(f"{split} file {path!r} does not exist.")
         files[split] = path
-    extensions = {os.path.splitext(path)[1].lstrip(".").lower() for path in files.values()}
-    if not extensions <= {"csv", "json", "jsonl"} or len({"json" if e == "jsonl" else e for e in extensions}) != 1:
-        raise ValueError(f"Data files must all be csv or all be json (.json/.jsonl); got {sorted(files.values())}.")
-    builder = "csv" if extensions == {"csv"} else "json"
     splits = DatasetDict(
         {
-            split: load_dataset(builder, data_files={split: path}, cache_dir=cache_dir)[split]
+            split: _own_file_columns(read_data_file(path, columns.label, cache_dir), path, task, columns)
             for split, path in files.items()
         }
     )
     if task is not None:
         eval_splits = ("validation",) if need_eval else ()
         return GlueData.for_task(task, _normalise(task, splits, files), eval_splits, _files_id(files))
-    return _normalise_untasked(splits, files, need_eval)
+    return _normalise_untasked(splits, files, need_eval, columns.text)
+
+
+def _own_file_columns(dataset, path, task, columns):
+    """`dataset` (read from `path`) with the columns of `columns` renamed to the task's, or a ValueError for one it
+    lacks."""
+    named = [*(columns.text or ()), columns.label]
+    missing = [name for name in named if name not in dataset.column_names]
+    if missing:
+        flags = "--label_column" if missing == [columns.label] else "--text_columns and --label_column"
+        raise ValueError(
+            f"{path!r} has no column(s) {missing}; it has {dataset.column_names}: name yours with {flags}."
+        )
+    renames = columns.renames(task)
+    clashing = [new for name, new in renames.items() if new in dataset.column_names and new not in renames]
+    if clashing:
+        raise ValueError(
+            f"{path!r} has a column {clashing[0]!r} besides the one renamed to it ({renames}); rename or drop it."
+        )
+    return dataset.rename_columns(renames)
 
 
 def _files_id(files):
@@ -258,19 +316,23 @@ def _to_scores(dataset, path, bounds=None):
     return dataset.cast_column("label", Value("float32"))
 
 
-def _normalise_untasked(splits, files, need_eval):
-    """The user's own task: text columns and label set read off the data, as transformers' run_glue does."""
+def _guess_text_columns(others, path):
+    """The text columns of a file whose columns besides the label are `others`: sentence1 and sentence2 where it
+    has them, else its first two."""
+    if "sentence1" in others and "sentence2" in others:
+        return ("sentence1", "sentence2")
+    if not others:
+        raise ValueError(f"{path!r} has no text column besides the label.")
+    return tuple(others[:2])
+
+
+def _normalise_untasked(splits, files, need_eval, text_columns=None):
+    """The user's own task: the label set read off the data, as transformers' run_glue does, and the text columns
+    too where `text_columns` (None) does not name them."""
     reference = "train" if "train" in splits else "validation"
     columns = splits[reference].column_names
-    if "label" not in columns:
-        raise ValueError(f"{files[reference]!r} needs a 'label' column; it has {columns}.")
-    others = [column for column in columns if column != "label"]
-    if "sentence1" in others and "sentence2" in others:
-        text_columns = ("sentence1", "sentence2")
-    elif others:
-        text_columns = tuple(others[:2])
-    else:
-        raise ValueError(f"{files[reference]!r} has no text column besides 'label'.")
+    if text_columns is None:
+        text_columns = _guess_text_columns([column for column in columns if column != "label"], files[reference])
     for split, dataset in splits.items():
         missing = [column for column in (*text_columns, "label") if column not in dataset.column_names]
         if missing:

@@ -212,7 +212,7 @@ def _render(
         base_model=base_model,
         datasets=[GLUE_HUB_ID] if task.dataset_id == GLUE_HUB_ID else None,
         language=list(task.languages) or None,
-        eval_results=task.eval_results(eval_metrics or {}) or None,
+        eval_results=task.eval_results(whole_splits(eval_metrics or {})) or None,
         library_name="transformers",
         license=license,
         pipeline_tag=layout.pipeline_tag,
@@ -301,10 +301,36 @@ def _option_rows(config, head):
     return _rows(config, names)
 
 
+def whole_splits(eval_metrics):
+    """The splits of `eval_metrics` measured on every example: a split whose metrics hold `samples` (the examples
+    evaluated) below `split_samples` (the split's size) was measured on a part only, and its scores are not the
+    split's: they stay out of the `model-index`."""
+    return {
+        split: metrics
+        for split, metrics in eval_metrics.items()
+        if metrics.get("split_samples") is None or metrics.get("samples") == metrics["split_samples"]
+    }
+
+
+def measured_examples(split, metrics):
+    """How many examples of `split` its scores were measured on, in words; "" where the metrics do not say."""
+    samples, total = metrics.get("samples"), metrics.get("split_samples")
+    if samples is None or total is None:
+        return ""
+    if samples == total:
+        return f"{split}: all {total:,} examples."
+    return (
+        f"{split}: the first {samples:,} of its {total:,} examples only, so these are not "
+        "the split's scores and the model-index leaves them out."
+    )
+
+
 def _results(task, eval_metrics, dataset):
     if not eval_metrics:
         return task.not_evaluated
-    rows = ["| split | metric | value |", "| --- | --- | --- |"]
+    counts = [measured_examples(split, metrics) for split, metrics in eval_metrics.items()]
+    rows = [" ".join(line for line in counts if line), ""] if any(counts) else []
+    rows += ["| split | metric | value |", "| --- | --- | --- |"]
     rows += [
         f"| {split} | {METRICS[metric].name} | {value:.{METRICS[metric].decimals}f} |"
         for split, metrics in eval_metrics.items()

@@ -106,17 +106,22 @@ def card_scores(card):
 
 
 def results_scores(folder, files, splits):
-    """{(split, metric): value rounded as a card keeps it} of the folder's results files, for the card's `splits`."""
+    """{(split, metric): value rounded as a card keeps it} of the folder's results files, for the card's `splits`;
+    not those of a split scored on part of its examples (`<prefix>_samples` below `<prefix>_split_samples`), which
+    the card keeps out of its model-index."""
     scores = {}
     for name, prefix in RESULTS_FILES.items():
         if name not in files:
             continue
-        for key, value in json.loads((Path(folder) / name).read_text(encoding="utf-8")).items():
+        results = json.loads((Path(folder) / name).read_text(encoding="utf-8"))
+        for key, value in results.items():
             metric = key.removeprefix(f"{prefix}_")
             split = next((s for s in PREFIX_SPLITS[prefix] if s in splits), PREFIX_SPLITS[prefix][0])
-            if metric.endswith("_mm"):
+            suffix = "_mm" if metric.endswith("_mm") else ""
+            if suffix:
                 metric, split = metric.removesuffix("_mm"), "validation_mismatched"
-            if metric in METRICS:
+            total = results.get(f"{prefix}_split_samples{suffix}")
+            if metric in METRICS and (total is None or results.get(f"{prefix}_samples{suffix}") == total):
                 scores[split, metric] = round(float(value), METRICS[metric].decimals)
     return scores
 
