@@ -379,6 +379,11 @@ def conversion_line(model, source_type, source):
         starts.append(
             "the output gate at exactly 1" if config.output_gate_start == "one" else "the output gate near 0.5"
         )
+    if getattr(config, "local_bias", None) is not None:
+        exact = exact and config.local_bias_start == "zero"
+        starts.append(
+            "the local bias scaled by exactly 0" if config.local_bias_start == "zero" else "the local bias in full"
+        )
     outputs = (
         "so the encoder's outputs equal the source's until it trains"
         if exact

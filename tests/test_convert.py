@@ -317,6 +317,18 @@ def test_an_exact_start_says_the_outputs_equal_the_source_s(tiny_bert, logged):
         assert torch.equal(model(**inputs).last_hidden_state, expected)
 
 
+def test_a_local_bias_converted_with_its_scale_at_zero_is_said_to_start_exactly(tiny_bert, logged):
+    model = CasanModel.from_pretrained(tiny_bert, context_type="none", local_bias="query").eval()
+    (line,) = [message for message in logged if message.startswith("Converted")]
+    assert line.endswith(
+        "the local bias scaled by exactly 0, so the encoder's outputs equal the source's until it trains."
+    )
+    inputs = AutoTokenizer.from_pretrained(tiny_bert)(["a fine film", "dull"], padding=True, return_tensors="pt")
+    with torch.no_grad():
+        expected = BertModel.from_pretrained(tiny_bert).eval()(**inputs).last_hidden_state
+        assert torch.equal(model(**inputs).last_hidden_state, expected)
+
+
 def test_a_masked_lm_head_the_source_lacks_is_not_called_corrupted(tiny_bert, logged):
     CasanForMaskedLM.from_pretrained(tiny_bert, context_type="global")
     assert not any("seem corrupted" in message for message in logged)
