@@ -18,7 +18,7 @@ from glue_helpers import (
     tiny_run_args,
     write_synthetic_glue,
 )
-from hub_server import RecordingHubApi
+from hub_server import record_uploads
 from transformers import AutoTokenizer
 
 from casan_hf import CasanForSequenceClassification
@@ -306,13 +306,10 @@ def test_context_learning_rate_trains_and_is_refused_without_context(tiny_bert, 
 
 
 def test_push_to_hub_uploads_the_output_folder(tiny_bert, run_in_process, tmp_path, glue_dir, monkeypatch):
-    """--push_to_hub: the folder checked (`casan_hf.hub.push`) and uploaded in one commit, less `_*` and
-    `checkpoint-*`; its card's scores are its results files'. From a local checkpoint without --base_model, whose
-    card could name no Hub id, the run stops before it trains."""
-    import casan_hf.hub.push
-
-    hub = RecordingHubApi()
-    monkeypatch.setattr(casan_hf.hub.push, "HfApi", lambda **kwargs: hub)
+    """--push_to_hub: the folder checked (`casan_hf.hub.push`) and uploaded in one commit, less `_*`,
+    `checkpoint-*` and `training_args.bin`; its card's scores are its results files'. From a local checkpoint
+    without --base_model, whose card could name no Hub id, the run stops before it trains."""
+    hub = record_uploads(monkeypatch)
     output_dir = tmp_path / "push"
     command = ["--model_name_or_path", tiny_bert, "--context_type", "global", "--task_name", "rte", "--glue_dir",
                glue_dir, "--do_train", "--do_eval", "--max_steps", "1", "--save_strategy", "no", "--push_to_hub",
@@ -323,7 +320,8 @@ def test_push_to_hub_uploads_the_output_folder(tiny_bert, run_in_process, tmp_pa
     run_in_process([*command, "--base_model", "someone/tiny-bert"])
     (upload,) = hub.uploads
     assert upload["repo_id"] == "someone/casan-rte" and upload["revision"] is None
-    assert HUB_FILES <= set(upload["files"]) and upload["files"] == upload_files(output_dir)
+    assert HUB_FILES - {"training_args.bin"} <= set(upload["files"]) and upload["files"] == upload_files(output_dir)
+    assert "training_args.bin" not in upload["files"]  # Trainer's private pickle stays on the machine
     assert upload["card"] == (output_dir / "README.md").read_text()
     meta = card_metadata(output_dir)
     assert meta["model-index"][0]["name"] == "someone/casan-rte" and "casan-global" in meta["tags"]

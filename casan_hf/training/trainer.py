@@ -240,7 +240,7 @@ class CasanTrainer(Trainer):
         if not self.is_world_process_zero():
             return None
         self.create_model_card()
-        return push_folder(
+        _, commit = push_folder(
             self.args.output_dir,
             self.hub_model_id,
             revision=revision or self.args.hub_revision,
@@ -248,6 +248,7 @@ class CasanTrainer(Trainer):
             token=token or self.args.hub_token,
             commit_message=commit_message,
         )
+        return commit
 
     def create_model_card(self, **kwargs):
         if self.card_kwargs is None:
