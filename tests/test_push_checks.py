@@ -281,6 +281,21 @@ def test_a_baseline_folder_passes_without_the_remote_code_checks(folder, tmp_pat
     check_folder(baseline, REPO)
 
 
+def test_every_auto_map_entry_loads_on_the_oldest_transformers_the_card_promises(folder):
+    """The fresh process of transformers 4.56 (.venv-4x), the card's minimum: the folder passes, and an auto_map
+    entry naming a class its code lacks is refused there as on the pinned release."""
+    from test_transformers4 import python_4x
+
+    python = python_4x()
+    check_folder(folder, REPO, python=python)
+    edit_json(
+        folder / "config.json",
+        lambda config: config["auto_map"].update(AutoModelForTokenClassification="modeling_casan.NoSuchClass"),
+    )
+    with pytest.raises(FolderCheckError, match="auto_map's AutoModelForTokenClassification entry .* does not load"):
+        check_folder(folder, REPO, python=python)
+
+
 def test_code_that_gives_other_outputs_without_casan_hf_is_refused(folder):
     """The folder's own code runs in the fresh process; here it shifts the logits, which casan_hf's does not."""
     with open(folder / "modeling_casan.py", "a") as handle:

@@ -328,6 +328,19 @@ def test_push_to_hub_uploads_the_output_folder(tiny_bert, run_in_process, tmp_pa
     assert 'from_pretrained("someone/casan-rte", trust_remote_code=True)' in upload["card"]
 
 
+def test_a_baseline_run_pushes_with_a_true_card(tiny_bert, run_in_process, tmp_path, glue_dir, monkeypatch):
+    """--baseline --push_to_hub: plain BERT, no auto_map and no code files, goes through the same checks but the
+    remote-code ones, with the card that says no remote code is needed."""
+    hub = record_uploads(monkeypatch)
+    output_dir = tmp_path / "baseline-push"
+    flags = ["--baseline", "--do_train", "--do_eval", "--max_steps", "1", "--save_strategy", "no", "--push_to_hub",
+             "--hub_model_id", "someone/bert-rte", "--base_model", "someone/tiny-bert"]  # fmt: skip
+    run_in_process(tiny_run_args(tiny_bert, "rte", glue_dir, output_dir, *flags))
+    (upload,) = hub.uploads
+    assert upload["repo_id"] == "someone/bert-rte" and not [name for name in upload["files"] if name.endswith(".py")]
+    assert "A plain BERT checkpoint: no remote code is needed." in upload["card"]
+
+
 def bad_input_cases(glue_dir, tmp_path):
     no_label = tmp_path / "no_label.csv"
     no_label.write_text("sentence1,sentence2,label\na,b,entailment\n")
