@@ -15,8 +15,6 @@ field, before the repository is created or anything is sent.
 import argparse
 import sys
 
-from huggingface_hub.errors import HfHubHTTPError
-
 from casan_hf.hub.push import MAX_FILE_BYTES, FolderCheckError, push_folder
 
 
@@ -51,8 +49,8 @@ def main(argv=None):
             max_file_bytes=None if args.allow_large_files else MAX_FILE_BYTES,
             dry_run=args.dry_run,
         )
-    except (FolderCheckError, HfHubHTTPError, OSError) as error:
-        print(f"push_to_hub.py: {args.folder} is not pushed: {' '.join(str(error).split())}", file=sys.stderr)
+    except FolderCheckError as error:
+        print(f"push_to_hub.py: {args.folder} is not pushed: {error}", file=sys.stderr)
         raise SystemExit(1) from None
     if args.dry_run:
         print(f"Would commit to {args.repo_id} ({args.revision or 'main'}), nothing sent yet:")

@@ -364,9 +364,25 @@ def test_a_refused_commit_leaves_no_repository_behind(folder, monkeypatch):
     hub = record_uploads(monkeypatch, RecordingHubApi(refuse_commits=True))
     with pytest.raises(FolderCheckError) as refused:
         push_folder(folder, REPO)
-    assert str(refused.value).startswith(f"{REPO}: the Hub refused the commit (")
-    assert str(refused.value).endswith("; the repository this push created is deleted again.")
+    assert str(refused.value) == (
+        f"{REPO}: the commit failed (HfHubHTTPError: 400 Bad Request: the commit is refused). The repository this "
+        "push created is deleted again."
+    )
     assert hub.created == hub.deleted_repos == [REPO]
+
+
+def test_a_hub_out_of_reach_is_one_line(folder, capsys):
+    """Offline (HF_HUB_OFFLINE=1, as the tests run), the Hub's validation cannot be asked: one line, no traceback."""
+    with pytest.raises(SystemExit):
+        load_script("push_to_hub").main([str(folder), "--repo_id", REPO, "--dry_run"])
+    assert (
+        capsys.readouterr()
+        .err.splitlines()[-1]
+        .startswith(
+            f"push_to_hub.py: {folder} is not pushed: {REPO}: the Hub's validation of README.md failed "
+            "(OfflineModeIsEnabled: Cannot reach"
+        )
+    )
 
 
 def test_left_out_files_and_links_never_reach_the_stage(folder, tmp_path):

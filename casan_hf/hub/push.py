@@ -41,7 +41,7 @@ import torch
 import transformers
 import yaml
 from huggingface_hub import CommitOperationAdd, CommitOperationDelete, HfApi, ModelCard
-from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError, RevisionNotFoundError
+from huggingface_hub.errors import RepositoryNotFoundError, RevisionNotFoundError
 from huggingface_hub.utils import filter_repo_objects
 from huggingface_hub.utils.sha import git_hash
 from transformers.dynamic_module_utils import get_relative_import_files
@@ -483,6 +483,18 @@ def plan_push(stage, files, remote, keep_patterns=()):
     return Plan(added, changed, unchanged, deleted)
 
 
+@contextmanager
+def reaching_the_hub(repo_id, what):
+    """Any error on the way to and from the Hub (offline mode, no connection, a refusal) as one line naming `what`
+    was asked. The HTTP clients' errors share no base class across huggingface_hub's releases, hence `Exception`."""
+    try:
+        yield
+    except FolderCheckError:
+        raise
+    except Exception as error:
+        raise FolderCheckError(f"{repo_id}: {what} failed ({type(error).__name__}: {_one_line(error)}).") from None
+
+
 def validate_on_the_hub(card):
     """The Hub's own validation of the card's metadata (licence, pipeline tag, model-index), by huggingface_hub."""
     try:
@@ -507,29 +519,32 @@ def push_folder(
     the staged bytes added, every other file of the branch deleted but `keep_patterns`. The repository is created
     (private if `private`, else as the Hub's default for its owner) only once everything is checked, and deleted
     again when it was created here and the commit fails. Returns `(plan, CommitInfo)`; `dry_run`: the plan alone,
-    nothing sent."""
+    nothing sent. Every failure is a one-line FolderCheckError."""
     files = upload_files(folder, max_file_bytes)
     api = HfApi(token=token)
     with staged(folder, files) as stage:
         card = run_checks(folder, stage, files, repo_id)
-        validate_on_the_hub(card)
-        remote = remote_files(api, repo_id, revision)
+        with reaching_the_hub(repo_id, "the Hub's validation of README.md"):
+            validate_on_the_hub(card)
+        with reaching_the_hub(repo_id, "listing the branch's files"):
+            remote = remote_files(api, repo_id, revision)
         plan = plan_push(stage, files, remote, keep_patterns)
         if dry_run:
             return plan, None
-        created = not remote and not api.repo_exists(repo_id)
-        repo_id = api.create_repo(repo_id, private=private, exist_ok=True).repo_id  # "name" is the user's "user/name"
+        with reaching_the_hub(repo_id, "creating the repository"):
+            created = not remote and not api.repo_exists(repo_id)
+            repo_id = api.create_repo(repo_id, private=private, exist_ok=True).repo_id  # "name": "user/name"
         operations = [CommitOperationDelete(path_in_repo=name) for name in plan.deleted]
         operations += [CommitOperationAdd(path_in_repo=name, path_or_fileobj=str(stage / name)) for name in files]
         try:
-            if revision is not None:
-                api.create_branch(repo_id, branch=revision, exist_ok=True)
-            commit = api.create_commit(repo_id, operations, commit_message=commit_message, revision=revision)
-        except HfHubHTTPError as error:
-            if created:
+            with reaching_the_hub(repo_id, "the commit"):
+                if revision is not None:
+                    api.create_branch(repo_id, branch=revision, exist_ok=True)
+                commit = api.create_commit(repo_id, operations, commit_message=commit_message, revision=revision)
+        except FolderCheckError as error:
+            if not created:
+                raise
+            with reaching_the_hub(repo_id, f"{error} Deleting the repository this push created"):
                 api.delete_repo(repo_id)
-            raise FolderCheckError(
-                f"{repo_id}: the Hub refused the commit ({_one_line(error)})"
-                + ("; the repository this push created is deleted again." if created else ".")
-            ) from None
+            raise FolderCheckError(f"{error} The repository this push created is deleted again.") from None
     return plan, commit
