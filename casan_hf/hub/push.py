@@ -241,6 +241,8 @@ def check_code(stage, files):
     if "config.json" not in files:
         raise FolderCheckError("config.json: missing.")
     config = json.loads((stage / "config.json").read_text(encoding="utf-8"))
+    if not isinstance(config, dict):
+        raise FolderCheckError(f"config.json: a JSON {type(config).__name__}, not an object.")
     if not needs_remote_code(config):
         return config
     auto_map = config.get("auto_map")
@@ -397,10 +399,15 @@ def check_loads_without_casan_hf(stage, files, config, python=sys.executable):
     class gives the probe batch's outputs."""
     auto_class = auto_class_of(config)
     remote_code = needs_remote_code(config)
-    inputs = probe_batch(stage, files, config)
-    with torch.no_grad():
-        model = getattr(transformers, auto_class).from_pretrained(stage).eval()
-        expected = model(**inputs)[0]
+    try:  # the folder's tokenizer and model, as casan_hf loads them; what they raise is the folder's fault
+        inputs = probe_batch(stage, files, config)
+        with torch.no_grad():
+            model = getattr(transformers, auto_class).from_pretrained(stage).eval()
+            expected = model(**inputs)[0]
+    except Exception as error:
+        raise FolderCheckError(
+            f"{auto_class} does not load the folder with casan_hf ({type(error).__name__}: {_one_line(error)})."
+        ) from None
     with tempfile.TemporaryDirectory() as workdir:
         torch.save(inputs, Path(workdir) / "inputs.pt")
         arguments = (stage, auto_class, "remote" if remote_code else "own", "inputs.pt", "outputs.pt")
