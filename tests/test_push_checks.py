@@ -8,6 +8,7 @@ pushes to a Hub server and loads by repo id."""
 import json
 import os
 import pickle
+import re
 import shutil
 
 import numpy
@@ -247,6 +248,15 @@ def test_hidden_private_and_run_files_are_left_out_at_any_depth(folder):
         (folder / name).write_text("{}")
     files = upload_files(folder)
     assert set(kept) <= set(files) and not set(left_out) & set(files)
+
+
+@pytest.mark.parametrize("repo_id", ["ft_rte", "../x", "you/x/y"])
+def test_a_repository_id_without_its_owner_is_refused_first(folder, monkeypatch, repo_id):
+    """A bare name would become `<user>/ft_rte` on the Hub while the card loads `ft_rte`."""
+    hub = record_uploads(monkeypatch)
+    with pytest.raises(FolderCheckError, match=f"^'{re.escape(repo_id)}': not a repository id with its owner"):
+        push_folder(folder, repo_id)
+    assert hub.created == []
 
 
 def test_a_large_file_goes_up_when_allowed_and_a_shebang_is_no_path(folder):

@@ -317,6 +317,11 @@ def test_push_to_hub_uploads_the_output_folder(tiny_bert, run_in_process, tmp_pa
     with pytest.raises(ValueError, match=f"--push_to_hub: .* and '{tiny_bert}' is a local folder; pass --base_model"):
         run_in_process(command)
     assert not (output_dir / "config.json").exists() and not hub.uploads
+    bare = [{"someone/casan-rte": "casan-rte"}.get(value, value) for value in command]  # no owner
+    bare += ["--base_model", "someone/tiny-bert"]
+    with pytest.raises(ValueError, match="--push_to_hub: pass --hub_model_id you/name; 'casan-rte': not a repository"):
+        run_in_process(bare)
+    assert not (output_dir / "config.json").exists() and not hub.uploads
     run_in_process([*command, "--base_model", "someone/tiny-bert"])
     (upload,) = hub.uploads
     assert upload["repo_id"] == "someone/casan-rte" and upload["revision"] is None

@@ -502,6 +502,16 @@ def reaching_the_hub(repo_id, what):
         raise FolderCheckError(f"{repo_id}: {what} failed ({type(error).__name__}: {_one_line(error)}).") from None
 
 
+def check_repo_id(repo_id):
+    """A repository id with its owner (`you/name`), as huggingface_hub validates it: the card's examples must load
+    the repository pushed to, and a bare name would become `<your user>/name` on the Hub."""
+    if not is_hub_id(repo_id) or "/" not in repo_id:
+        raise FolderCheckError(
+            f"{repo_id!r}: not a repository id with its owner, such as 'you/{str(repo_id).split('/')[-1]}'; the "
+            "card's examples load the repository by that id."
+        )
+
+
 def validate_on_the_hub(card):
     """The Hub's own validation of the card's metadata (licence, pipeline tag, model-index), by huggingface_hub."""
     try:
@@ -527,6 +537,7 @@ def push_folder(
     (private if `private`, else as the Hub's default for its owner) only once everything is checked, and deleted
     again when it was created here and the commit fails. Returns `(plan, CommitInfo)`; `dry_run`: the plan alone,
     nothing sent. Every failure is a one-line FolderCheckError."""
+    check_repo_id(repo_id)
     files = upload_files(folder, max_file_bytes)
     api = HfApi(token=token)
     with staged(folder, files) as stage:
