@@ -91,6 +91,9 @@ def damage(folder, case, tmp_path):
     if case == "torch.save under another name":
         torch.save({"x": torch.ones(2)}, folder / "weights.data")
         return "weights.data: unpickles when loaded"
+    if case == "a pickle named .safetensors":
+        torch.save({"x": torch.ones(2)}, folder / "extra.safetensors")
+        return "extra.safetensors: not a readable safetensors file ("
     if case == "a .npy of objects":
         numpy.save(folder / "labels.npy", numpy.array([{"a": 1}], dtype=object), allow_pickle=True)
         return "labels.npy: unpickles when loaded"
@@ -181,6 +184,7 @@ CASES = [
     "a joblib pickle",
     "a pickle under another name, in a subfolder",
     "torch.save under another name",
+    "a pickle named .safetensors",
     "a .npy of objects",
     "a file symlink to outside",
     "a folder symlink to outside",
@@ -263,6 +267,20 @@ def test_a_large_file_goes_up_when_allowed_and_a_shebang_is_no_path(folder):
     (folder / "big.txt").write_text("x" * (limit(folder) + 1))
     (folder / "helper.py").write_text("#!/usr/bin/env python\nprint('hello')\n")
     assert {"big.txt", "helper.py"} <= set(check_folder(folder, REPO, max_file_bytes=None))
+
+
+def test_safetensors_whose_header_length_reads_as_a_pickle_start_pass(folder):
+    """A 1408-byte header: the file starts with `80 05`, a pickle's protocol-5 start, and is safetensors all the
+    same. A .npy of numbers (no objects) passes too."""
+    data = numpy.ones(2, dtype=numpy.float32).tobytes()
+    header = {"x": {"dtype": "F32", "shape": [2], "data_offsets": [0, len(data)]}, "__metadata__": {"note": ""}}
+    padding = 1408 - len(json.dumps(header, separators=(",", ":")))
+    header["__metadata__"]["note"] = "x" * padding
+    text = json.dumps(header, separators=(",", ":")).encode()
+    (folder / "extra.safetensors").write_bytes(len(text).to_bytes(8, "little") + text + data)
+    assert (folder / "extra.safetensors").read_bytes()[:2] == b"\x80\x05"
+    numpy.save(folder / "numbers.npy", numpy.arange(3.0))
+    assert {"extra.safetensors", "numbers.npy"} <= set(check_folder(folder, REPO))
 
 
 def test_a_card_whose_scores_are_every_results_files_passes(folder):

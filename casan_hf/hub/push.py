@@ -206,10 +206,18 @@ def unpickles(path):
 
 
 def check_files(stage, files):
-    """No file unpickles; every JSON file parses and every safetensors file reads; the weights are safetensors."""
+    """No file unpickles; every JSON file parses and every safetensors file reads; the weights are safetensors. A
+    safetensors file is read as one, not sniffed: its first bytes are its header's length, which can read as a
+    pickle's start (a 1408-byte header is `80 05`), and a pickle under that name does not read as safetensors."""
     for name in files:
         path = stage / name
-        if unpickles(path):
+        if name.endswith(".safetensors"):
+            try:
+                with safetensors.safe_open(path, "pt"):
+                    pass
+            except (safetensors.SafetensorError, OSError) as error:
+                raise FolderCheckError(f"{name}: not a readable safetensors file ({_one_line(error)}).") from None
+        elif unpickles(path):
             raise FolderCheckError(
                 f"{name}: unpickles when loaded, and no pickle goes up; save weights with safe_serialization "
                 "(safetensors) and other data as JSON."
@@ -219,12 +227,6 @@ def check_files(stage, files):
                 json.loads(path.read_text(encoding="utf-8"))
             except (UnicodeDecodeError, json.JSONDecodeError) as error:
                 raise FolderCheckError(f"{name}: not valid JSON ({_one_line(error)}).") from None
-        if name.endswith(".safetensors"):
-            try:
-                with safetensors.safe_open(path, "pt"):
-                    pass
-            except (safetensors.SafetensorError, OSError) as error:
-                raise FolderCheckError(f"{name}: not a readable safetensors file ({_one_line(error)}).") from None
     if not any(name.endswith(".safetensors") for name in files):
         raise FolderCheckError("model.safetensors: the folder has no safetensors weights.")
 
