@@ -1,9 +1,13 @@
 #!/usr/bin/env python
-"""Checks a Hub-ready folder and uploads it to the Hub in one commit (`casan_hf.hub.push`): weights in safetensors
-only, `config.json` with an `auto_map` and every code file it needs, a model card whose `base_model` is a Hub id and
-whose scores are the folder's own results files, no local path in any text file, and a load without casan_hf that
-gives the folder's outputs. A folder that fails a check is refused, naming the file or field, before anything is
-sent.
+"""Checks a Hub-ready folder and makes a Hub repository's branch hold exactly its files, in one commit
+(`casan_hf.hub.push`, docs/HUB.md): the files are copied once into a staging folder that every check reads and the
+upload sends (no link followed, hidden files, Trainer's private files and the run record left out, nothing that
+unpickles); weights in safetensors; `config.json` with an `auto_map` and every code file it needs (a plain
+transformers model needs none); a model card whose metadata parses and the Hub accepts, whose `base_model` is a Hub
+id, whose scores are the folder's results files' and whose examples load the repository pushed to; no local path in
+any text file; a load without casan_hf that gives the folder's outputs. Files of the branch the folder does not hold
+are deleted (`--keep PATTERN` keeps them). A folder that fails a check is refused in one line, naming the file or
+field, before the repository is created or anything is sent.
 
     python scripts/push_to_hub.py outputs/minilm-casan-deep_global-mrpc --repo_id you/casan-mrpc --dry_run
 """
@@ -11,7 +15,7 @@ sent.
 import argparse
 import sys
 
-from casan_hf.hub.push import FolderCheckError, check_folder, push_folder
+from casan_hf.hub.push import MAX_FILE_BYTES, FolderCheckError, push_folder
 
 
 def main(argv=None):
@@ -20,21 +24,39 @@ def main(argv=None):
     parser.add_argument("--repo_id", required=True, help="The Hub repository, you/name (created if need be).")
     parser.add_argument("--revision", help="The branch to commit to (created from main if need be); default main.")
     parser.add_argument("--private", action="store_true", help="Create the repository private.")
-    parser.add_argument("--dry_run", action="store_true", help="Check the folder and list the files it would send.")
+    parser.add_argument(
+        "--keep",
+        action="append",
+        default=[],
+        metavar="PATTERN",
+        help="Keep the branch's files that match PATTERN (fnmatch, repeatable) though the folder lacks them; "
+        "'*' keeps every file. Default: the branch ends holding the folder's files only.",
+    )
+    parser.add_argument(
+        "--allow_large_files", action="store_true", help="Send files larger than 5 GB (save_pretrained's shards)."
+    )
+    parser.add_argument(
+        "--dry_run", action="store_true", help="Check the folder and list what the commit would add, change, delete."
+    )
     args = parser.parse_args(argv)
     try:
-        if args.dry_run:
-            files = check_folder(args.folder)
-        else:
-            commit = push_folder(args.folder, args.repo_id, revision=args.revision, private=args.private or None)
+        plan, commit = push_folder(
+            args.folder,
+            args.repo_id,
+            revision=args.revision,
+            private=args.private or None,
+            keep_patterns=args.keep,
+            max_file_bytes=None if args.allow_large_files else MAX_FILE_BYTES,
+            dry_run=args.dry_run,
+        )
     except FolderCheckError as error:
         print(f"push_to_hub.py: {args.folder} is not pushed: {error}", file=sys.stderr)
         raise SystemExit(1) from None
     if args.dry_run:
-        print(f"Would upload to {args.repo_id} ({args.revision or 'main'}), in one commit:")
-        print("\n".join(files))
+        print(f"Would commit to {args.repo_id} ({args.revision or 'main'}), nothing sent yet:")
     else:
-        print(f"Uploaded {args.folder} to {args.repo_id}: {commit.commit_url}")
+        print(f"Committed {args.folder} to {args.repo_id} ({args.revision or 'main'}): {commit.commit_url}")
+    print("\n".join(plan.lines() or ["no change"]))
 
 
 if __name__ == "__main__":

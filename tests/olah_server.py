@@ -19,10 +19,14 @@ upload (`HfApi.create_repo`, `create_branch`, `create_commit`), for repositories
 
 - `POST /api/repos/create` makes a git repository with an empty first commit on `main`;
 - `POST /api/models/<repo>/branch/<branch>` makes a branch from `main`;
-- `POST /api/validate-yaml` answers whether a card's metadata block parses;
 - `POST /api/models/<repo>/preupload/<revision>` answers "regular" for every file: its content comes inline in the
   commit (the Hub keeps large files in LFS, which this server does not serve);
-- `POST /api/models/<repo>/commit/<revision>` writes one git commit of the added files on top of the revision.
+- `POST /api/models/<repo>/commit/<revision>` writes one git commit of the added and deleted files on top of the
+  revision;
+- `GET /api/models/<repo>/tree/<revision>` of a branch the repository lacks is 404 RevisionNotFound, as on the Hub;
+- `POST /api/validate-yaml` refuses, as the Hub does, metadata that does not parse, a licence that is not one of
+  the Hub's ids (`HUB_LICENSES`), a pipeline tag that is not one of its tasks (`HUB_PIPELINE_TAGS`: those of the
+  tests' cards and the common others) and a `model-index` whose results lack a task, dataset or metrics.
 
 Each write is appended to `hub_writes.jsonl` beside the mirrors folder, which the tests read
 (`hub_server.HubServer.writes`). Nothing of the project, of olah's package or of the clients is changed; the tests
@@ -46,6 +50,7 @@ from olah import server
 # /<org>/<name>/resolve/<revision>/<file> and /api/models/<org>/<name>/tree/<revision>/<path>
 ENTRY = re.compile(r"^/(?:api/models/)?(?P<repo>[^/]+/[^/]+)/(?:resolve|tree)/(?P<revision>[^/]+)/(?P<path>.+)$")
 MODEL_INFO = re.compile(r"^/api/models/(?P<repo>[^/]+/[^/]+)$")
+TREE_ROOT = re.compile(r"^/api/models/(?P<repo>[^/]+/[^/]+)/tree/(?P<revision>[^/]+)/?$")
 WRITE = re.compile(r"^/api/models/(?P<repo>[^/]+/[^/]+)/(?P<action>preupload|commit|branch)/(?P<revision>[^/]+)$")
 GIT_IDENTITY = {
     **{f"GIT_{who}_NAME": "casan-hf tests" for who in ("AUTHOR", "COMMITTER")},
@@ -53,17 +58,41 @@ GIT_IDENTITY = {
 }
 
 
-def mirrored_commit(repo, revision):
-    """The commit `revision` (a branch or a commit id) of the model repository `repo` in a mirrors folder, or None
-    where the mirrors hold no such repository or revision (olah's own answer stands then)."""
+# The Hub's licence ids (huggingface.co/docs/hub/repositories-licenses).
+HUB_LICENSES = set(
+    "apache-2.0 mit openrail bigscience-openrail-m creativeml-openrail-m bigscience-bloom-rail-1.0 bigcode-openrail-m "
+    "afl-3.0 artistic-2.0 bsl-1.0 bsd bsd-2-clause bsd-3-clause bsd-3-clause-clear c-uda cc cc0-1.0 cc-by-2.0 "
+    "cc-by-2.5 cc-by-3.0 cc-by-4.0 cc-by-sa-3.0 cc-by-sa-4.0 cc-by-nc-2.0 cc-by-nc-3.0 cc-by-nc-4.0 cc-by-nd-4.0 "
+    "cc-by-nc-nd-3.0 cc-by-nc-nd-4.0 cc-by-nc-sa-2.0 cc-by-nc-sa-3.0 cc-by-nc-sa-4.0 cdla-sharing-1.0 "
+    "cdla-permissive-1.0 cdla-permissive-2.0 wtfpl ecl-2.0 epl-1.0 epl-2.0 etalab-2.0 eupl-1.1 eupl-1.2 agpl-3.0 gfdl "
+    "gpl gpl-2.0 gpl-3.0 lgpl lgpl-2.1 lgpl-3.0 isc h-research intel-research lppl-1.3c ms-pl apple-ascl apple-amlr "
+    "mpl-2.0 odc-by odbl openrail++ osl-3.0 postgresql ofl-1.1 ncsa unlicense zlib pddl lgpl-lr deepfloyd-if-license "
+    "llama2 llama3 llama3.1 llama3.2 llama3.3 llama4 gemma unknown other".split()
+)
+HUB_PIPELINE_TAGS = set(
+    "text-classification token-classification question-answering fill-mask feature-extraction translation "
+    "sentence-similarity summarization text-generation text2text-generation zero-shot-classification "
+    "multiple-choice table-question-answering image-classification automatic-speech-recognition".split()
+)
+
+
+def mirrored_repo(repo):
+    """The git repository of the model `repo` in a mirrors folder, or None."""
     for mirrors in server.app.state.app_settings.config.mirrors_path:
         folder = os.path.join(mirrors, "models", repo)
         if os.path.isdir(folder):
-            try:
-                return git.Repo(folder).commit(revision)
-            except (git.exc.BadName, git.exc.BadObject, ValueError):
-                return None
+            return git.Repo(folder)
     return None
+
+
+def mirrored_commit(repo, revision):
+    """The commit `revision` (a branch or a commit id) of the model repository `repo` in a mirrors folder, or None
+    where the mirrors hold no such repository or revision (olah's own answer stands then)."""
+    mirrored = mirrored_repo(repo)
+    try:
+        return mirrored.commit(revision) if mirrored is not None else None
+    except (git.exc.BadName, git.exc.BadObject, ValueError):
+        return None
 
 
 def holds(commit, path):
@@ -112,8 +141,11 @@ def create_repo(payload):
 
 
 def commit(folder, revision, lines):
-    """One commit on `revision` of `folder` adding the NDJSON body's files; returns its id and the files."""
+    """One commit on `revision` of `folder` adding and deleting the NDJSON body's files; returns its id, the files
+    added and the files deleted."""
     header, *operations = [json.loads(line) for line in lines if line.strip()]
+    deleted = [operation["value"]["path"] for operation in operations if operation["key"] == "deletedFile"]
+    operations = [operation for operation in operations if operation["key"] != "deletedFile"]
     refused = [operation["key"] for operation in operations if operation["key"] != "file"]
     if refused:
         raise ValueError(f"this server takes inline files only, not {refused[0]}")
@@ -126,11 +158,13 @@ def commit(folder, revision, lines):
             blob = run_git(folder, "hash-object", "-w", "--stdin", stdin=content)
             run_git(folder, "update-index", "--add", "--cacheinfo", f"100644,{blob},{operation['value']['path']}",
                     env=index)  # fmt: skip
+        for path in deleted:
+            run_git(folder, "update-index", "--force-remove", path, env=index)
         tree = run_git(folder, "write-tree", env=index)
     summary = header["value"]["summary"]
     new = run_git(folder, "commit-tree", tree, "-p", parent, "-m", summary, env=GIT_IDENTITY)
     run_git(folder, "update-ref", f"refs/heads/{revision}", new)
-    return new, [operation["value"]["path"] for operation in operations]
+    return new, [operation["value"]["path"] for operation in operations], deleted
 
 
 async def write(request, repo_id, action, revision):
@@ -149,21 +183,40 @@ async def write(request, repo_id, action, revision):
             {"files": [{"path": file["path"], "uploadMode": "regular", "shouldIgnore": False} for file in files]}
         )
     try:
-        new, paths = commit(folder, revision, (await request.body()).decode().splitlines())
+        new, paths, deleted = commit(folder, revision, (await request.body()).decode().splitlines())
     except (ValueError, subprocess.CalledProcessError) as error:
         return JSONResponse({"error": str(error)}, 400)
-    record_write({"action": "commit", "repo": repo_id, "revision": revision, "commit": new, "files": paths})
+    record_write(
+        {"action": "commit", "repo": repo_id, "revision": revision, "commit": new, "files": paths, "deleted": deleted}
+    )
     base = f"{request.url.scheme}://{request.url.netloc}"
     return JSONResponse({"commitUrl": f"{base}/{repo_id}/commit/{new}", "commitOid": new, "success": True})
+
+
+def metadata_errors(metadata):
+    """What the Hub's validation says of a model card's metadata: its licence, pipeline tag and model-index."""
+    errors = []
+    if "license" in metadata and metadata["license"] not in HUB_LICENSES:
+        errors.append(f'"license" must be one of the Hub\'s licence ids, not {metadata["license"]!r}')
+    if "pipeline_tag" in metadata and metadata["pipeline_tag"] not in HUB_PIPELINE_TAGS:
+        errors.append(f'"pipeline_tag" must be one of the Hub\'s tasks, not {metadata["pipeline_tag"]!r}')
+    for model in metadata.get("model-index") or []:
+        for result in model.get("results") or [{}]:
+            missing = [key for key in ("task", "dataset", "metrics") if not result.get(key)]
+            if missing:
+                errors.append(f'"model-index" result of {model.get("name")!r} lacks {", ".join(missing)}')
+    return errors
 
 
 def validate_yaml(payload):
     text = payload["content"]
     try:
-        if text.startswith("---"):
-            yaml.safe_load(text.split("---", 2)[1])
+        metadata = yaml.safe_load(text.split("---", 2)[1]) if text.startswith("---") else {}
     except yaml.YAMLError as error:
         return JSONResponse({"errors": [{"message": str(error)}]}, 400)
+    errors = metadata_errors(metadata or {})
+    if errors:
+        return Response("\n".join(errors), 400, media_type="text/plain")
     return JSONResponse({"errors": [], "warnings": []})
 
 
@@ -182,6 +235,14 @@ async def answer_as_the_hub(request, call_next):
     if model_info and mirrored_commit(model_info["repo"], "main") is not None:
         request.scope["path"] = f"{path}/revision/main"
         request.scope["raw_path"] = request.scope["path"].encode()
+    tree_root = TREE_ROOT.match(path)
+    if (
+        tree_root
+        and mirrored_repo(tree_root["repo"]) is not None
+        and mirrored_commit(*tree_root.group("repo", "revision")) is None
+    ):
+        message = f"Invalid rev id: {tree_root['revision']}"
+        return Response(status_code=404, headers={"x-error-code": "RevisionNotFound", "x-error-message": message})
     entry = ENTRY.match(path)
     commit = mirrored_commit(entry["repo"], entry["revision"]) if entry else None
     if commit is not None and not holds(commit, entry["path"]):

@@ -3,6 +3,7 @@ difference), a submission runs each model once and switching the layer or head r
 texts are messages; the Space folder that scripts/explore.py writes runs its own copy of the package; the demo's
 pins agree with constraints.txt."""
 
+import json
 import re
 import subprocess
 from html.parser import HTMLParser
@@ -229,7 +230,14 @@ def explore(*args, cwd=REPO_ROOT):
         capture_output=True,
         text=True,
         cwd=cwd,
-        env={"HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin", "GRADIO_ANALYTICS_ENABLED": "False"},
+        # PYTHONPATH: this checkout's casan_hf, wherever the demo environment installed it from (a Space folder's own
+        # copy still comes first in it, as the script's folder or the working folder does).
+        env={
+            "HF_HUB_OFFLINE": "1",
+            "PATH": "/usr/bin:/bin",
+            "GRADIO_ANALYTICS_ENABLED": "False",
+            "PYTHONPATH": str(REPO_ROOT),
+        },  # fmt: skip
         timeout=300,
     )
 
@@ -250,7 +258,10 @@ def test_space_folder_pins_what_was_tested_and_runs_its_own_copy_of_the_package(
     readme = (space / "README.md").read_text()
     assert f"sdk: gradio\nsdk_version: {demo['gradio']}\n" in readme and "app_file: app.py" in readme
     assert "- user/casan-minilm\n- user/bert" in readme
-    assert "build_app(model='user/casan-minilm', compare='user/bert').launch()" in (space / "app.py").read_text()
+    assert (
+        "build_app(model='user/casan-minilm', compare='user/bert', fixed_checkpoints=True).launch()"
+        in (space / "app.py").read_text()
+    )
     check = (
         "import casan_hf, casan_hf.explorer.app as app, casan_hf.model_cards as cards; app.build_app(model='x'); "
         "print(casan_hf.__file__, cards.__file__)"
@@ -258,6 +269,28 @@ def test_space_folder_pins_what_was_tested_and_runs_its_own_copy_of_the_package(
     result = explore("-c", check, cwd=space)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == [str(space / "casan_hf" / name / "__init__.py") for name in ("", "model_cards")]
+
+
+# The checkpoint boxes of a page: whether a visitor can edit them, and whether a submission reads them.
+CHECKPOINT_BOXES = """
+import json
+from casan_hf.explorer.app import build_app
+
+config = build_app(model="user/a", compare="user/b", fixed_checkpoints={fixed}).config
+components = {{component["id"]: component["props"] for component in config["components"]}}
+read = {{components[i].get("elem_id") for dependency in config["dependencies"] for i in dependency["inputs"]}}
+print(json.dumps({{box: [components[i]["interactive"] for i in components if components[i].get("elem_id") == box]
+                  + [box in read] for box in ("model", "compare")}}))
+"""
+
+
+@pytest.mark.parametrize("fixed", [True, False])
+def test_a_space_page_runs_only_its_checkpoints_and_the_local_explorer_any(fixed):
+    """A Space's boxes show its models and no submission reads a checkpoint name from the page, so a visitor can
+    load no other model and probe no path of the Space machine; the local explorer's boxes stay editable."""
+    result = explore("-c", CHECKPOINT_BOXES.format(fixed=fixed), cwd=REPO_ROOT)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == {box: [not fixed, not fixed] for box in ("model", "compare")}
 
 
 @pytest.mark.parametrize(

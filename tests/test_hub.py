@@ -8,6 +8,7 @@ to hold exactly the upload's files. `revision=` pins weights and code, `code_rev
 environment's loads run in one process (tests/hub_loads.py); the tests read its results."""
 
 import json
+import shutil
 import sys
 from contextlib import contextmanager
 from pathlib import Path
@@ -61,6 +62,17 @@ HEAD_REPOS = {  # repo: (head, auto class, output compared)
     "casan/tiny-bert-ner": ("token-classification", "AutoModelForTokenClassification", "logits"),
     "casan/tiny-bert-qa": ("question-answering", "AutoModelForQuestionAnswering", "start_logits"),
 }
+
+
+@contextmanager
+def uploading_to(server):
+    """This process as a client of the server's upload API: huggingface_hub online, against the server."""
+    import huggingface_hub.constants
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(huggingface_hub.constants, "ENDPOINT", server.url)
+        patch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+        yield patch
 
 
 def outputs_of(model, inputs, output):
@@ -237,15 +249,8 @@ class Publisher:
         expected = outputs_of(peft_model, torch.load(path), "logits")
         self.check(f"{repo}:logits", "peft_adapter", expected, repo=repo, inputs=path)
 
-    @contextmanager
     def uploading(self):
-        """This process as a client of the server's upload API: huggingface_hub online, against the server."""
-        import huggingface_hub.constants
-
-        with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(huggingface_hub.constants, "ENDPOINT", self.server.url)
-            patch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
-            yield patch
+        return uploading_to(self.server)
 
     def pushed_run(self, tiny_bert, glue_dir):
         """run_glue.py --push_to_hub, uploading through the server's upload API (`casan_hf.hub.push.push_folder`)."""
@@ -428,8 +433,9 @@ def commits_to(server, repo):
 
 
 def test_what_push_to_hub_uploads_is_what_loads(published, request):
-    """run_glue.py --push_to_hub: one commit through the server's upload API of the output folder less its `_*`
-    and `checkpoint-*` files, with weights, config, every code file, the tokenizer and the card, and it loads."""
+    """run_glue.py --push_to_hub: one commit through the server's upload API of the output folder less its `_*`,
+    `checkpoint-*` and `training_args.bin` files, with weights, config, every code file, the tokenizer and the
+    card, and it loads."""
     repo = "someone/casan-rte"
     (upload,) = commits_to(published.server, repo)
     assert published.server.files(repo) == sorted(upload["files"])
@@ -441,7 +447,7 @@ def test_what_push_to_hub_uploads_is_what_loads(published, request):
     ) <= set(upload["files"])
     left_out = set(path.relative_to(folder).as_posix() for path in folder.rglob("*") if path.is_file())
     left_out -= set(upload["files"])
-    assert all(name.startswith("_") or name.startswith("checkpoint-") for name in left_out), left_out
+    assert all(name.startswith(("_", "checkpoint-", "training_args.bin")) for name in left_out), left_out
     for environment in ENVIRONMENTS:
         outcome = result(request, environment, f"{repo}:pipeline")
         assert _nested_close(outcome["result"], published.expected[f"{repo}:pipeline"])
@@ -483,3 +489,59 @@ def test_the_server_answers_a_missing_file_as_the_hub_does(published):
         with pytest.raises(urllib.error.HTTPError) as error:
             urllib.request.urlopen(f"{published.server.url}/{path}")
         assert error.value.code == 404 and error.value.headers["x-error-code"] == "EntryNotFound"
+
+
+@pytest.fixture(scope="module")
+def folder_to_push(tmp_path_factory, minilm_path):
+    """A converted tiny CASAN classifier whose card names the repository it goes to, `someone/pushed-again`."""
+    root = tmp_path_factory.mktemp("push_again")
+    torch.manual_seed(0)
+    load_script("convert_bert_to_casan").main(
+        ["--model_name_or_path", make_tiny_bert(root / "bert", minilm_path), "--output_dir", str(root / "casan"),
+         "--context_type", "global", "--head", "sequence-classification", "--num_labels", "2", "--base_model",
+         "someone/tiny-bert", "--model_name", "someone/pushed-again"]
+    )  # fmt: skip
+    return root / "casan"
+
+
+def test_a_push_leaves_the_branch_holding_the_folder_and_no_stale_file(hub_server, folder_to_push, tmp_path, capsys):
+    """A repository an earlier upload left a pickled `.bin`, a renamed module and an old card in: --dry_run lists
+    the commit line by line, and the push ends with the branch holding exactly the folder's upload files."""
+    repo, earlier = "someone/pushed-again", tmp_path / "earlier"
+    earlier.mkdir()
+    torch.save({"weight": torch.zeros(2)}, earlier / "pytorch_model.bin")
+    (earlier / "old_modeling.py").write_text("x = 1\n")
+    (earlier / "README.md").write_text("An old card.\n")
+    hub_server.publish_folder(repo, earlier)
+    files = upload_files(folder_to_push)
+    with uploading_to(hub_server):
+        load_script("push_to_hub").main([str(folder_to_push), "--repo_id", repo, "--dry_run"])
+        assert capsys.readouterr().out.splitlines() == [
+            f"Would commit to {repo} (main), nothing sent yet:",
+            *[f"added {name}" for name in files if name != "README.md"],
+            "changed README.md",
+            "deleted old_modeling.py",
+            "deleted pytorch_model.bin",
+        ]
+        assert hub_server.files(repo) == ["README.md", "old_modeling.py", "pytorch_model.bin"]
+        load_script("push_to_hub").main([str(folder_to_push), "--repo_id", repo])
+    (commit,) = [write for write in hub_server.writes() if write["repo"] == repo]
+    assert commit["deleted"] == ["old_modeling.py", "pytorch_model.bin"] and commit["files"] == files
+    assert hub_server.files(repo) == files
+
+
+def test_metadata_the_hub_refuses_is_refused_before_a_repository_is_made(hub_server, folder_to_push, tmp_path, capsys):
+    """The Hub's own validation of the card (`ModelCard.validate`) runs before `create_repo`: a licence that is no
+    Hub id is refused in one line, and no repository is left behind."""
+    folder, repo = tmp_path / "folder", "someone/bad-licence"
+    shutil.copytree(folder_to_push, folder)
+    card = (folder / "README.md").read_text().replace("someone/pushed-again", repo)
+    (folder / "README.md").write_text(card.replace("license: apache-2.0", "license: not-a-license"))
+    with uploading_to(hub_server), pytest.raises(SystemExit):
+        load_script("push_to_hub").main([str(folder), "--repo_id", repo])
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f'push_to_hub.py: {folder} is not pushed: README.md: the Hub refuses its metadata ("license" must be one '
+        "of the Hub's licence ids, not 'not-a-license')."
+    )
+    assert not (hub_server.mirrors / "models" / repo).exists()
+    assert not [write for write in hub_server.writes() if write["repo"] == repo]

@@ -1,13 +1,19 @@
 """The cards of the checkpoints casan-hf publishes (model_cards/, `casan_hf.studies.release`, docs/HUB.md): every
 committed card is what `make cards` renders from its committed record today, so a changed score, hyper-parameter,
-base model or code version, in the card or in what it is made from, fails here; the folder holds the release set's
-cards and the template, nothing else; docs/HUB.md lists the set."""
+base model or code version, in the card or in what it is made from, fails here, and another installed transformers
+does not; `make cards` writes into the repository it is run from; every dataset a card names is a Hub id; the folder
+holds the release set's cards and the template, nothing else; docs/HUB.md lists the set."""
 
 import difflib
 import json
+import shutil
 from pathlib import Path
 
 import pytest
+import transformers
+from conftest import load_script
+from huggingface_hub import ModelCard
+from huggingface_hub.utils import validate_repo_id
 
 import casan_hf.hub.card
 from casan_hf.studies import release
@@ -32,6 +38,35 @@ def test_every_committed_card_is_what_its_record_renders(minilm_path):
         )
 
 
+def test_a_card_names_its_records_transformers_not_the_installed_one(minilm_path, monkeypatch):
+    """The cards do not move with the environment: rendered under another transformers, each is the committed one
+    (the translation record keeps its run's versions; the others name constraints.txt's pin)."""
+    monkeypatch.setattr(transformers, "__version__", "99.0.0")
+    for name in (GLUE_RELEASE, "casan-marian-small-multi30k-deep_global"):
+        (item,) = [item for item in release.releases() if item.name == name]
+        assert release.render_card(item, minilm_path) == (REPO_ROOT / item.card).read_text(encoding="utf-8")
+
+
+def test_make_cards_writes_into_the_repository_it_is_run_from(minilm_path, tmp_path, monkeypatch):
+    """scripts/render_model_cards.py renders the records of its own repository into its own model_cards/, wherever
+    casan_hf is installed from."""
+    script = load_script("render_model_cards")
+    assert script.REPOSITORY == REPO_ROOT
+    written = []
+    monkeypatch.setattr(script, "write_cards", lambda minilm, repository: written.append(repository) or [])
+    script.main(["--minilm_path", minilm_path])
+    assert written == [REPO_ROOT]
+
+
+def test_every_dataset_a_card_names_is_a_hub_id_and_the_translation_card_reads_well():
+    for item in release.releases():
+        card = ModelCard.load(REPO_ROOT / item.card)
+        for result in card.data.eval_results or []:
+            validate_repo_id(result.dataset_type)
+    text = (REPO_ROOT / "model_cards" / "casan-marian-small-multi30k-deep_global.md").read_text()
+    assert "An encoder-decoder translating en into de " in text and "A en-de" not in text
+
+
 def test_model_cards_holds_the_template_and_the_release_sets_cards():
     cards = {path.relative_to(REPO_ROOT).as_posix() for path in (REPO_ROOT / "model_cards").glob("*.md")}
     assert cards == {item.card for item in release.releases()} | {"model_cards/model_card_template.md"}
@@ -54,6 +89,7 @@ def change_record(repository, change):
     (item,) = [item for item in release.releases(REPO_ROOT) if item.name == GLUE_RELEASE]
     change(release.find_record(item, records))
     results.write_text(json.dumps(records))
+    shutil.copy(REPO_ROOT / release.CONSTRAINTS, repository / release.CONSTRAINTS)
     return item
 
 

@@ -19,7 +19,7 @@ from glue_helpers import (
     tiny_run_args,
     write_synthetic_glue,
 )
-from hub_server import RecordingHubApi
+from hub_server import record_uploads
 from transformers import AutoTokenizer
 
 from casan_hf import CasanForSequenceClassification
@@ -312,13 +312,10 @@ def test_context_learning_rate_trains_and_is_refused_without_context(tiny_bert, 
 
 
 def test_push_to_hub_uploads_the_output_folder(tiny_bert, run_in_process, tmp_path, glue_dir, monkeypatch, caplog):
-    """--push_to_hub: the folder checked (`casan_hf.hub.push`) and uploaded in one commit, less `_*` and
-    `checkpoint-*`; its card's scores are its results files'. From a local checkpoint without --base_model, whose
-    card could name no Hub id, the run stops before it trains."""
-    import casan_hf.hub.push
-
-    hub = RecordingHubApi()
-    monkeypatch.setattr(casan_hf.hub.push, "HfApi", lambda **kwargs: hub)
+    """--push_to_hub: the folder checked (`casan_hf.hub.push`) and uploaded in one commit, less `_*`,
+    `checkpoint-*` and `training_args.bin`; its card's scores are its results files'. From a local checkpoint
+    without --base_model, whose card could name no Hub id, the run stops before it trains."""
+    hub = record_uploads(monkeypatch)
     output_dir = tmp_path / "push"
     command = ["--model_name_or_path", tiny_bert, "--context_type", "global", "--task_name", "rte", "--glue_dir",
                glue_dir, "--do_train", "--do_eval", "--max_steps", "1", "--save_strategy", "no", "--push_to_hub",
@@ -326,10 +323,16 @@ def test_push_to_hub_uploads_the_output_folder(tiny_bert, run_in_process, tmp_pa
     with pytest.raises(ValueError, match=f"--push_to_hub: .* and '{tiny_bert}' is a local folder; pass --base_model"):
         run_in_process(command)
     assert not (output_dir / "config.json").exists() and not hub.uploads
+    bare = [{"someone/casan-rte": "casan-rte"}.get(value, value) for value in command]  # no owner
+    bare += ["--base_model", "someone/tiny-bert"]
+    with pytest.raises(ValueError, match="--push_to_hub: pass --hub_model_id you/name; 'casan-rte': not a repository"):
+        run_in_process(bare)
+    assert not (output_dir / "config.json").exists() and not hub.uploads
     run_in_process([*command, "--base_model", "someone/tiny-bert"])
     (upload,) = hub.uploads
     assert upload["repo_id"] == "someone/casan-rte" and upload["revision"] is None
-    assert HUB_FILES <= set(upload["files"]) and upload["files"] == upload_files(output_dir)
+    assert HUB_FILES - {"training_args.bin"} <= set(upload["files"]) and upload["files"] == upload_files(output_dir)
+    assert "training_args.bin" not in upload["files"]  # Trainer's private pickle stays on the machine
     assert upload["card"] == (output_dir / "README.md").read_text()
     meta = card_metadata(output_dir)
     assert "casan-global" in meta["tags"]
@@ -337,6 +340,19 @@ def test_push_to_hub_uploads_the_output_folder(tiny_bert, run_in_process, tmp_pa
     assert "model-index" not in meta and "validation: the first 16 of its 277 examples only" in upload["card"]
     assert "--push_to_hub: validation was scored on its first 16 examples only" in caplog.text
     assert 'from_pretrained("someone/casan-rte", trust_remote_code=True)' in upload["card"]
+
+
+def test_a_baseline_run_pushes_with_a_true_card(tiny_bert, run_in_process, tmp_path, glue_dir, monkeypatch):
+    """--baseline --push_to_hub: plain BERT, no auto_map and no code files, goes through the same checks but the
+    remote-code ones, with the card that says no remote code is needed."""
+    hub = record_uploads(monkeypatch)
+    output_dir = tmp_path / "baseline-push"
+    flags = ["--baseline", "--do_train", "--do_eval", "--max_steps", "1", "--save_strategy", "no", "--push_to_hub",
+             "--hub_model_id", "someone/bert-rte", "--base_model", "someone/tiny-bert"]  # fmt: skip
+    run_in_process(tiny_run_args(tiny_bert, "rte", glue_dir, output_dir, *flags))
+    (upload,) = hub.uploads
+    assert upload["repo_id"] == "someone/bert-rte" and not [name for name in upload["files"] if name.endswith(".py")]
+    assert "A plain BERT checkpoint: no remote code is needed." in upload["card"]
 
 
 def bad_input_cases(glue_dir, tmp_path):

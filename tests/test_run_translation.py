@@ -9,7 +9,7 @@ import pytest
 import torch
 from conftest import HUB_MODEL_FILES, load_script
 from fresh_process import run_without_casan_hf
-from hub_server import RecordingHubApi
+from hub_server import record_uploads
 
 from casan_hf.cli.run_start import RUN_START_NAME
 from casan_hf.translation import translation_scores
@@ -157,10 +157,7 @@ def test_the_context_trains_at_its_own_learning_rate(run_translation_module, mul
 def test_push_to_hub_uploads_the_runs_own_card(run_translation_module, multi30k_dir, tmp_path, monkeypatch):
     """transformers' Trainer writes its generic card before an upload; the run's card (scores, loading code) is
     the one uploaded."""
-    import casan_hf.hub.push
-
-    hub = RecordingHubApi()
-    monkeypatch.setattr(casan_hf.hub.push, "HfApi", lambda **kwargs: hub)
+    hub = record_uploads(monkeypatch)
     output_dir = tmp_path / "push"
     run_in_process(
         run_translation_module,

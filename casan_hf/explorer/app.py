@@ -2,7 +2,9 @@
 
 A submission runs the models once and keeps their `Exploration`s in the page's state; choosing a layer or a
 head redraws the attention maps from that state. A checkpoint or text the page cannot show leaves a message in
-the status line and the app serving.
+the status line and the app serving. The local explorer takes any checkpoint typed in; a Space's page
+(`fixed_checkpoints`) runs only the models it was written for: its checkpoint boxes only show them, and a
+submission never reads a checkpoint name from the visitor.
 """
 
 import gradio as gr
@@ -26,12 +28,16 @@ def choices(count):
     return [str(index) for index in range(count)]
 
 
-def build_app(model="", compare="", text=DEFAULT_TEXT, pair="", max_tokens=MAX_TOKENS, cache=None):
+def build_app(
+    model="", compare="", text=DEFAULT_TEXT, pair="", max_tokens=MAX_TOKENS, cache=None, fixed_checkpoints=False
+):
     """The Blocks of the explorer, its boxes filled with `model`, `compare`, `text` and `pair`. `cache` (a
-    `ModelCache`) may hold models loaded already, so the first submission does not load them again."""
+    `ModelCache`) may hold models loaded already, so the first submission does not load them again.
+    `fixed_checkpoints` (a Space): `model` and `compare` are the only checkpoints it runs, shown, not asked for."""
     cache = cache or ModelCache()
 
-    def on_submit(model_name, compare_name, text, pair, layer, head):
+    def on_submit(*values):
+        model_name, compare_name, text, pair, layer, head = (model, compare, *values) if fixed_checkpoints else values
         try:
             explorations = submit(cache, model_name, compare_name, text, pair, max_tokens)
         except ValueError as error:
@@ -55,9 +61,18 @@ def build_app(model="", compare="", text=DEFAULT_TEXT, pair="", max_tokens=MAX_T
     with gr.Blocks(title=TITLE, analytics_enabled=False) as app:
         gr.Markdown(INTRO.format(max_tokens=max_tokens))
         with gr.Row():
-            model_box = gr.Textbox(model, label="Checkpoint (folder or Hub id)", elem_id="model")
+            editable = not fixed_checkpoints
+            model_box = gr.Textbox(
+                model,
+                label="Checkpoint (folder or Hub id)" if editable else "Checkpoint (this Space's)",
+                elem_id="model",
+                interactive=editable,
+            )
             compare_box = gr.Textbox(
-                compare, label="Compare with (optional, e.g. its --baseline twin)", elem_id="compare"
+                compare,
+                label="Compare with (optional, e.g. its --baseline twin)" if editable else "Compared with",
+                elem_id="compare",
+                interactive=editable,
             )
         text_box = gr.Textbox(text, label="Text", lines=2, elem_id="text")
         pair_box = gr.Textbox(pair, label="Text pair (optional; the context for question answering)", elem_id="pair")
@@ -76,7 +91,11 @@ def build_app(model="", compare="", text=DEFAULT_TEXT, pair="", max_tokens=MAX_T
         gr.Markdown("## Pooling hops")
         hops = gr.HTML(elem_id="hops")
 
-        inputs = [model_box, compare_box, text_box, pair_box, layer, head]
+        inputs = (
+            [text_box, pair_box, layer, head]
+            if fixed_checkpoints
+            else [model_box, compare_box, text_box, pair_box, layer, head]
+        )
         outputs = [state, status, prediction, gates, attention, hops, layer, head]
         # One listener for both triggers: its queue runs one submission at a time, and the models are not
         # thread-safe (inspect_attention switches their attention implementation for the call).

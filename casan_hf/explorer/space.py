@@ -1,9 +1,9 @@
 """A folder that the Hugging Face Hub serves as a Space: the explorer for a model on the Hub.
 
-The folder holds `app.py` (which builds the explorer for the model's Hub id), a copy of this casan_hf package
-(the app's code, and the CASAN classes, so that no remote code runs), `requirements.txt` with every package the
-app needs pinned to the version installed here, where the explorer was tested, and a README whose metadata tells
-the Hub the SDK (Gradio, at the version installed here) and the Python version.
+The folder holds `app.py` (which builds the explorer for the model's Hub id, with its checkpoints fixed), a copy
+of this casan_hf package (the app's code, and the CASAN classes, so that no remote code runs), `requirements.txt`
+with every package the app needs pinned to the version installed here, where the explorer was tested, and a README
+whose metadata tells the Hub the SDK (Gradio, at the version installed here) and the Python version.
 """
 
 import shutil
@@ -29,7 +29,8 @@ APP = '''"""The CASAN explorer for {model} (written by scripts/explore.py --spac
 from casan_hf.explorer.app import build_app
 
 
-build_app(model={model!r}, compare={compare!r}).launch()
+# The page runs these checkpoints only: a visitor can neither load another model nor name a path of the Space.
+build_app(model={model!r}, compare={compare!r}, fixed_checkpoints=True).launch()
 '''
 README_BODY = """# CASAN explorer: {model}
 

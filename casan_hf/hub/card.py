@@ -120,6 +120,7 @@ def render_model_card(
     untrained_heads=(),
     gates=None,
     record=None,
+    transformers_version=None,
 ):
     """The README.md text of an encoder's folder.
 
@@ -144,6 +145,7 @@ def render_model_card(
         warning=untrained_heads_warning(untrained_heads, head.name, trained=bool(training)),
         gates=gates,
         record=record,
+        transformers_version=transformers_version,
     )
 
 
@@ -159,21 +161,25 @@ def render_translation_card(
     base_model=None,
     gates=None,
     record=None,
+    transformers_version=None,
+    dataset_name=None,
 ):
     """The README.md text of a translation run's folder; its `model-index` holds the BLEU and chrF of every
-    evaluated split (`eval_metrics`: split -> metrics). `base_model`: the checkpoint the run started from (None:
-    trained from scratch); `gates`: the encoder's mean context gates at the end of training; `record`: as
+    evaluated split (`eval_metrics`: split -> metrics) on `dataset_id` (called `dataset_name` in the text; default
+    the id). `base_model`: the checkpoint the run started from (None: trained from scratch); `gates`: the
+    encoder's mean context gates at the end of training; `record`, `transformers_version`: as
     `render_model_card`'s."""
     return _render(
         model,
         model_name,
-        translation_task(source_lang, target_lang, dataset_id),
+        translation_task(source_lang, target_lang, dataset_id, dataset_name),
         base_model=base_model,
         eval_metrics=eval_metrics,
         training=training,
         license=license,
         gates=gates,
         record=record,
+        transformers_version=transformers_version,
     )
 
 
@@ -189,6 +195,7 @@ def _render(
     warning="",
     gates=None,
     record=None,
+    transformers_version=None,
 ):
     """The card of `model` (an encoder with its `head`, or the translation model) for `task`. The metadata names
     `base_model` only when it is a Hub id: a folder of the training machine is no source, and no card names one."""
@@ -226,7 +233,7 @@ def _render(
         results=_results(task, eval_metrics, dataset),
         training=_training_table(training, warning, gates) + (f"\n\n{record}" if record else ""),
         casan_version=__version__,
-        transformers_version=transformers.__version__,
+        transformers_version=transformers_version or transformers.__version__,
         **layout.sections,
     )
     ModelCard(text)  # raises if the metadata block does not parse
@@ -271,9 +278,9 @@ def _translation_layout(config, name, source, started, languages):
         origin = "started from a local checkpoint" if started else FROM_SCRATCH
     source_lang, target_lang = languages
     summary = (
-        f"A {source_lang}-{target_lang} encoder-decoder (Marian layout: post-norm Transformer, sinusoidal "
-        f"positions, shared embeddings) {origin}, whose encoder self-attention is context-aware (CASAN, Yang et al., "
-        f"AAAI 2019; context_type `{config.context_type}`). The decoder is Marian's."
+        f"An encoder-decoder translating {source_lang} into {target_lang} (Marian layout: post-norm Transformer, "
+        f"sinusoidal positions, shared embeddings) {origin}, whose encoder self-attention is context-aware (CASAN, "
+        f"Yang et al., AAAI 2019; context_type `{config.context_type}`). The decoder is Marian's."
     )
     sections = dict(
         summary=summary,

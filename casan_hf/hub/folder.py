@@ -5,13 +5,21 @@ caller says so, and that is checked before any work starts."""
 import os
 import shutil
 
+from huggingface_hub.errors import HFValidationError
+from huggingface_hub.utils import validate_repo_id
+
 
 MODEL_CARD_NAME = "README.md"
 
 
 def is_hub_id(name):
-    """Whether `name` can stand in `base_model`: a Hub id, not a local folder."""
-    return name is not None and not os.path.isdir(name) and not os.path.isabs(name) and name.count("/") <= 1
+    """Whether `name` can stand in `base_model`: a repo id as huggingface_hub validates it (so no `./x`, `../x`
+    or absolute path), and not a local folder."""
+    try:
+        validate_repo_id(name)
+    except HFValidationError:
+        return False
+    return name is not None and not os.path.isdir(name)
 
 
 def check_output_dir(output_dir, overwrite=False, flag="overwrite=True"):

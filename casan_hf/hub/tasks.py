@@ -81,13 +81,13 @@ def encoder_task(hub_task, task_name=None, dataset_id=None):
     )
 
 
-def translation_task(source_lang, target_lang, dataset_id):
-    """The task of a translation run: its BLEU and chrF on `dataset_id`."""
+def translation_task(source_lang, target_lang, dataset_id, dataset_name=None):
+    """The task of a translation run: its BLEU and chrF on `dataset_id` (called `dataset_name`, default the id)."""
     return CardTask(
         "translation",
         f"translation {source_lang} to {target_lang}",
         dataset_id,
-        dataset_id,
+        dataset_name or dataset_id,
         "sacreBLEU (13a tokenization, detokenized output) and chrF on {dataset}, beam search:",
         not_evaluated="Not evaluated.",
         tags=("translation",),

