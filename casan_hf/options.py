@@ -6,6 +6,7 @@ is set, its docstring, every script's flag (`casan_hf.cli`), the model card. An 
 its field in `CasanConfig` (`configuration_casan.py`).
 """
 
+import numbers
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
@@ -30,11 +31,13 @@ def _allowed(name, value, allowed):
 
 
 def _is_int(value):
-    return isinstance(value, int) and not isinstance(value, bool)
+    """A Python or NumPy integer (`np.int64(8)`, as a NumPy-driven sweep passes it), not a bool."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
 def _is_number(value):
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+    """A Python or NumPy int or float (`np.float32(-4.0)`), not a bool."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
 def _one_of(name, allowed):
@@ -70,7 +73,7 @@ def _check_context_layers(value):
         )
     if not all(_is_int(index) and index >= 0 for index in value) or len(set(value)) != len(value):
         raise ValueError(f"`context_layers` must hold distinct 0-based layer indices (ints >= 0); got {value!r}.")
-    return sorted(value)
+    return sorted(int(index) for index in value)
 
 
 # The range of every numeric option, (lowest, highest), which its check, its error, its help (the config's docstring,
@@ -115,7 +118,7 @@ def _within(name, kind, meaning=None, none_means=None):
             if none_means is not None:
                 allowed = f"None ({none_means}) or {allowed}"
             raise ValueError(f"`{name}` must be {allowed}; got {value!r}.")
-        return value if kind == "int" else float(value)
+        return int(value) if kind == "int" else float(value)
 
     return check
 
@@ -124,15 +127,6 @@ def _check_output_gate(value):
     if value is not None and value not in OUTPUT_GATES:
         raise _allowed("output_gate", value, (None, *OUTPUT_GATES))
     return value
-
-
-def _check_bool(name):
-    def check(value):
-        if not isinstance(value, bool):
-            raise ValueError(f"`{name}` must be True or False; got {value!r}.")
-        return value
-
-    return check
 
 
 def _check_bool(name):
