@@ -34,7 +34,7 @@ from transformers import (
 )
 
 from casan_hf.cli.arguments import EncoderModelArguments, RunDataArguments, check_positive
-from casan_hf.cli.launch import padding_multiple, parse_run_args, prepare_or_exit, setup_logging
+from casan_hf.cli.launch import exit_when_preempted, padding_multiple, parse_run_args, prepare_or_exit, setup_logging
 from casan_hf.cli.resume import find_checkpoint
 from casan_hf.cli.run_inputs import check_tokenizer, first_examples, run_model_class, sequence_length
 from casan_hf.glue.data import load_glue_data
@@ -223,23 +223,26 @@ def main():
         gate_monitor=gate_monitor_for(model, casan_training),
     )
 
-    if training_args.do_train:
-        train_and_save(trainer, checkpoint, len(train_dataset))
+    with exit_when_preempted(trainer):
+        if training_args.do_train:
+            train_and_save(trainer, checkpoint, len(train_dataset))
 
-    if training_args.do_eval:
-        combined = {}
-        for split, eval_dataset in eval_datasets.items():
-            logger.info(f"*** Evaluate {split} ***")
-            metrics = trainer.evaluate(eval_dataset=eval_dataset)
-            metrics["eval_samples"] = len(eval_dataset)
-            trainer.card_eval_metrics[split] = {name.removeprefix("eval_"): value for name, value in metrics.items()}
-            if split == "validation_mismatched":
-                metrics = {f"{name}_mm": value for name, value in metrics.items()}
-            combined.update(metrics)
-            trainer.log_metrics("eval", metrics)
-        trainer.save_metrics("eval", combined)
+        if training_args.do_eval:
+            combined = {}
+            for split, eval_dataset in eval_datasets.items():
+                logger.info(f"*** Evaluate {split} ***")
+                metrics = trainer.evaluate(eval_dataset=eval_dataset)
+                metrics["eval_samples"] = len(eval_dataset)
+                trainer.card_eval_metrics[split] = {
+                    name.removeprefix("eval_"): value for name, value in metrics.items()
+                }
+                if split == "validation_mismatched":
+                    metrics = {f"{name}_mm": value for name, value in metrics.items()}
+                combined.update(metrics)
+                trainer.log_metrics("eval", metrics)
+            trainer.save_metrics("eval", combined)
 
-    finish_run(trainer)
+        finish_run(trainer)
 
 
 if __name__ == "__main__":

@@ -40,7 +40,7 @@ from transformers import (
 )
 
 from casan_hf.cli.arguments import EncoderModelArguments, RunDataArguments, check_positive
-from casan_hf.cli.launch import padding_multiple, parse_run_args, prepare_or_exit, setup_logging
+from casan_hf.cli.launch import exit_when_preempted, padding_multiple, parse_run_args, prepare_or_exit, setup_logging
 from casan_hf.cli.resume import find_checkpoint
 from casan_hf.cli.run_inputs import check_tokenizer, first_examples, run_model_class, sequence_length
 from casan_hf.glue.data import load_glue_data
@@ -333,18 +333,19 @@ def main():
         },
     )
 
-    if training_args.do_train:
-        train_and_save(trainer, checkpoint, len(splits["train"]))
+    with exit_when_preempted(trainer):
+        if training_args.do_train:
+            train_and_save(trainer, checkpoint, len(splits["train"]))
 
-    if training_args.do_eval:
-        metrics = trainer.evaluate()
-        metrics["eval_samples"] = len(splits["validation"])
-        metrics["perplexity"] = math.exp(metrics["eval_loss"]) if metrics["eval_loss"] < 100 else float("inf")
-        trainer.card_eval_metrics["validation"] = {"perplexity": metrics["perplexity"]}
-        trainer.log_metrics("eval", metrics)
-        trainer.save_metrics("eval", metrics)
+        if training_args.do_eval:
+            metrics = trainer.evaluate()
+            metrics["eval_samples"] = len(splits["validation"])
+            metrics["perplexity"] = math.exp(metrics["eval_loss"]) if metrics["eval_loss"] < 100 else float("inf")
+            trainer.card_eval_metrics["validation"] = {"perplexity": metrics["perplexity"]}
+            trainer.log_metrics("eval", metrics)
+            trainer.save_metrics("eval", metrics)
 
-    finish_run(trainer)
+        finish_run(trainer)
 
 
 if __name__ == "__main__":

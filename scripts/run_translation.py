@@ -35,7 +35,7 @@ from transformers import AutoTokenizer, DataCollatorForSeq2Seq, Seq2SeqTrainingA
 
 import casan_hf
 from casan_hf.cli.arguments import RunDataArguments, check_positive
-from casan_hf.cli.launch import padding_multiple, parse_run_args, prepare_or_exit, setup_logging
+from casan_hf.cli.launch import exit_when_preempted, padding_multiple, parse_run_args, prepare_or_exit, setup_logging
 from casan_hf.cli.resume import find_checkpoint
 from casan_hf.cli.run_inputs import check_tokenizer, first_examples
 from casan_hf.cli.run_start import RunClock, record_run_start, time_before
@@ -340,43 +340,48 @@ def main():
         callbacks=[RunClock(time_before(checkpoint) if checkpoint else None)],
     )
 
-    if training_args.do_train:
-        train_and_save(trainer, checkpoint, len(tokenized["train"]))
+    with exit_when_preempted(trainer):
+        if training_args.do_train:
+            train_and_save(trainer, checkpoint, len(tokenized["train"]))
 
-    if training_args.do_eval:
-        logger.info("*** Evaluate ***")
-        metrics = trainer.evaluate(metric_key_prefix="eval")
-        metrics["eval_cross_entropy"] = token_cross_entropy(trainer, tokenized["validation"])
-        metrics["eval_samples"] = len(tokenized["validation"])
-        trainer.card_eval_metrics["validation"] = {
-            name.removeprefix("eval_"): value for name, value in metrics.items()
-        }
-        trainer.log_metrics("eval", metrics)
-        trainer.save_metrics("eval", metrics)
+        if training_args.do_eval:
+            logger.info("*** Evaluate ***")
+            metrics = trainer.evaluate(metric_key_prefix="eval")
+            metrics["eval_cross_entropy"] = token_cross_entropy(trainer, tokenized["validation"])
+            metrics["eval_samples"] = len(tokenized["validation"])
+            trainer.card_eval_metrics["validation"] = {
+                name.removeprefix("eval_"): value for name, value in metrics.items()
+            }
+            trainer.log_metrics("eval", metrics)
+            trainer.save_metrics("eval", metrics)
 
-    if training_args.do_predict:
-        logger.info("*** Predict ***")
-        results = trainer.predict(tokenized["test"], metric_key_prefix="predict")
-        metrics = {**results.metrics, "predict_cross_entropy": token_cross_entropy(trainer, tokenized["test"])}
-        metrics["predict_samples"] = len(tokenized["test"])
-        trainer.card_eval_metrics["test"] = {name.removeprefix("predict_"): value for name, value in metrics.items()}
-        trainer.log_metrics("predict", metrics)
-        trainer.save_metrics("predict", metrics)
-        if trainer.is_world_process_zero():
-            translations = decode(tokenizer, results.predictions)
-            with open(os.path.join(training_args.output_dir, "generated_predictions.txt"), "w", encoding="utf-8") as f:
-                f.write("\n".join(translations) + "\n")
-            sources = [
-                pair[data_args.source_lang]
-                for pair in first_examples(data.datasets["test"], data_args.max_predict_samples)["translation"]
-            ]
-            by_length = scores_by_source_length(sources, translations, decode(tokenizer, results.label_ids))
-            with open(os.path.join(training_args.output_dir, BY_LENGTH_NAME), "w", encoding="utf-8") as f:
-                json.dump(by_length, f, indent=2)
+        if training_args.do_predict:
+            logger.info("*** Predict ***")
+            results = trainer.predict(tokenized["test"], metric_key_prefix="predict")
+            metrics = {**results.metrics, "predict_cross_entropy": token_cross_entropy(trainer, tokenized["test"])}
+            metrics["predict_samples"] = len(tokenized["test"])
+            trainer.card_eval_metrics["test"] = {
+                name.removeprefix("predict_"): value for name, value in metrics.items()
+            }
+            trainer.log_metrics("predict", metrics)
+            trainer.save_metrics("predict", metrics)
+            if trainer.is_world_process_zero():
+                translations = decode(tokenizer, results.predictions)
+                with open(
+                    os.path.join(training_args.output_dir, "generated_predictions.txt"), "w", encoding="utf-8"
+                ) as f:
+                    f.write("\n".join(translations) + "\n")
+                sources = [
+                    pair[data_args.source_lang]
+                    for pair in first_examples(data.datasets["test"], data_args.max_predict_samples)["translation"]
+                ]
+                by_length = scores_by_source_length(sources, translations, decode(tokenizer, results.label_ids))
+                with open(os.path.join(training_args.output_dir, BY_LENGTH_NAME), "w", encoding="utf-8") as f:
+                    json.dump(by_length, f, indent=2)
 
-    if trainer.is_world_process_zero() and not training_args.do_train and not training_args.push_to_hub:
-        trainer.save_model()  # an evaluated checkpoint: its folder holds the model its card describes
-    finish_run(trainer)
+        if trainer.is_world_process_zero() and not training_args.do_train and not training_args.push_to_hub:
+            trainer.save_model()  # an evaluated checkpoint: its folder holds the model its card describes
+        finish_run(trainer)
 
 
 if __name__ == "__main__":
