@@ -176,7 +176,7 @@ def prepare(model_args, casan_args, casan_training, data_args, scaling_args, tra
             "--unfreeze_after_steps runs in one process only: distributed training keeps in step only the "
             "parameters that train from the start."
         )
-    checkpoint = find_checkpoint(training_args, data_args.overwrite_output_dir)
+    checkpoint = find_checkpoint(training_args, data_args.overwrite_output_dir, data_args.resume_weights_only)
     with training_args.main_process_first(desc="loading the text"):
         texts = load_texts(data_args, model_args.cache_dir)
     set_seed(training_args.seed)

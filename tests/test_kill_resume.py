@@ -25,9 +25,9 @@ from glue_helpers import TINY_RUN, make_tiny_bert, read_json
 from interrupted import stopping
 from safetensors.torch import load_file
 from test_shared_folder import pickled_files
-from transformers import Trainer
+from transformers import Trainer, TrainingArguments
 
-from casan_hf.cli.resume import checkpoint_problem
+from casan_hf.cli.resume import checkpoint_problem, find_checkpoint
 from casan_hf.training import PREEMPTED_EXIT_CODE
 
 
@@ -488,3 +488,37 @@ def test_two_processes_survive_a_rank_killed_while_saving_and_a_signal_to_one_ra
     assert "Resuming training from checkpoint with epoch 1 and global step 5" in resumed.stdout + resumed.stderr
     expected = train_loss_free(final_state(unbroken / "out", "checkpoint-6"))
     assert_same_run(train_loss_free(final_state(output_dir, "checkpoint-6")), expected)
+
+
+def test_a_checkpoint_of_the_model_only_is_refused_unless_its_weights_alone_are_asked_for(tmp_path):
+    """A `--save_only_model` checkpoint (no optimizer, scheduler or RNG state) found in --output_dir or named by
+    --resume_from_checkpoint is refused, naming what it lacks and what to pass; --resume_weights_only takes it."""
+    checkpoint = tmp_path / "checkpoint-4"
+    checkpoint.mkdir()
+    (checkpoint / "trainer_state.json").write_text("{}")
+    (checkpoint / "model.safetensors").write_bytes(b"")
+    found = TrainingArguments(output_dir=str(tmp_path), do_train=True, report_to="none")
+    named = TrainingArguments(
+        output_dir=str(tmp_path / "new"), resume_from_checkpoint=str(checkpoint), report_to="none"
+    )
+    refusal = re.escape(f"{checkpoint} holds the model only (saved with --save_only_model): without the optimizer's")
+    for args in (found, named):
+        with pytest.raises(ValueError, match=refusal + ".*Pass --resume_weights_only"):
+            find_checkpoint(args, False)
+        assert find_checkpoint(args, False, weights_only=True) == str(checkpoint)
+    (checkpoint / "optimizer.pt").write_bytes(b"")
+    assert find_checkpoint(found, False) == str(checkpoint)
+
+
+def test_a_run_saving_the_model_only_is_refused_on_resume_until_told_to_resume_its_weights(tmp_path, commands):
+    """run_glue with --save_only_model, signalled inside step 3: the stop names --resume_weights_only; the same
+    command is refused before any work, with it the run resumes and ends."""
+    module = load_script("run_glue")
+    command = [*commands("run_glue", tmp_path / "out"), "--save_only_model", "--save_strategy", "no"]
+    exit_code, log = run_here(module, command, tmp_path / "reached", ("sigterm", 2))
+    assert exit_code == PREEMPTED_EXIT_CODE and "run the same command with --resume_weights_only" in log, log[-4000:]
+    exit_code, log = run_here(module, command, tmp_path / "reached")
+    assert exit_code.startswith(f"run_glue.py: error: {tmp_path}/out/checkpoint-3 holds the model only")
+    assert "Pass --resume_weights_only" in exit_code and "***** Running training *****" not in log
+    exit_code, log = run_here(module, [*command, "--resume_weights_only"], tmp_path / "reached")
+    assert exit_code == 0 and "Resuming training from checkpoint with epoch 0 and global step 3" in log, log[-4000:]
