@@ -51,10 +51,11 @@ def batches_drawn(global_step, batches_per_epoch, accumulation_steps, skips_data
 
 class PreemptionAndResume(TrainerCallback):
     """Inside `noting_signals()`, a SIGTERM or SIGUSR1 is noted, not acted on at once; at the end of the optimizer
-    step it arrived in (in several processes, the next step where Trainer logs, evaluates or saves), every process
-    of the run (`accelerator`) saves Trainer's checkpoint of that step and training stops: `stopped_at` is that
-    step and `signal_name` the signal. `collator`, if it has `resume_at(batches)`, is told at the start of
-    training how many batches the steps done drew (`batches_drawn`)."""
+    step it arrived in (in several processes, the next step where Trainer logs, evaluates or saves), training stops
+    in every process of the run (`accelerator`): `stopped_at` is that step and `signal_name` the signal.
+    `CasanTrainer` then saves Trainer's checkpoint of that step at the end of training, unless Trainer's own save
+    options saved it with everything done at that step (`is_saved`). `collator`, if it has `resume_at(batches)`,
+    is told at the start of training how many batches the steps done drew (`batches_drawn`)."""
 
     def __init__(self, accelerator, collator=None):
         self.accelerator = accelerator
@@ -120,7 +121,6 @@ class PreemptionAndResume(TrainerCallback):
 
     def on_step_end(self, args, state, control, **kwargs):
         if self.asks_here(control) and self.stops(args, state):
-            control.should_save = True
             control.should_training_stop = True
 
     def on_epoch_end(self, args, state, control, **kwargs):
@@ -132,7 +132,6 @@ class PreemptionAndResume(TrainerCallback):
         if self.resumed_at_the_end or (self.stopped_at is not None and not ended):
             control.should_evaluate = control.should_log = control.should_save = False
         elif self.accelerator.num_processes > 1 and state.global_step < state.max_steps and self.stops(args, state):
-            control.should_save = True
             control.should_training_stop = True
 
     def on_save(self, args, state, control, **kwargs):
