@@ -124,7 +124,7 @@ def test_a_signal_stops_training_at_the_end_of_its_step_and_an_epoch_cut_short_e
     # The save is CasanTrainer's, at the end of training (`is_saved`), whatever the save options.
     assert not control.should_save and control.should_training_stop and stop.stopped_at == 7
     assert signal.getsignal(signal.SIGUSR1) is found
-    control.should_evaluate = control.should_log = True  # as an epoch-end schedule asks
+    control.should_evaluate = control.should_log = control.should_save = True  # as an epoch-end schedule asks
     stop.on_epoch_end(trainer.args, state, control)
     assert (control.should_evaluate, control.should_log, control.should_save) == (not cut_short,) * 3
 
