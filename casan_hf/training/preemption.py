@@ -63,6 +63,7 @@ class PreemptionAndResume(TrainerCallback):
         self.signal_name = None
         self.stopped_at = None
         self.resumed_at_the_end = False
+        self.noting = False  # inside noting_signals(): a signal may still come while the run's end is written
         self.saved_step = None  # the step of the last checkpoint, while nothing has been logged or evaluated since
 
     def note_signal(self, signum, frame):
@@ -74,9 +75,11 @@ class PreemptionAndResume(TrainerCallback):
         """The preemption signals noted while it lasts; the handlers found are back afterwards, also after an
         error."""
         found = {signum: signal.signal(signum, self.note_signal) for signum in PREEMPTION_SIGNALS}
+        self.noting = True
         try:
             yield self
         finally:
+            self.noting = False
             for signum, handler in found.items():
                 signal.signal(signum, handler)
 

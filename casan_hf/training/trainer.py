@@ -173,9 +173,10 @@ class CasanTrainer(Trainer):
       stream cannot be resumed exactly: the dataloader draws a batch ahead of training, and Trainer restores the
       global RNG only after it has drawn the first batch after the resume.) A run resumed from the checkpoint of
       its last step trains no further.
-    - the checkpoint of the last step is kept until the run's end is written (`finish_run`): saved where Trainer's
-      save options would not save it (marked `KEPT_FOR_THE_END`), and not deleted by Trainer's end of training
-      under `save_total_limit=1`. A signal after the last step (while the best model loads, in the final save or
+    - inside `preemption.noting_signals()` (the scripts hold it over the whole run), the checkpoint of the last
+      step is kept until the run's end is written (`finish_run`): saved where Trainer's save options would not
+      save it (marked `KEPT_FOR_THE_END`), and not deleted by Trainer's end of training under
+      `save_total_limit=1`. A signal after the last step (while the best model loads, in the final save or
       evaluation) raises `Preempted`, and the same command finishes the run from that checkpoint without a step;
       `finish_run` then deletes what Trainer's options would not have kept (`release_the_end_checkpoint`).
     - `card_kwargs`: the model card is casan_hf's (`render_card`: `hub.render_model_card`, or
@@ -246,8 +247,12 @@ class CasanTrainer(Trainer):
         does not hold everything done at that step (Trainer's save options may have skipped it). A run a signal
         stopped (`preemption`) then raises `Preempted`, leaving the end (the best model loaded, checkpoints
         deleted) to the resumed run; otherwise the checkpoint is kept until `finish_run` (Trainer would delete it
-        under `save_total_limit=1`), and a signal while the best model loads raises `Preempted` after it."""
+        under `save_total_limit=1`), and a signal while the best model loads raises `Preempted` after it. Outside
+        `preemption.noting_signals()` (a `train()` of the library's user) no signal can come: Trainer's end as it
+        is."""
         stopped = self.preemption.stopped_at_the_end(self.args, self.state)
+        if not (stopped or self.preemption.noting):  # no signal can come: Trainer's end, as it is
+            return super()._finalize_training(trial, *args, **kwargs)
         checkpoint = os.path.join(self.args.output_dir, f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}")
         if not (self.preemption.is_saved(self.state) or self.preemption.resumed_at_the_end):
             self._save_checkpoint(self.model_wrapped, trial)
