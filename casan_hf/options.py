@@ -6,6 +6,7 @@ is set, its docstring, every script's flag (`casan_hf.cli`), the model card. An 
 its field in `CasanConfig` (`configuration_casan.py`).
 """
 
+import numbers
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
@@ -36,11 +37,13 @@ def _allowed(name, value, allowed):
 
 
 def _is_int(value):
-    return isinstance(value, int) and not isinstance(value, bool)
+    """A Python or NumPy integer (`np.int64(8)`, as a NumPy-driven sweep passes it), not a bool."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
 def _is_number(value):
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+    """A Python or NumPy int or float (`np.float32(-4.0)`), not a bool."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
 def _one_of(name, allowed):
@@ -110,7 +113,7 @@ def _within(name, kind, meaning=None, none_means=None):
             if none_means is not None:
                 allowed = f"None ({none_means}) or {allowed}"
             raise ValueError(f"`{name}` must be {allowed}; got {value!r}.")
-        return value if kind == "int" else float(value)
+        return int(value) if kind == "int" else float(value)
 
     return check
 
@@ -139,7 +142,7 @@ def _check_layers(name, none_means):
             )
         if not all(_is_int(index) and index >= 0 for index in value) or len(set(value)) != len(value):
             raise ValueError(f"`{name}` must hold distinct 0-based layer indices (ints >= 0); got {value!r}.")
-        return sorted(value)
+        return sorted(int(index) for index in value)
 
     return check
 

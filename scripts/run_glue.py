@@ -48,7 +48,7 @@ from casan_hf.cli.console import (
     summary,
     training_words,
 )
-from casan_hf.cli.launch import padding_multiple, parse_run_args, prepare_or_exit, setup_logging
+from casan_hf.cli.launch import exit_when_preempted, padding_multiple, parse_run_args, prepare_or_exit, setup_logging
 from casan_hf.cli.resume import find_checkpoint
 from casan_hf.cli.run_inputs import check_tokenizer, first_examples, run_model_class, sequence_length
 from casan_hf.cli.run_start import record_run_start, run_arguments
@@ -186,7 +186,7 @@ def prepare(model_args, casan_args, casan_training, data_args, scaling_args, tra
             "default) every input is max_seq_length long already: pass --pad_to_max_length False."
         )
     check_positive(data_args, "max_train_samples", "max_eval_samples", unit="number of examples")
-    checkpoint = find_checkpoint(training_args, data_args.overwrite_output_dir)
+    checkpoint = find_checkpoint(training_args, data_args.overwrite_output_dir, data_args.resume_weights_only)
     with training_args.main_process_first(desc="loading the data"):
         glue_data = load_glue_data(
             data_args.task_name,
@@ -285,31 +285,36 @@ def main():
         training_args, model.config.to_diff_dict(), resumed_from=checkpoint, arguments=run_arguments(*arguments)
     )
 
-    if training_args.do_train:
-        train_and_save(trainer, checkpoint, len(train_dataset))
+    with exit_when_preempted(trainer):
+        if training_args.do_train:
+            train_and_save(trainer, checkpoint, len(train_dataset))
 
-    if training_args.do_eval:
-        combined = {}
-        for split, eval_dataset in eval_datasets.items():
-            metrics = trainer.evaluate(eval_dataset=eval_dataset)
-            metrics["eval_samples"] = len(eval_dataset)
-            metrics["eval_split_samples"] = len(glue_data.datasets[split])
-            trainer.card_eval_metrics[split] = {name.removeprefix("eval_"): value for name, value in metrics.items()}
-            if split == "validation_mismatched":
-                metrics = {f"{name}_mm": value for name, value in metrics.items()}
-            combined.update(metrics)
-            trainer.log_metrics("eval", metrics)
-        trainer.save_metrics("eval", combined)
+        if training_args.do_eval:
+            combined = {}
+            for split, eval_dataset in eval_datasets.items():
+                metrics = trainer.evaluate(eval_dataset=eval_dataset)
+                metrics["eval_samples"] = len(eval_dataset)
+                metrics["eval_split_samples"] = len(glue_data.datasets[split])
+                trainer.card_eval_metrics[split] = {
+                    name.removeprefix("eval_"): value for name, value in metrics.items()
+                }
+                if split == "validation_mismatched":
+                    metrics = {f"{name}_mm": value for name, value in metrics.items()}
+                combined.update(metrics)
+                trainer.log_metrics("eval", metrics)
+            trainer.save_metrics("eval", combined)
 
-    partial = [split for split in trainer.card_eval_metrics if split not in whole_splits(trainer.card_eval_metrics)]
-    if training_args.push_to_hub and partial:
-        logger.warning(
-            f"--push_to_hub: {', '.join(partial)} was scored on its first {data_args.max_eval_samples:,} examples "
-            "only (--max_eval_samples): the card says so and its model-index leaves those scores out."
-        )
-    finish_run(trainer)
-    if trainer.is_world_process_zero():
-        logger.info(saved_line("run_glue.py", training_args.output_dir))
+        partial = [
+            split for split in trainer.card_eval_metrics if split not in whole_splits(trainer.card_eval_metrics)
+        ]
+        if training_args.push_to_hub and partial:
+            logger.warning(
+                f"--push_to_hub: {', '.join(partial)} was scored on its first {data_args.max_eval_samples:,} examples "
+                "only (--max_eval_samples): the card says so and its model-index leaves those scores out."
+            )
+        finish_run(trainer)
+        if trainer.is_world_process_zero():
+            logger.info(saved_line("run_glue.py", training_args.output_dir))
 
 
 if __name__ == "__main__":

@@ -54,7 +54,7 @@ from casan_hf.cli.console import (
     summary,
     training_words,
 )
-from casan_hf.cli.launch import padding_multiple, parse_run_args, prepare_or_exit, setup_logging
+from casan_hf.cli.launch import exit_when_preempted, padding_multiple, parse_run_args, prepare_or_exit, setup_logging
 from casan_hf.cli.resume import find_checkpoint
 from casan_hf.cli.run_inputs import check_tokenizer, first_examples, run_model_class, sequence_length
 from casan_hf.cli.run_start import record_run_start, run_arguments
@@ -196,7 +196,7 @@ def prepare(model_args, casan_args, casan_training, data_args, scaling_args, tra
             "--unfreeze_after_steps runs in one process only: distributed training keeps in step only the "
             "parameters that train from the start."
         )
-    checkpoint = find_checkpoint(training_args, data_args.overwrite_output_dir)
+    checkpoint = find_checkpoint(training_args, data_args.overwrite_output_dir, data_args.resume_weights_only)
     with training_args.main_process_first(desc="loading the text"):
         texts = load_texts(data_args, model_args.cache_dir)
     set_seed(training_args.seed)
@@ -376,20 +376,21 @@ def main():
         training_args, model.config.to_diff_dict(), resumed_from=checkpoint, arguments=run_arguments(*arguments)
     )
 
-    if training_args.do_train:
-        train_and_save(trainer, checkpoint, len(splits["train"]))
+    with exit_when_preempted(trainer):
+        if training_args.do_train:
+            train_and_save(trainer, checkpoint, len(splits["train"]))
 
-    if training_args.do_eval:
-        metrics = trainer.evaluate()
-        metrics["eval_samples"] = len(splits["validation"])
-        metrics["perplexity"] = math.exp(metrics["eval_loss"]) if metrics["eval_loss"] < 100 else float("inf")
-        trainer.card_eval_metrics["validation"] = {"perplexity": metrics["perplexity"]}
-        trainer.log_metrics("eval", metrics)
-        trainer.save_metrics("eval", metrics)
+        if training_args.do_eval:
+            metrics = trainer.evaluate()
+            metrics["eval_samples"] = len(splits["validation"])
+            metrics["perplexity"] = math.exp(metrics["eval_loss"]) if metrics["eval_loss"] < 100 else float("inf")
+            trainer.card_eval_metrics["validation"] = {"perplexity": metrics["perplexity"]}
+            trainer.log_metrics("eval", metrics)
+            trainer.save_metrics("eval", metrics)
 
-    finish_run(trainer)
-    if trainer.is_world_process_zero():
-        logger.info(saved_line("run_mlm.py", training_args.output_dir))
+        finish_run(trainer)
+        if trainer.is_world_process_zero():
+            logger.info(saved_line("run_mlm.py", training_args.output_dir))
 
 
 if __name__ == "__main__":

@@ -48,7 +48,7 @@ from casan_hf.cli.console import (
     summary,
     training_words,
 )
-from casan_hf.cli.launch import padding_multiple, parse_run_args, prepare_or_exit, setup_logging
+from casan_hf.cli.launch import exit_when_preempted, padding_multiple, parse_run_args, prepare_or_exit, setup_logging
 from casan_hf.cli.resume import find_checkpoint
 from casan_hf.cli.run_inputs import check_tokenizer, first_examples
 from casan_hf.cli.run_start import RunClock, record_run_start, run_arguments, time_before
@@ -196,7 +196,7 @@ def prepare(model_args, casan_args, casan_training, data_args, scaling_args, tra
         missing = missing_packages_message("Scoring BLEU and chrF (--predict_with_generate)", ["sacrebleu"])
         if missing is not None:
             raise ValueError(missing)
-    checkpoint = find_checkpoint(training_args, data_args.overwrite_output_dir)
+    checkpoint = find_checkpoint(training_args, data_args.overwrite_output_dir, data_args.resume_weights_only)
     files = {
         split: path
         for split, path in (
@@ -374,45 +374,50 @@ def main():
         arguments=run_arguments(*arguments),
     )
 
-    if training_args.do_train:
-        train_and_save(trainer, checkpoint, len(tokenized["train"]))
+    with exit_when_preempted(trainer):
+        if training_args.do_train:
+            train_and_save(trainer, checkpoint, len(tokenized["train"]))
 
-    if training_args.do_eval:
-        metrics = trainer.evaluate(metric_key_prefix="eval")
-        metrics["eval_cross_entropy"] = token_cross_entropy(trainer, tokenized["validation"])
-        metrics["eval_samples"] = len(tokenized["validation"])
-        metrics["eval_split_samples"] = len(data.datasets["validation"])
-        trainer.card_eval_metrics["validation"] = {
-            name.removeprefix("eval_"): value for name, value in metrics.items()
-        }
-        trainer.log_metrics("eval", metrics)
-        trainer.save_metrics("eval", metrics)
+        if training_args.do_eval:
+            metrics = trainer.evaluate(metric_key_prefix="eval")
+            metrics["eval_cross_entropy"] = token_cross_entropy(trainer, tokenized["validation"])
+            metrics["eval_samples"] = len(tokenized["validation"])
+            metrics["eval_split_samples"] = len(data.datasets["validation"])
+            trainer.card_eval_metrics["validation"] = {
+                name.removeprefix("eval_"): value for name, value in metrics.items()
+            }
+            trainer.log_metrics("eval", metrics)
+            trainer.save_metrics("eval", metrics)
 
-    if training_args.do_predict:
-        results = trainer.predict(tokenized["test"], metric_key_prefix="predict")
-        metrics = {**results.metrics, "predict_cross_entropy": token_cross_entropy(trainer, tokenized["test"])}
-        metrics["predict_samples"] = len(tokenized["test"])
-        metrics["predict_split_samples"] = len(data.datasets["test"])
-        trainer.card_eval_metrics["test"] = {name.removeprefix("predict_"): value for name, value in metrics.items()}
-        trainer.log_metrics("predict", metrics)
-        trainer.save_metrics("predict", metrics)
+        if training_args.do_predict:
+            results = trainer.predict(tokenized["test"], metric_key_prefix="predict")
+            metrics = {**results.metrics, "predict_cross_entropy": token_cross_entropy(trainer, tokenized["test"])}
+            metrics["predict_samples"] = len(tokenized["test"])
+            metrics["predict_split_samples"] = len(data.datasets["test"])
+            trainer.card_eval_metrics["test"] = {
+                name.removeprefix("predict_"): value for name, value in metrics.items()
+            }
+            trainer.log_metrics("predict", metrics)
+            trainer.save_metrics("predict", metrics)
+            if trainer.is_world_process_zero():
+                translations = decode(tokenizer, results.predictions)
+                with open(
+                    os.path.join(training_args.output_dir, "generated_predictions.txt"), "w", encoding="utf-8"
+                ) as f:
+                    f.write("\n".join(translations) + "\n")
+                sources = [
+                    pair[data_args.source_lang]
+                    for pair in first_examples(data.datasets["test"], data_args.max_predict_samples)["translation"]
+                ]
+                by_length = scores_by_source_length(sources, translations, decode(tokenizer, results.label_ids))
+                with open(os.path.join(training_args.output_dir, BY_LENGTH_NAME), "w", encoding="utf-8") as f:
+                    json.dump(by_length, f, indent=2)
+
+        if trainer.is_world_process_zero() and not training_args.do_train and not training_args.push_to_hub:
+            trainer.save_model()  # an evaluated checkpoint: its folder holds the model its card describes
+        finish_run(trainer)
         if trainer.is_world_process_zero():
-            translations = decode(tokenizer, results.predictions)
-            with open(os.path.join(training_args.output_dir, "generated_predictions.txt"), "w", encoding="utf-8") as f:
-                f.write("\n".join(translations) + "\n")
-            sources = [
-                pair[data_args.source_lang]
-                for pair in first_examples(data.datasets["test"], data_args.max_predict_samples)["translation"]
-            ]
-            by_length = scores_by_source_length(sources, translations, decode(tokenizer, results.label_ids))
-            with open(os.path.join(training_args.output_dir, BY_LENGTH_NAME), "w", encoding="utf-8") as f:
-                json.dump(by_length, f, indent=2)
-
-    if trainer.is_world_process_zero() and not training_args.do_train and not training_args.push_to_hub:
-        trainer.save_model()  # an evaluated checkpoint: its folder holds the model its card describes
-    finish_run(trainer)
-    if trainer.is_world_process_zero():
-        logger.info(saved_line("run_translation.py", training_args.output_dir))
+            logger.info(saved_line("run_translation.py", training_args.output_dir))
 
 
 if __name__ == "__main__":

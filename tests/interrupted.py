@@ -11,7 +11,10 @@ exists, and resume with the plain script.
 - `signal`: where `step` stops, waits for a SIGTERM or SIGUSR1, then carries on (the script's own handlers see it);
 - `sigterm`: where `step` stops, sends itself a SIGTERM and carries on;
 - `sigterm-in-evaluation`: as the evaluation at `global_step` inside training starts, sends itself a SIGTERM and
-  carries on.
+  carries on;
+- `sigterm-in-best-model`, `sigterm-in-final-save`, `sigterm-in-final-evaluation`: after training, at step
+  `global_step`, as Trainer starts loading the best model, as the script's final save starts, or as its final
+  evaluation starts: sends itself a SIGTERM and carries on.
 
 The tests that run a script in their own process replace the same method (`stopping`) for the run.
 
@@ -95,7 +98,26 @@ def stopping(point, global_step, marker):
             return evaluate(self, *args, **kwargs)
 
         return "evaluate", signalled_evaluate
-    raise SystemExit(f"unknown stopping point {point!r}: step, checkpoint, signal, sigterm or sigterm-in-evaluation")
+    after_training = {
+        "sigterm-in-best-model": "_load_best_model",
+        "sigterm-in-final-save": "save_model",
+        "sigterm-in-final-evaluation": "evaluate",
+    }
+    if point in after_training:
+        name = after_training[point]
+        method = getattr(Trainer, name)
+
+        def signalled_after_training(self, *args, **kwargs):
+            final = not self.is_in_train or name == "_load_best_model"
+            if final and not kwargs.get("_internal_call") and self.state.global_step == global_step:
+                signal_itself(marker)
+            return method(self, *args, **kwargs)
+
+        return name, signalled_after_training
+    raise SystemExit(
+        f"unknown stopping point {point!r}: step, checkpoint, signal, sigterm, sigterm-in-evaluation, "
+        f"{', '.join(after_training)}"
+    )
 
 
 if __name__ == "__main__":

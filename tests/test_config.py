@@ -8,6 +8,7 @@ import re
 import types
 import typing
 
+import numpy
 import pytest
 import transformers
 from transformers import AutoConfig, BertConfig, BertModel
@@ -162,6 +163,25 @@ def test_numeric_options_are_bounded_on_every_path_and_the_error_states_the_boun
         (tmp_path / "config.json").write_text(json.dumps({**saved, name: value}))
         with pytest.raises(ValueError, match=re.escape(stated)):
             AutoConfig.from_pretrained(tmp_path)
+
+
+@pytest.mark.parametrize("name", BOUNDS)
+def test_numeric_options_take_numpy_scalars_and_store_python_numbers(name, tmp_path):
+    """A NumPy-driven sweep passes `np.int64(8)` or `np.float32(-4.0)`: taken where the Python number is, stored
+    as that Python number (config.json holds it), and refused beyond the range like it."""
+    low, high = BOUNDS[name]
+    scalar = numpy.int64 if isinstance(low, int) else numpy.float32
+    config = CasanConfig(**TINY, **{name: scalar(high)})
+    assert getattr(config, name) == high and type(getattr(config, name)) is type(high)
+    config.save_pretrained(tmp_path)
+    assert json.loads((tmp_path / "config.json").read_text())[name] == high
+    with pytest.raises(ValueError, match=re.escape(f"`{name}` must be ")):
+        CasanConfig(**{name: scalar(low - 1)})
+
+
+def test_context_layers_take_numpy_integers():
+    layers = CasanConfig(**TINY, context_layers=[numpy.int64(2), numpy.int64(0)]).context_layers
+    assert layers == [0, 2] and all(type(index) is int for index in layers)
 
 
 def test_decoder_configs_are_refused():

@@ -11,6 +11,7 @@ exists, the next run resumes from it, and the last run ends as the unbroken one.
 import contextlib
 import logging
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -24,9 +25,9 @@ from glue_helpers import TINY_RUN, make_tiny_bert, read_json
 from interrupted import stopping
 from safetensors.torch import load_file
 from test_shared_folder import pickled_files
-from transformers import Trainer
+from transformers import Trainer, TrainingArguments
 
-from casan_hf.cli.resume import checkpoint_problem
+from casan_hf.cli.resume import checkpoint_problem, find_checkpoint
 from casan_hf.training import PREEMPTED_EXIT_CODE
 
 
@@ -266,20 +267,36 @@ def test_a_signal_saves_the_step_it_came_in_and_the_same_command_continues(
 # - "best": --save_strategy best saves a new best only, and --save_total_limit 1 with --load_best_model_at_end
 #   deletes every checkpoint but the best at the end of training. At a learning rate of 1e-2 the evaluation loss
 #   rises from step 2 on, which stays the best (asserted), so that neither would keep the checkpoints of steps 4, 5
-#   and 6. Signalled inside step 4 (whose evaluation is no new best), step 5, and the evaluation of step 6, the last.
-# - "no": --save_strategy no, no checkpoint but the signal's; signalled inside step 3.
+#   and 6. Signalled inside step 4 (whose evaluation is no new best), step 5, and the evaluation of step 6, the last;
+#   then, in the runs resumed from checkpoint-6, while the best model loads, in the final save and in the final
+#   evaluation.
+# - "steps": checkpoints every two steps with --save_total_limit 1 and --load_best_model_at_end (Trainer's end of
+#   training deletes checkpoint-6, the last, before the final save and evaluation), the same rising loss: signalled
+#   after the unbroken training while the best model loads, then in the final save and in the final evaluation.
+# - "no": --save_strategy no, no checkpoint but the signal's; signalled inside step 3, then in the final save (the
+#   checkpoint of step 6 is kept for the end) and in the final evaluation.
 # - "epoch": --save_strategy epoch with epochs of four steps, signalled inside step 4 (which ends the first) and
-#   step 6, the last (inside the second: max_steps is not a whole number of epochs).
+#   step 6, the last (inside the second: max_steps is not a whole number of epochs), then in the final save and the
+#   final evaluation.
+AFTER_TRAINING = [("sigterm-in-final-save", 6), ("sigterm-in-final-evaluation", 6)]
+BEST_MODEL = ["--metric_for_best_model", "loss", "--load_best_model_at_end", "--save_total_limit", "1",
+              "--learning_rate", "1e-2", "--context_learning_rate", "1e-2"]  # fmt: skip
 SAVE_OPTIONS = {
     "best": (
-        ["--save_strategy", "best", "--metric_for_best_model", "loss", "--load_best_model_at_end",
-         "--save_total_limit", "1", "--learning_rate", "1e-2", "--context_learning_rate", "1e-2"],
-        [("sigterm", 3), ("sigterm", 4), ("sigterm-in-evaluation", 6)],
+        ["--save_strategy", "best", *BEST_MODEL],
+        [("sigterm", 3), ("sigterm", 4), ("sigterm-in-evaluation", 6), ("sigterm-in-best-model", 6), *AFTER_TRAINING],
     ),
-    "no": (["--save_strategy", "no"], [("sigterm", 2)]),
+    "steps": (BEST_MODEL, [("sigterm-in-best-model", 6), *AFTER_TRAINING]),
+    "no": (["--save_strategy", "no"], [("sigterm", 2), *AFTER_TRAINING]),
     "epoch": (["--save_strategy", "epoch", "--eval_strategy", "epoch", "--max_train_samples", "32"],
-              [("sigterm", 3), ("sigterm", 5)]),
+              [("sigterm", 3), ("sigterm", 5), *AFTER_TRAINING]),
 }  # fmt: skip
+# What each point after training says it was in.
+DURING = {
+    "sigterm-in-best-model": "the end of training (the best model's loading)",
+    "sigterm-in-final-save": "the final save",
+    "sigterm-in-final-evaluation": "the final evaluation",
+}
 
 
 def run_here(module, command, marker, stop=None):
@@ -331,6 +348,9 @@ def save_option_runs(tmp_path_factory, commands):
             exit_code, log = run_here(module, command, cwd / "reached")
             assert exit_code == 0, log[-4000:]
             finished[name] = {
+                "stops": stops,
+                "unbroken_checkpoints": checkpoints(unbroken),
+                "last_checkpoints": checkpoints(output_dir),
                 "unbroken": final_state(unbroken),
                 "unbroken_state": read_json(unbroken / "trainer_state.json"),
                 "signalled": signalled,
@@ -369,8 +389,29 @@ def test_a_signal_in_the_last_evaluation_saves_the_last_step_and_the_resume_adds
     signalled = runs["signalled"][2]
     assert "Process 0: received SIGTERM; saving step 6 and stopping." in signalled["log"]
     assert_stopped_at(signalled, runs["output_dir"], 6)
-    assert "checkpoint-6 (step 6 of 6); to train from the start instead" in runs["last_log"]
+    assert "checkpoint-6 (step 6 of 6); to train from the start instead" in runs["signalled"][3]["log"]
     assert runs["resumed"]["global_step"] == 6
+
+
+@pytest.mark.parametrize("name", SAVE_OPTIONS)
+def test_a_signal_after_the_last_step_exits_75_and_the_same_command_finishes_without_a_step(name, save_option_runs):
+    """While the best model loads, in the final save or in the final evaluation: exit 75 naming the checkpoint of
+    the last step, which exists (kept for the end), and the next run resumes from it at the last step. Once the run
+    has ended, the checkpoint of the last step is there if and only if the unbroken run keeps it."""
+    runs = save_option_runs(name)
+    output_dir, stops = runs["output_dir"], runs["stops"]
+    after = [index for index, (point, _) in enumerate(stops) if point in DURING]
+    assert after, stops
+    for index in after:
+        signalled = runs["signalled"][index]
+        assert signalled["exit_code"] == PREEMPTED_EXIT_CODE, signalled["log"][-4000:]
+        during = DURING[stops[index][0]]
+        expected = f"Received SIGTERM during {during}: run the same command to finish from {output_dir}/checkpoint-6."
+        assert expected in signalled["log"]
+        assert "checkpoint-6" in signalled["checkpoints"]
+        following = runs["signalled"][index + 1]["log"] if index + 1 < len(stops) else runs["last_log"]
+        assert re.search(r"Resuming training from checkpoint with epoch \d and global step 6\n", following + "\n")
+    assert ("checkpoint-6" in runs["last_checkpoints"]) == ("checkpoint-6" in runs["unbroken_checkpoints"])
 
 
 def test_save_strategy_no_keeps_the_signal_checkpoint(save_option_runs):
@@ -383,12 +424,12 @@ def test_save_strategy_epoch_keeps_an_epoch_end_and_a_signal_in_the_last_step_ad
     """Step 4 ends the first epoch: its checkpoint holds the end-of-epoch evaluation. Step 6 is the last, inside
     the second epoch: the resume from its checkpoint trains no step 7 and evaluates that epoch's end once."""
     runs = save_option_runs("epoch")
-    first, last = runs["signalled"]
+    first, last = runs["signalled"][:2]
     assert_stopped_at(first, runs["output_dir"], 4)
     state = read_json(runs["output_dir"] / "checkpoint-4" / "trainer_state.json")
     assert [record["step"] for record in state["log_history"] if "eval_loss" in record] == [4]
     assert_stopped_at(last, runs["output_dir"], 6)
-    assert "checkpoint-6 (step 6 of 6); to train from the start instead" in runs["last_log"]
+    assert "checkpoint-6 (step 6 of 6); to train from the start instead" in runs["signalled"][2]["log"]
     assert runs["resumed"]["global_step"] == 6
 
 
@@ -447,3 +488,37 @@ def test_two_processes_survive_a_rank_killed_while_saving_and_a_signal_to_one_ra
     assert "checkpoint-5 (step 5 of 6); to train from the start instead" in resumed.stdout + resumed.stderr
     expected = train_loss_free(final_state(unbroken / "out", "checkpoint-6"))
     assert_same_run(train_loss_free(final_state(output_dir, "checkpoint-6")), expected)
+
+
+def test_a_checkpoint_of_the_model_only_is_refused_unless_its_weights_alone_are_asked_for(tmp_path):
+    """A `--save_only_model` checkpoint (no optimizer, scheduler or RNG state) found in --output_dir or named by
+    --resume_from_checkpoint is refused, naming what it lacks and what to pass; --resume_weights_only takes it."""
+    checkpoint = tmp_path / "checkpoint-4"
+    checkpoint.mkdir()
+    (checkpoint / "trainer_state.json").write_text("{}")
+    (checkpoint / "model.safetensors").write_bytes(b"")
+    found = TrainingArguments(output_dir=str(tmp_path), do_train=True, report_to="none")
+    named = TrainingArguments(
+        output_dir=str(tmp_path / "new"), resume_from_checkpoint=str(checkpoint), report_to="none"
+    )
+    refusal = re.escape(f"{checkpoint} holds the model only (saved with --save_only_model): without the optimizer's")
+    for args in (found, named):
+        with pytest.raises(ValueError, match=refusal + ".*Pass --resume_weights_only"):
+            find_checkpoint(args, False)
+        assert find_checkpoint(args, False, weights_only=True) == str(checkpoint)
+    (checkpoint / "optimizer.pt").write_bytes(b"")
+    assert find_checkpoint(found, False) == str(checkpoint)
+
+
+def test_a_run_saving_the_model_only_is_refused_on_resume_until_told_to_resume_its_weights(tmp_path, commands):
+    """run_glue with --save_only_model, signalled inside step 3: the stop names --resume_weights_only; the same
+    command is refused before any work, with it the run resumes and ends."""
+    module = load_script("run_glue")
+    command = [*commands("run_glue", tmp_path / "out"), "--save_only_model", "--save_strategy", "no"]
+    exit_code, log = run_here(module, command, tmp_path / "reached", ("sigterm", 2))
+    assert exit_code == PREEMPTED_EXIT_CODE and "run the same command with --resume_weights_only" in log, log[-4000:]
+    exit_code, log = run_here(module, command, tmp_path / "reached")
+    assert exit_code.startswith(f"run_glue.py: error: {tmp_path}/out/checkpoint-3 holds the model only")
+    assert "Pass --resume_weights_only" in exit_code and "***** Running training *****" not in log
+    exit_code, log = run_here(module, [*command, "--resume_weights_only"], tmp_path / "reached")
+    assert exit_code == 0 and "Resuming training from checkpoint with epoch 0 and global step 3" in log, log[-4000:]

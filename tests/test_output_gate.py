@@ -273,9 +273,9 @@ def test_the_output_gate_is_new_for_freezing_and_the_context_learning_rate(tmp_p
     from casan_hf.training import freeze_pretrained, give_context_its_learning_rate
 
     model = CasanModel(tiny_config(context_type="none", output_gate="headwise"))
-    optimizer = give_context_its_learning_rate(torch.optim.AdamW(model.parameters(), lr=1e-5), model, 1e-3)
+    groups = give_context_its_learning_rate([{"params": list(model.parameters())}], model, 1e-3)
     gate_parameters = {id(p) for name, p in model.named_parameters() if OUTPUT_GATE_MODULE in name}
-    assert {id(p) for p in optimizer.param_groups[-1]["params"]} == gate_parameters
+    assert {id(p) for p in groups[-1]["params"]} == gate_parameters and groups[-1]["lr"] == 1e-3
     freeze_pretrained(model)
     assert {id(p) for p in model.parameters() if p.requires_grad} == gate_parameters
     BertModel(tiny_source_config("bert")).save_pretrained(tmp_path / "bert")

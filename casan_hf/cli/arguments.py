@@ -133,3 +133,10 @@ class RunDataArguments:
     overwrite_output_dir: bool = dataclasses.field(
         default=False, metadata={"help": "Write into a non-empty --output_dir (without it, the run stops)."}
     )
+    resume_weights_only: bool = dataclasses.field(
+        default=False,
+        metadata={
+            "help": "Resume from a checkpoint of the model only (--save_only_model): its weights and step, with a "
+            "fresh optimizer and the learning-rate schedule from its start (without it, such a resume is refused)."
+        },
+    )

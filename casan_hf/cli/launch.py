@@ -1,6 +1,7 @@
 """How a training script starts: the processes the launcher started, really joined as one run with the engine
 asked for (DDP, FSDP2, DeepSpeed), its arguments parsed, and transformers' logging."""
 
+import contextlib
 import json
 import logging
 import os
@@ -13,8 +14,11 @@ import torch
 import transformers
 from transformers import DistributedConfig, HfArgumentParser, TrainingArguments
 
-from ..training import PREEMPTED_EXIT_CODE, CasanTrainingArguments
+from ..training import PREEMPTED_EXIT_CODE, CasanTrainingArguments, Preempted
 from .arguments import CasanArguments
+
+
+logger = logging.getLogger(__name__)
 
 
 def launched_processes():
@@ -244,3 +248,17 @@ def prepare_or_exit(script, logger, prepare, *args):
         return prepare(*args)
     except ValueError as error:
         sys.exit(f"{script}: error: {error}")
+
+
+@contextlib.contextmanager
+def exit_when_preempted(trainer):
+    """Around a script's run (training, evaluation, its end): the cluster's signals are noted by the trainer's
+    `preemption`, and the `Preempted` a signal raises ends the script with `PREEMPTED_EXIT_CODE`, its message
+    (where the run was saved, how to continue) logged by the first process."""
+    try:
+        with trainer.preemption.noting_signals():
+            yield
+    except Preempted as stop:
+        if trainer.is_world_process_zero():
+            logger.warning(str(stop))
+        sys.exit(PREEMPTED_EXIT_CODE)

@@ -37,6 +37,24 @@ def checkpoint_problem(folder, processes=1):
     return None
 
 
+def holds_the_model_only(folder):
+    """Whether a checkpoint folder was saved with `--save_only_model`: no optimizer, scheduler or RNG state."""
+    states = ("optimizer.pt", "scheduler.pt", "rng_state.pth", "rng_state_0.pth")
+    return not any(os.path.exists(os.path.join(folder, name)) for name in states)
+
+
+def check_resumable(checkpoint, weights_only):
+    """A ValueError for a checkpoint of the model only, unless `weights_only` (--resume_weights_only): Trainer
+    would resume from it without a word with a fresh optimizer and the schedule back at its start."""
+    if holds_the_model_only(checkpoint) and not weights_only:
+        raise ValueError(
+            f"{checkpoint} holds the model only (saved with --save_only_model): without the optimizer's, "
+            "scheduler's and RNG states a run resumed from it starts a fresh optimizer and the learning-rate "
+            "schedule at step 0, and does not continue the run. Pass --resume_weights_only to continue from its "
+            "weights so, or --overwrite_output_dir to train from scratch."
+        )
+
+
 def last_complete_checkpoint(output_dir, processes=1):
     """The `checkpoint-<step>` folder of `output_dir` with the highest step that is complete for a run of
     `processes` processes, and the incomplete ones above it (newest first); Trainer writes over those when it
@@ -55,9 +73,10 @@ def last_complete_checkpoint(output_dir, processes=1):
     return None, incomplete
 
 
-def find_checkpoint(training_args, overwrite_output_dir):
+def find_checkpoint(training_args, overwrite_output_dir, weights_only=False):
     """transformers' run_glue rule: resume from the last checkpoint in --output_dir, refuse other leftovers. A
-    checkpoint that a kill left half-written is never resumed from: the last complete one is, with a warning."""
+    checkpoint that a kill left half-written is never resumed from: the last complete one is, with a warning. A
+    checkpoint of the model only is refused unless `weights_only` (`check_resumable`)."""
     if training_args.resume_from_checkpoint is not None:
         checkpoint = training_args.resume_from_checkpoint
         if not os.path.isdir(checkpoint):
@@ -65,6 +84,7 @@ def find_checkpoint(training_args, overwrite_output_dir):
         problem = checkpoint_problem(checkpoint, training_args.world_size)
         if problem is not None:
             raise ValueError(f"--resume_from_checkpoint {checkpoint!r} is incomplete: {problem}.")
+        check_resumable(checkpoint, weights_only)
         return checkpoint
     output_dir = training_args.output_dir
     last_checkpoint, incomplete = None, []
@@ -79,6 +99,7 @@ def find_checkpoint(training_args, overwrite_output_dir):
     if last_checkpoint is None:
         check_output_dir(output_dir, overwrite_output_dir, flag="--overwrite_output_dir")
         return None
+    check_resumable(last_checkpoint, weights_only)
     for folder, problem in incomplete:
         logger.warning(f"{folder} is incomplete ({problem}): resuming from {last_checkpoint} instead.")
     return last_checkpoint  # the scripts say what they do with it (`console.resume_line`)

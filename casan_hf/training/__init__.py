@@ -3,7 +3,7 @@ gates watched at each evaluation (`gates`), and a checkpoint saved when the clus
 (`preemption`)."""
 
 from .gates import GateMonitor, gate_means
-from .preemption import PREEMPTED_EXIT_CODE, PREEMPTION_SIGNALS, SaveAndStopOnSignal
+from .preemption import PREEMPTED_EXIT_CODE, PREEMPTION_SIGNALS, Preempted, PreemptionAndResume
 from .trainer import (
     CasanSeq2SeqTrainer,
     CasanTrainer,
@@ -28,7 +28,8 @@ __all__ = [
     "GateMonitor",
     "PREEMPTED_EXIT_CODE",
     "PREEMPTION_SIGNALS",
-    "SaveAndStopOnSignal",
+    "Preempted",
+    "PreemptionAndResume",
     "Unfreeze",
     "card_hyperparameters",
     "check_training_options",

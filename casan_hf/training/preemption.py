@@ -1,24 +1,28 @@
-"""Preemption: a run told to stop by the cluster (SIGTERM, or SIGUSR1, which SLURM's `--signal` sends ahead of its
-time limit) saves a checkpoint at the end of the training step it is in, and exits with `PREEMPTED_EXIT_CODE`.
-Running the same command again resumes from that checkpoint (`cli.resume.find_checkpoint`) to the weights of an
-unbroken run.
+"""Preemption and resume, in one callback (`PreemptionAndResume`, held by every `CasanTrainer`).
 
-Everything is transformers' and accelerate's own: a `TrainerCallback` asks for the save and the stop through
-`TrainerControl`, and Trainer writes its usual checkpoint (`CasanTrainer` writes it where Trainer's own save
-options would not, and skips Trainer's end of training, which could delete it). In a run of several processes the
-signal may reach them at different steps (or reach one alone): at the end of every optimizer step each process
-adds its flag to accelerate's trigger (`Accelerator.set_trigger`), which `Accelerator.check_trigger` sums over all
-of them, so that every process stops at the same step and saves the same checkpoint.
+Preemption: a run told to stop by the cluster (SIGTERM, or SIGUSR1, which SLURM's `--signal` sends ahead of its
+time limit) saves a checkpoint at the end of the training step it is in and raises `Preempted`, which the scripts
+turn into `PREEMPTED_EXIT_CODE`. Running the same command again resumes from that checkpoint
+(`cli.resume.find_checkpoint`) to the weights of an unbroken run. A signal after the last step (while the best
+model loads, in the final save or evaluation) raises `Preempted` too: the checkpoint of the last step is kept until
+the run's end is written (`CasanTrainer`), and the same command resumes from it without training a step.
+
+Resume: a run resumed from a checkpoint draws the batches the unbroken run drew (a collator with `resume_at` is
+told how many that run had drawn, by Trainer's own epoch arithmetic), and one resumed from the checkpoint of its
+last step trains no further and does not end that epoch again.
+
+The signal check costs an unsignalled run nothing: in one process it reads a Python flag; in several it asks every
+process (accelerate's trigger, one all-reduce read on the host) only at the steps where Trainer logs, evaluates or
+saves, which read the loss on the host already, at epoch ends and once after the last step. In a run of several
+processes a signal therefore stops the run at the next such step (`--logging_steps`, `--save_steps`), where every
+process stops and saves the same checkpoint.
 """
 
 import contextlib
 import logging
-import os
 import signal
-import sys
 
 from transformers import TrainerCallback
-from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 
 logger = logging.getLogger(__name__)
@@ -30,21 +34,36 @@ PREEMPTION_SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
 PREEMPTED_EXIT_CODE = 75
 
 
-class SaveAndStopOnSignal(TrainerCallback):
+class Preempted(Exception):
+    """A signal stopped the run; the message says where it was saved and how to continue. The scripts exit with
+    `PREEMPTED_EXIT_CODE`."""
+
+
+def batches_drawn(global_step, batches_per_epoch, accumulation_steps, skips_data=True):
+    """How many training batches an unbroken run has drawn before the step after `global_step`, as Trainer counts
+    them when it resumes (`set_initial_training_values`, `_init_training_state`): an epoch of `batches_per_epoch`
+    batches makes ceil(batches_per_epoch / accumulation_steps) optimizer steps, the last one short; the resumed
+    epoch skips `accumulation_steps` batches for each of its steps done (none with `--ignore_data_skip`)."""
+    steps_per_epoch = max(-(-batches_per_epoch // accumulation_steps), 1)
+    epochs, steps = divmod(global_step, steps_per_epoch)
+    return epochs * batches_per_epoch + (steps * accumulation_steps if skips_data else 0)
+
+
+class PreemptionAndResume(TrainerCallback):
     """Inside `noting_signals()`, a SIGTERM or SIGUSR1 is noted, not acted on at once; at the end of the optimizer
-    step it arrived in, every process of the run (`accelerator`) saves Trainer's checkpoint of that step and
-    training stops. `stopped_at` is then that step, and `signal_name` the signal.
+    step it arrived in (in several processes, the next step where Trainer logs, evaluates or saves), training stops
+    in every process of the run (`accelerator`): `stopped_at` is that step and `signal_name` the signal.
+    `CasanTrainer` then saves Trainer's checkpoint of that step at the end of training, unless Trainer's own save
+    options saved it with everything done at that step (`is_saved`). `collator`, if it has `resume_at(batches)`,
+    is told at the start of training how many batches the steps done drew (`batches_drawn`)."""
 
-    `CasanTrainer` holds one (`preemption`) and asks it at the end of training (`stop_at_the_end`): a signal that
-    came after the last step's end (in its evaluation or save) stops the run there, and a stopped run skips
-    Trainer's end of training (loading the best model, deleting the checkpoints beyond `save_total_limit` but the
-    best), after making sure that the checkpoint of its step holds everything done at that step (`is_saved`):
-    Trainer's own save decision (`--save_strategy best` saves a new best only) may have skipped it."""
-
-    def __init__(self, accelerator):
+    def __init__(self, accelerator, collator=None):
         self.accelerator = accelerator
+        self.collator = collator
         self.signal_name = None
         self.stopped_at = None
+        self.resumed_at_the_end = False
+        self.noting = False  # inside noting_signals(): a signal may still come while the run's end is written
         self.saved_step = None  # the step of the last checkpoint, while nothing has been logged or evaluated since
 
     def note_signal(self, signum, frame):
@@ -56,35 +75,67 @@ class SaveAndStopOnSignal(TrainerCallback):
         """The preemption signals noted while it lasts; the handlers found are back afterwards, also after an
         error."""
         found = {signum: signal.signal(signum, self.note_signal) for signum in PREEMPTION_SIGNALS}
+        self.noting = True
         try:
             yield self
         finally:
+            self.noting = False
             for signum, handler in found.items():
                 signal.signal(signum, handler)
 
-    def stops(self, args, state):
-        """Whether a process of the run has noted a signal (every process asks at the same point: the answer is
-        summed over them); the run then stops at this step."""
+    def signalled(self):
+        """Whether a process of the run has noted a signal. Every process must ask at the same point: in several
+        processes the answer is summed over them (one all-reduce); in one it is this process's flag."""
+        if self.accelerator.num_processes == 1:
+            return self.signal_name is not None
         if self.signal_name is not None:
             self.accelerator.set_trigger()
-        if not self.accelerator.check_trigger():
+        return self.accelerator.check_trigger()
+
+    def stops(self, args, state):
+        """Whether the run stops at this step (`signalled`); if so, says so and notes the step."""
+        if not self.signalled():
             return False
         self.stopped_at = state.global_step
         received = f"received {self.signal_name}" if self.signal_name else "another process received a signal"
         logger.warning(f"Process {args.process_index}: {received}; saving step {state.global_step} and stopping.")
         return True
 
+    def asks_here(self, control):
+        """Whether this step end is one where the processes are asked: every step in one process; in several, the
+        steps where Trainer logs, evaluates or saves (`DefaultFlowCallback` has set `control`). The end of training
+        asks them all (`stopped_at_the_end`)."""
+        return (
+            self.accelerator.num_processes == 1 or control.should_log or control.should_evaluate or control.should_save
+        )
+
+    def on_train_begin(self, args, state, control, train_dataloader=None, **kwargs):
+        self.stopped_at = None
+        self.resumed_at_the_end = state.global_step >= state.max_steps
+        if hasattr(self.collator, "resume_at") and train_dataloader is not None:
+            self.collator.resume_at(
+                batches_drawn(
+                    state.global_step,
+                    len(train_dataloader),
+                    args.gradient_accumulation_steps,
+                    not args.ignore_data_skip,
+                )
+            )
+
     def on_step_end(self, args, state, control, **kwargs):
-        if self.stops(args, state):
-            control.should_save = True
+        if self.asks_here(control) and self.stops(args, state):
             control.should_training_stop = True
 
     def on_epoch_end(self, args, state, control, **kwargs):
         """An epoch cut short by the stop is not over: its end-of-epoch evaluation, log and save come when the
-        resumed run ends it. The last step (`max_steps`) ends its epoch in any run."""
+        resumed run ends it. The last step (`max_steps`) ends its epoch in any run, once: a run resumed from the
+        checkpoint of its last step does not end it again. In several processes the end of an epoch before the
+        last step is a point where they are asked."""
         ended = float(state.epoch).is_integer() or state.global_step >= state.max_steps
-        if self.stopped_at is not None and not ended:
+        if self.resumed_at_the_end or (self.stopped_at is not None and not ended):
             control.should_evaluate = control.should_log = control.should_save = False
+        elif self.accelerator.num_processes > 1 and state.global_step < state.max_steps and self.stops(args, state):
+            control.should_training_stop = True
 
     def on_save(self, args, state, control, **kwargs):
         self.saved_step = state.global_step
@@ -94,32 +145,21 @@ class SaveAndStopOnSignal(TrainerCallback):
 
     on_evaluate = on_log
 
-    def stop_at_the_end(self, args, state):
-        """At the end of training, in every process: whether the run stopped, at a step's end or now, for a signal
-        that came after the last step's end."""
-        return self.stopped_at is not None or self.stops(args, state)
-
     def is_saved(self, state):
         """Whether the checkpoint of the current step holds all that the run has done (nothing was logged or
         evaluated after it was saved)."""
         return self.saved_step == state.global_step
 
+    def stopped_at_the_end(self, args, state):
+        """At the end of training, in every process: whether the run stopped, at a step's end or now, for a signal
+        that came after the last step's end."""
+        return self.stopped_at is not None or self.stops(args, state)
 
-def exit_if_preempted(trainer):
-    """After `trainer.train()` (a `CasanTrainer`): if a signal stopped it (`trainer.preemption`), says where the run
-    was saved and how to continue, and exits with `PREEMPTED_EXIT_CODE`, before anything else of the run (final
-    save, evaluation, model card) is done."""
-    stopped_at = trainer.preemption.stopped_at
-    if stopped_at is None:
-        return
-    checkpoint = os.path.join(trainer.args.output_dir, f"{PREFIX_CHECKPOINT_DIR}-{stopped_at}")
-    if trainer.args.save_only_model:
-        continuing = (
-            "it holds the model only (--save_only_model), without the optimizer's state, so a run resumed from it "
-            "does not continue to the weights of an unbroken run"
-        )
-    else:
-        continuing = "run the same command to continue from it"
-    if trainer.is_world_process_zero():
-        logger.warning(f"Stopped at step {stopped_at} and saved {checkpoint}: {continuing}.")
-    sys.exit(PREEMPTED_EXIT_CODE)
+    def raise_if_signalled(self, checkpoint, what):
+        """After `what` (a part of the run's end), in every process: `Preempted` if a process has noted a signal;
+        the same command continues from `checkpoint` (None: the run is redone; nothing had been saved)."""
+        if not self.signalled():
+            return
+        received = self.signal_name or "a signal (another process)"
+        continuing = f"run the same command to finish from {checkpoint}" if checkpoint else "run the same command"
+        raise Preempted(f"Received {received} during {what}: {continuing}.")

@@ -6,20 +6,64 @@ The context parameters are new where every other weight is pretrained; Context-G
 they start near sigmoid(gate_bias_init) = 0.018 and a context that stays unused keeps them there.
 """
 
+import logging
 import os
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import transformers
 from transformers import Seq2SeqTrainer, Trainer, TrainerCallback
-from transformers.trainer import TRAINER_STATE_NAME, TrainerState
-from transformers.trainer_utils import TrainOutput, get_last_checkpoint
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, sort_checkpoints
 from transformers.utils import CONFIG_NAME
 
 from ..context import is_casan_parameter
 from ..hub import is_hub_id, render_model_card, render_translation_card, write_model_card
 from ..hub.push import FolderCheckError, check_repo_id, push_folder
 from .gates import GateMonitor
-from .preemption import SaveAndStopOnSignal, exit_if_preempted
+from .preemption import Preempted, PreemptionAndResume
+
+
+logger = logging.getLogger(__name__)
+
+# The file that marks a checkpoint of the last step saved only so that a signal after it loses nothing: deleted with
+# the checkpoint once the run's end is written.
+KEPT_FOR_THE_END = "kept_until_the_run_ends.txt"
+KEPT_FOR_THE_END_TEXT = (
+    "This checkpoint of the run's last step is kept until the run's end (best model, final save and evaluation) is "
+    "written: a run stopped before then resumes from it without training a step.\n"
+)
+# The Trainer methods that are not transformers' documented API and that CasanTrainer overrides or calls: a release
+# that renames one would leave an override dead without a word, so they are checked when a CasanTrainer is built.
+TRAINER_METHODS_RELIED_ON = ("_finalize_training", "_save_checkpoint", "_push_from_checkpoint", "get_batch_samples")
+
+
+def check_trainer_methods(trainer_class=Trainer):
+    """A RuntimeError naming each of `TRAINER_METHODS_RELIED_ON` that `trainer_class` lacks, and the transformers
+    version."""
+    missing = [name for name in TRAINER_METHODS_RELIED_ON if not callable(getattr(trainer_class, name, None))]
+    if missing:
+        raise RuntimeError(
+            f"CasanTrainer overrides or calls Trainer.{', Trainer.'.join(missing)}, which transformers "
+            f"{transformers.__version__} does not have; casan_hf supports the releases of its pyproject.toml."
+        )
+
+
+def repository_name(args):
+    """The run's Hub repository name: --hub_model_id, else the output folder's name (of its absolute path, so that
+    `--output_dir .` names the folder the run is in)."""
+    return args.hub_model_id or Path(args.output_dir).absolute().name
+
+
+def stopped_message(step, checkpoint, save_only_model):
+    """What a run a signal stopped at `step` says: where it was saved and how to continue."""
+    if save_only_model:
+        return (
+            f"Stopped at step {step} and saved {checkpoint}: it holds the model only (--save_only_model), without "
+            "the optimizer's, scheduler's and RNG states; run the same command with --resume_weights_only to "
+            "continue from its weights (not to the weights of an unbroken run)."
+        )
+    return f"Stopped at step {step} and saved {checkpoint}: run the same command to continue from it."
 
 
 @dataclass
@@ -67,21 +111,24 @@ def gate_monitor_for(model, casan_training):
     return GateMonitor(casan_training.gate_batches) if casan_training.monitor_gates and has_context(model) else None
 
 
-def give_context_its_learning_rate(optimizer, model, learning_rate):
-    """Moves the parameters CASAN adds (`is_casan_parameter`) of every param group of a freshly built `optimizer`
-    into a group of their own (same weight decay) at `learning_rate`. The scheduler, built after the optimizer,
+def give_context_its_learning_rate(param_groups, model, learning_rate):
+    """`param_groups` (an optimizer's) with the parameters CASAN adds (`is_casan_parameter`) of each moved into a
+    group of their own after them (same options, weight decay included) at `learning_rate`: new dicts, the groups
+    given left as they were. Groups split already come back as they are. The scheduler, built after the optimizer,
     then warms up and decays each group from its own peak."""
     context = {id(p) for name, p in model.named_parameters() if is_casan_parameter(name)}
     if not context:
         raise ValueError("a context learning rate needs a CASAN model with context or an output gate; it has neither.")
-    for group in list(optimizer.param_groups):
-        params = [p for p in group["params"] if id(p) in context]
+    rest, own = [], []
+    for group in param_groups:
+        options = {key: value for key, value in group.items() if key != "params"}
+        params = [p for p in group["params"] if id(p) not in context]
+        context_params = [p for p in group["params"] if id(p) in context]
         if params:
-            group["params"] = [p for p in group["params"] if id(p) not in context]
-            optimizer.add_param_group({**{k: v for k, v in group.items() if k != "params"}, "params": params})
-            optimizer.param_groups[-1]["lr"] = learning_rate
-            optimizer.param_groups[-1]["initial_lr"] = learning_rate
-    return optimizer
+            rest.append({**options, "params": params})
+        if context_params:
+            own.append({**options, "params": context_params, "lr": learning_rate, "initial_lr": learning_rate})
+    return rest + own
 
 
 def is_new_parameter(name):
@@ -111,22 +158,6 @@ class Unfreeze(TrainerCallback):
                 parameter.requires_grad_(True)
 
 
-class EndWhenResumedAtTheLastStep(TrainerCallback):
-    """A run resumed from the checkpoint of its last step (`max_steps`) has only the end of training left: that
-    checkpoint was saved after the step's evaluation and its epoch's end. Trainer would go on into that epoch when
-    `max_steps` is not a whole number of epochs: `CasanTrainer` draws no batch past the last step
-    (`get_batch_samples`), and this callback cancels the end of that epoch (its evaluation, log and save)."""
-
-    resumed_at_the_end = False
-
-    def on_train_begin(self, args, state, control, **kwargs):
-        self.resumed_at_the_end = state.global_step >= state.max_steps
-
-    def on_epoch_end(self, args, state, control, **kwargs):
-        if self.resumed_at_the_end:
-            control.should_evaluate = control.should_log = control.should_save = False
-
-
 class CasanTrainer(Trainer):
     """A `Trainer` for CASAN runs.
 
@@ -134,15 +165,20 @@ class CasanTrainer(Trainer):
     - `frozen` and `unfreeze_after`: parameters that do not train until optimizer step `unfreeze_after` (never,
       if None). They sit in the optimizer from the start without gradients, which AdamW leaves untouched,
       weight decay included, so that they train on the same schedule once they are let go.
-    - a data collator with a `resume_at(batches)` method is told, when a run resumes, how many training batches
-      the checkpoint's steps drew: one that draws each batch's randomness from (seed, batch index) then gives the
-      resumed run the uninterrupted one's batches. (Randomness drawn from one stream cannot be resumed exactly:
-      the dataloader draws a batch ahead of training, and Trainer restores the global RNG only after it has drawn
-      the first batch after the resume.)
-    - `preemption`: a `preemption.SaveAndStopOnSignal` among its callbacks, which `train_and_save` lets note the
-      cluster's signals: a signalled run saves the checkpoint of its step and ends `train()` there, without
-      Trainer's end of training. A run resumed from the checkpoint of its last step trains no further
-      (`EndWhenResumedAtTheLastStep`).
+    - `preemption`: the run's `preemption.PreemptionAndResume`, which notes the cluster's signals inside its
+      `noting_signals()` (the scripts hold it over the whole run): a signalled run saves the checkpoint of its step
+      and raises `preemption.Preempted`. It also tells a data collator with a `resume_at(batches)` method, when a
+      run resumes, how many training batches the checkpoint's steps drew: one that draws each batch's randomness
+      from (seed, batch index) then gives the resumed run the unbroken one's batches. (Randomness drawn from one
+      stream cannot be resumed exactly: the dataloader draws a batch ahead of training, and Trainer restores the
+      global RNG only after it has drawn the first batch after the resume.) A run resumed from the checkpoint of
+      its last step trains no further.
+    - inside `preemption.noting_signals()` (the scripts hold it over the whole run), the checkpoint of the last
+      step is kept until the run's end is written (`finish_run`): saved where Trainer's save options would not
+      save it (marked `KEPT_FOR_THE_END`), and not deleted by Trainer's end of training under
+      `save_total_limit=1`. A signal after the last step (while the best model loads, in the final save or
+      evaluation) raises `Preempted`, and the same command finishes the run from that checkpoint without a step;
+      `finish_run` then deletes what Trainer's options would not have kept (`release_the_end_checkpoint`).
     - `card_kwargs`: the model card is casan_hf's (`render_card`: `hub.render_model_card`, or
       `hub.render_translation_card` for `CasanSeq2SeqTrainer`), with the scores of `card_eval_metrics` and the gates
       of `gate_monitor`, which is also a callback of the run.
@@ -167,6 +203,7 @@ class CasanTrainer(Trainer):
             if not frozen:
                 raise ValueError("unfreeze_after needs frozen parameters to let go.")
             callbacks.append(Unfreeze(frozen, unfreeze_after))
+        check_trainer_methods()
         super().__init__(*args, callbacks=callbacks or None, **kwargs)
         base_model = (card_kwargs or {}).get("base_model")
         if self.args.push_to_hub and base_model is not None and not is_hub_id(base_model):
@@ -184,11 +221,12 @@ class CasanTrainer(Trainer):
         self.card_kwargs = card_kwargs
         self.card_eval_metrics = {}
         self.gate_monitor = gate_monitor
-        self.preemption = SaveAndStopOnSignal(self.accelerator)
-        for callback in (EndWhenResumedAtTheLastStep(), self.preemption):
-            self.add_callback(callback)
+        self.preemption = PreemptionAndResume(self.accelerator, self.data_collator)
+        self.add_callback(self.preemption)
+        self.end_checkpoint = None  # the checkpoint of the last step, kept until the run's end is written
 
     def create_optimizer(self, model=None):
+        built = self.optimizer is None
         for parameter in self.frozen:  # in the optimizer, without gradients until they are let go
             parameter.requires_grad_(True)
         try:
@@ -196,39 +234,64 @@ class CasanTrainer(Trainer):
         finally:
             for parameter in self.frozen:
                 parameter.requires_grad_(False)
-        if self.context_learning_rate is not None:
-            give_context_its_learning_rate(
-                optimizer, self.model if model is None else model, self.context_learning_rate
+        if built and self.context_learning_rate is not None:
+            model = self.model if model is None else model
+            optimizer.param_groups = give_context_its_learning_rate(
+                optimizer.param_groups, model, self.context_learning_rate
             )
         return optimizer
 
     def get_batch_samples(self, epoch_iterator, num_batches, device):
         """No batch past the last step: a run resumed from the checkpoint of its last step trains no further."""
-        if self.state.global_step >= self.state.max_steps:
+        if self.preemption.resumed_at_the_end:
             return [], None
         return super().get_batch_samples(epoch_iterator, num_batches, device)
 
     def _finalize_training(self, trial, *args, **kwargs):
-        """Trainer's end of training, unless a signal stopped the run (`preemption`): then the checkpoint of its step
-        is saved if it does not hold everything done at that step, and the end (the best model loaded, every
-        checkpoint but the best deleted under `save_total_limit=1`) is left to the resumed run."""
-        if not self.preemption.stop_at_the_end(self.args, self.state):
+        """Trainer's end of training, after the checkpoint of the step the run ends at is made sure of: saved if it
+        does not hold everything done at that step (Trainer's save options may have skipped it). A run a signal
+        stopped (`preemption`) then raises `Preempted`, leaving the end (the best model loaded, checkpoints
+        deleted) to the resumed run; otherwise the checkpoint is kept until `finish_run` (Trainer would delete it
+        under `save_total_limit=1`), and a signal while the best model loads raises `Preempted` after it. Outside
+        `preemption.noting_signals()` (a `train()` of the library's user) no signal can come: Trainer's end as it
+        is."""
+        stopped = self.preemption.stopped_at_the_end(self.args, self.state)
+        if not (stopped or self.preemption.noting):  # no signal can come: Trainer's end, as it is
             return super()._finalize_training(trial, *args, **kwargs)
-        if not self.preemption.is_saved(self.state):
+        checkpoint = os.path.join(self.args.output_dir, f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}")
+        if not (self.preemption.is_saved(self.state) or self.preemption.resumed_at_the_end):
             self._save_checkpoint(self.model_wrapped, trial)
-        return TrainOutput(self.state.global_step, None, {})
+            if not stopped and self.args.should_save:
+                Path(checkpoint, KEPT_FOR_THE_END).write_text(KEPT_FOR_THE_END_TEXT)
+        self.end_checkpoint = checkpoint
+        if stopped:
+            raise Preempted(stopped_message(self.state.global_step, checkpoint, self.args.save_only_model))
+        save_total_limit, self.args.save_total_limit = self.args.save_total_limit, None
+        try:
+            output = super()._finalize_training(trial, *args, **kwargs)
+        finally:
+            self.args.save_total_limit = save_total_limit
+        self.preemption.raise_if_signalled(checkpoint, "the end of training (the best model's loading)")
+        return output
 
-    def train(self, resume_from_checkpoint=None, *args, **kwargs):
-        if resume_from_checkpoint is True:
-            resume_from_checkpoint = get_last_checkpoint(self.args.output_dir)
-        if resume_from_checkpoint is not None and hasattr(self.data_collator, "resume_at"):
-            state = TrainerState.load_from_json(os.path.join(resume_from_checkpoint, TRAINER_STATE_NAME))
-            self.data_collator.resume_at(state.global_step * self.args.gradient_accumulation_steps)
-        return super().train(resume_from_checkpoint, *args, **kwargs)
+    def release_the_end_checkpoint(self):
+        """Once the run's end is written: deletes what Trainer's save options would not have kept, the
+        checkpoint of the last step if it was saved for the end alone (`KEPT_FOR_THE_END`) and, under
+        `save_total_limit=1` with a best model, every checkpoint but the best (Trainer's end of training)."""
+        if not self.args.should_save or self.end_checkpoint is None:
+            return
+        best = self.state.best_model_checkpoint
+        delete = [self.end_checkpoint] if os.path.isfile(os.path.join(self.end_checkpoint, KEPT_FOR_THE_END)) else []
+        if best is not None and self.args.save_total_limit == 1:
+            delete = sort_checkpoints(output_dir=self.args.output_dir, best_model_checkpoint=best)
+        for checkpoint in delete:
+            if os.path.isdir(checkpoint) and not (best is not None and os.path.samefile(checkpoint, best)):
+                logger.info(f"Deleting {checkpoint}, kept until the end of the run.")
+                shutil.rmtree(checkpoint, ignore_errors=True)
 
     def init_hf_repo(self, token=None, private=None):
         """The repository is named here and created by the push, once the folder has passed its checks."""
-        self.hub_model_id = self.args.hub_model_id or Path(self.args.output_dir).absolute().name
+        self.hub_model_id = repository_name(self.args)
 
     def _push_from_checkpoint(self, checkpoint_folder):
         """Checkpoints are not pushed: the folder goes up once, checked, at the end of the run."""
@@ -260,10 +323,13 @@ class CasanTrainer(Trainer):
             return super().create_model_card(**kwargs)
         if not self.is_world_process_zero():
             return
-        model_name = self.args.hub_model_id or Path(self.args.output_dir).name
         gates = self.gate_monitor.latest if self.gate_monitor else None
         card = self.render_card(
-            self.model, model_name, eval_metrics=self.card_eval_metrics, gates=gates, **self.card_kwargs
+            self.model,
+            repository_name(self.args),
+            eval_metrics=self.card_eval_metrics,
+            gates=gates,
+            **self.card_kwargs,
         )
         write_model_card(self.args.output_dir, card)
 
@@ -278,24 +344,29 @@ class CasanSeq2SeqTrainer(CasanTrainer, Seq2SeqTrainer):
 def train_and_save(trainer, checkpoint, train_samples):
     """Trains (from `checkpoint`, None: from the start), saves the model and logs and saves the training metrics.
     With `--push_to_hub` the model is saved by the push at the end of the run, once the card holds the scores
-    (`save_model` would push too). A SIGTERM or SIGUSR1 while it trains saves a checkpoint at the end of that step
-    and exits with `preemption.PREEMPTED_EXIT_CODE` (`preemption.SaveAndStopOnSignal`)."""
-    with trainer.preemption.noting_signals():
-        train_result = trainer.train(resume_from_checkpoint=checkpoint)
-    exit_if_preempted(trainer)
+    (`save_model` would push too). Inside `trainer.preemption.noting_signals()` a SIGTERM or SIGUSR1 saves a
+    checkpoint at the end of the step it came in and raises `preemption.Preempted`, as it does after the final
+    save."""
+    train_result = trainer.train(resume_from_checkpoint=checkpoint)
     if not trainer.args.push_to_hub:
         trainer.save_model()  # weights, config with auto_map, code files, tokenizer, training_args.bin
+    trainer.preemption.raise_if_signalled(trainer.end_checkpoint, "the final save")
     metrics = {**train_result.metrics, "train_samples": train_samples}
     trainer.log_metrics("train", metrics)
     trainer.save_metrics("train", metrics)
 
 
 def finish_run(trainer):
-    """How every script's run ends, after its evaluation: the trainer state saved (its log history then holds the
-    final scores and gates); with `--push_to_hub` the folder uploaded (the push saves the model and writes its card
-    first), otherwise the card written beside the model the folder holds (none after an evaluation alone)."""
+    """How every script's run ends, after its evaluation: `preemption.Preempted` if a signal came during it (the
+    same command finishes the run from the checkpoint of the last step); the trainer state saved (its log history
+    then holds the final scores and gates); the checkpoint kept for the end released
+    (`CasanTrainer.release_the_end_checkpoint`); with `--push_to_hub` the folder uploaded (the push saves the
+    model and writes its card first), otherwise the card written beside the model the folder holds (none after an
+    evaluation alone)."""
+    trainer.preemption.raise_if_signalled(trainer.end_checkpoint, "the final evaluation")
     if trainer.args.do_train:
         trainer.save_state()
+        trainer.release_the_end_checkpoint()
     if trainer.args.push_to_hub:
         trainer.push_to_hub()
     elif os.path.isfile(os.path.join(trainer.args.output_dir, CONFIG_NAME)):
