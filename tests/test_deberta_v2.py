@@ -146,7 +146,8 @@ def test_the_new_masked_lm_head_resizes_with_the_vocabulary():
         after = model(**inputs)
     assert model.lm_predictions.lm_head.bias.shape == (TINY["vocab_size"] + 10,)
     assert after.logits.shape == (*before.shape[:-1], TINY["vocab_size"] + 10)
-    assert torch.equal(after.logits[..., : TINY["vocab_size"]], before)
+    # The same weights in a wider product: the matrix kernels may block it otherwise and round differently.
+    assert_outputs_close({"logits": after.logits[..., : TINY["vocab_size"]]}, {"logits": before})
     with pytest.raises(ValueError, match="legacy=False"):
         model.set_output_embeddings(torch.nn.Linear(TINY["hidden_size"], TINY["vocab_size"]))
 
