@@ -39,7 +39,7 @@ print("loaded", len(cases))
 
 
 def test_every_head_loads_in_a_fresh_process_without_casan_hf(tmp_path):
-    """The fresh process loads every weight exactly and gives the outputs, to `OUTPUT_TOLERANCE`: its weights are
+    """The fresh process loads every weight exactly and gives the same outputs, to `OUTPUT_TOLERANCE`: its weights are
     read in place from the folder's file, not from the memory of the model saved."""
     cases, models = [], {}
     for index, (model_class, family, auto_class) in enumerate(EVERY_CLASS):
