@@ -10,7 +10,7 @@ import pytest
 import torch
 from fresh_process import run_without_casan_hf
 from test_translation_model import TINY_MARIAN
-from tiny_models import padded_batch, tiny_config, tiny_source_config
+from tiny_models import assert_outputs_close, assert_same_weights, padded_batch, tiny_config, tiny_source_config
 from transformers import BertModel
 
 from casan_hf import CasanConfig, CasanMarianConfig, CasanMarianMTModel, CasanModel, casan_twin
@@ -98,11 +98,12 @@ def test_the_gated_attention_equals_the_formula_with_its_gradients(options, star
     ids=options_id,
 )
 def test_a_converted_checkpoint_keeps_its_outputs_exactly(options, tmp_path):
-    """From a BERT folder the gate starts at exactly 1 (2 sigmoid(0), zero weights): BERT's outputs, bit for bit,
-    and the gates returned are 1."""
+    """From a BERT folder the gate starts at exactly 1 (2 sigmoid(0), zero weights): BERT's outputs, bit for bit
+    (BERT loads the folder too: the same weights read in place from the same file, the same arithmetic), and the
+    gates returned are 1."""
     torch.manual_seed(0)
-    bert = BertModel(tiny_source_config("bert")).eval()
-    bert.save_pretrained(tmp_path / "bert")
+    BertModel(tiny_source_config("bert")).save_pretrained(tmp_path / "bert")
+    bert = BertModel.from_pretrained(tmp_path / "bert").eval()
     converted = CasanModel.from_pretrained(tmp_path / "bert", **options).eval()
     assert converted.config.output_gate_start == "one"
     input_ids, attention_mask = padded_batch([6, 3])
@@ -142,22 +143,21 @@ def test_save_load_and_a_fresh_process_give_the_same_outputs(tmp_path):
     )
     model.eval().save_pretrained(tmp_path / "gated")
     input_ids, attention_mask = padded_batch([6, 3])
+    reloaded = CasanModel.from_pretrained(tmp_path / "gated").eval()
+    assert_same_weights(reloaded, model)
     with torch.no_grad():
-        expected = model(input_ids, attention_mask=attention_mask).last_hidden_state
-        reloaded = CasanModel.from_pretrained(tmp_path / "gated").eval()
-        assert torch.equal(reloaded(input_ids, attention_mask=attention_mask).last_hidden_state, expected)
+        expected = {"last_hidden_state": model(input_ids, attention_mask=attention_mask).last_hidden_state}
+        assert_outputs_close(reloaded(input_ids, attention_mask=attention_mask), expected)
     torch.save({"input_ids": input_ids, "attention_mask": attention_mask}, tmp_path / "inputs.pt")
-    torch.save(expected, tmp_path / "expected.pt")
-    code = f"""
+    code = """
 import torch, transformers
-model = transformers.AutoModel.from_pretrained({str(tmp_path / "gated")!r}, trust_remote_code=True).eval()
+model = transformers.AutoModel.from_pretrained("gated", trust_remote_code=True).eval()
 assert type(model).__module__.startswith("transformers_modules"), type(model).__module__
 with torch.no_grad():
-    hidden = model(**torch.load({str(tmp_path / "inputs.pt")!r})).last_hidden_state
-assert torch.equal(hidden, torch.load({str(tmp_path / "expected.pt")!r}))
-print("same")
+    torch.save({"last_hidden_state": model(**torch.load("inputs.pt")).last_hidden_state}, "outputs.pt")
 """
-    assert run_without_casan_hf(code, tmp_path).strip() == "same"
+    run_without_casan_hf(code, tmp_path)
+    assert_outputs_close(torch.load(tmp_path / "outputs.pt"), expected)
     with pytest.raises(ValueError, match="trained with output_gate='headwise'"):
         CasanModel.from_pretrained(tmp_path / "gated", output_gate="elementwise")
 

@@ -6,7 +6,7 @@ import json
 import pytest
 import torch
 from fresh_process import run_without_casan_hf
-from tiny_models import TINY, padded_batch, tiny_config
+from tiny_models import TINY, assert_outputs_close, assert_same_weights, padded_batch, tiny_config
 from transformers import AutoModelForSequenceClassification, BertConfig, BertForSequenceClassification
 
 from casan_hf import CasanConfig, CasanForMultipleChoice, CasanForSequenceClassification
@@ -137,7 +137,7 @@ def test_multiple_choice_structured_pooling_ignores_padding(attn_implementation)
 
 
 @pytest.mark.parametrize("pooling", ("mean", "structured"))
-def test_save_and_load_round_trip_is_exact(tmp_path, pooling):
+def test_save_and_load_round_trip_keeps_the_weights_and_the_outputs(tmp_path, pooling):
     input_ids, attention_mask = padded_batch(LENGTHS)
     model = seeded(CasanForSequenceClassification, classifier_pooling=pooling, pooling_hops=3, pooling_hidden=16)
     model.save_pretrained(tmp_path)
@@ -148,11 +148,11 @@ def test_save_and_load_round_trip_is_exact(tmp_path, pooling):
         3,
         16,
     )
+    assert_same_weights(loaded, model)
     with torch.no_grad():
-        assert torch.equal(
-            model(input_ids, attention_mask=attention_mask).logits,
-            loaded(input_ids, attention_mask=attention_mask).logits,
-        )
+        expected = model(input_ids, attention_mask=attention_mask)
+        actual = loaded(input_ids, attention_mask=attention_mask)
+    assert_outputs_close(actual, expected)
 
 
 @pytest.mark.parametrize("pooling", ["structured", "generalized"])
@@ -173,13 +173,11 @@ def test_attentive_pooling_loads_with_trust_remote_code_without_casan_hf(tmp_pat
         assert type(model).__module__.startswith("transformers_modules."), type(model).__module__
         with torch.no_grad():
             outputs = model(**torch.load("inputs.pt"), output_pooling_attentions=True)
-        torch.save({"logits": outputs.logits, "hops": outputs.pooling_attentions}, "outputs.pt")
+        torch.save({"logits": outputs.logits, "pooling_attentions": outputs.pooling_attentions}, "outputs.pt")
         """,
         tmp_path,
     )
-    remote = torch.load(tmp_path / "outputs.pt")
-    assert torch.equal(remote["logits"], expected.logits)
-    assert torch.equal(remote["hops"], expected.pooling_attentions)
+    assert_outputs_close(torch.load(tmp_path / "outputs.pt"), expected)
 
 
 @pytest.mark.parametrize("name,value", INVALID)

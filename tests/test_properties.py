@@ -16,7 +16,14 @@ import torch
 import transformers
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
-from tiny_models import attention_implementations, comparable_outputs, tiny_config, tiny_source_config
+from tiny_models import (
+    assert_outputs_close,
+    assert_same_weights,
+    attention_implementations,
+    comparable_outputs,
+    tiny_config,
+    tiny_source_config,
+)
 
 from casan_hf import FAMILIES, casan_class, casan_twin, get_family, get_head
 from casan_hf.options import CLASSIFIER_POOLINGS, OPTIONS
@@ -175,13 +182,8 @@ def test_save_and_load_give_the_same_model(config, batch, tmp_path_factory):
     model.save_pretrained(folder)
     loaded = type(model).from_pretrained(folder).eval()
     assert loaded.config.to_diff_dict() == model.config.to_diff_dict()
-    state, loaded_state = model.state_dict(), loaded.state_dict()
-    assert state.keys() == loaded_state.keys() and all(torch.equal(state[k], loaded_state[k]) for k in state)
-    # The same weights, but the loaded ones are read in place from the safetensors file, at addresses that are
-    # not 64-byte aligned: the CPU kernels take other vector paths and may round the last bit differently.
-    expected, actual = run(model, inputs), run(loaded, inputs)
-    for name, value in expected.items():
-        torch.testing.assert_close(actual[name], value, atol=1e-7, rtol=1e-6, msg=name)
+    assert_same_weights(loaded, model)
+    assert_outputs_close(run(loaded, inputs), run(model, inputs))
 
 
 @given(config=casan_configs(), batch=batches())
@@ -287,6 +289,4 @@ def test_any_config_json_value_is_refused_by_name_or_loads_a_working_model(
     outputs = run(model, inputs)
     assert all(torch.isfinite(output).all() for output in outputs.values()), (option.name, value)
     model.save_pretrained(folder / "again")
-    reloaded = run(model_class.from_pretrained(folder / "again").eval(), inputs)
-    for name, output in outputs.items():
-        torch.testing.assert_close(reloaded[name], output, atol=1e-7, rtol=1e-6, msg=name)
+    assert_outputs_close(run(model_class.from_pretrained(folder / "again").eval(), inputs), outputs)

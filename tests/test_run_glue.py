@@ -20,6 +20,7 @@ from glue_helpers import (
     write_synthetic_glue,
 )
 from hub_server import record_uploads
+from tiny_models import OUTPUT_TOLERANCE
 from transformers import AutoTokenizer
 
 from casan_hf import CasanForSequenceClassification
@@ -118,7 +119,7 @@ def test_fresh_process_without_casan_hf_loads_the_output(mrpc_run, tmp_path):
         """,
         tmp_path,
     )
-    assert torch.allclose(torch.tensor(eval(out.strip().splitlines()[-1])), expected.detach(), atol=1e-5)
+    torch.testing.assert_close(torch.tensor(eval(out.strip().splitlines()[-1])), expected.detach(), **OUTPUT_TOLERANCE)
 
 
 def test_casan_checkpoint_is_continued_and_keeps_its_context(mrpc_run, run_in_process, tmp_path, glue_dir):

@@ -21,7 +21,7 @@ from conftest import REPO_ROOT, load_script
 from fresh_process import run_without_casan_hf
 from glue_helpers import TINY_RUN, make_tiny_bert, read_json, run_glue
 from test_translation_model import TINY_MARIAN
-from tiny_models import TINY, padded_batch, tiny_config
+from tiny_models import TINY, assert_outputs_close, padded_batch, tiny_config
 from transformers import BertConfig, BertModel, TrainingArguments
 from transformers.distributed.parallel_utils import replace_layer_number_by_wildcard
 
@@ -371,4 +371,5 @@ def test_device_map_auto_offloads_whole_layers_and_keeps_the_outputs(family, hea
     with torch.no_grad():
         expected = model(input_ids, attention_mask=attention_mask)
         actual = placed(input_ids, attention_mask=attention_mask)
-    torch.testing.assert_close(actual.logits, expected.logits, rtol=0, atol=0)
+    # The placed weights are read in place from the folder and the offload files: other memory, other kernels.
+    assert_outputs_close({"logits": actual.logits}, {"logits": expected.logits})

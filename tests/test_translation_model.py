@@ -1,13 +1,14 @@
 """The context-aware encoder-decoder: Marian exactly at context_type="none", a Marian checkpoint converts,
 padding never reaches a real token, the options are CasanConfig's, and a saved folder loads without casan_hf."""
 
+import copy
 import json
 import sys
 
 import pytest
 import torch
 from fresh_process import run_without_casan_hf
-from tiny_models import CONTEXT_TYPES
+from tiny_models import CONTEXT_TYPES, assert_outputs_close, assert_same_weights
 from transformers import AutoModelForSeq2SeqLM, BertConfig, BertModel, MarianConfig, MarianMTModel
 
 from casan_hf import CasanMarianConfig, CasanMarianMTModel
@@ -180,9 +181,16 @@ def test_save_load_round_trip_and_the_folder_code(tmp_path):
     assert config["auto_map"]["AutoModelForSeq2SeqLM"] == "modeling_casan_marian.CasanMarianMTModel"
     loaded = AutoModelForSeq2SeqLM.from_pretrained(tmp_path).eval()
     assert type(loaded) is CasanMarianMTModel
+    assert_same_weights(loaded, model)
     input_ids, attention_mask = source_batch([6, 3])
+    decoder_input_ids = torch.randint(1, PAD, (2, 4), generator=torch.Generator().manual_seed(2))
+    inputs = dict(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids)
+    with torch.no_grad():
+        assert_outputs_close({"logits": loaded(**inputs).logits}, {"logits": model(**inputs).logits})
+    # The tokens, exactly: a copy of the loaded weights into memory of their own, the saved model's arithmetic (a
+    # rounding step could flip a near tie between two tokens).
     generate = dict(attention_mask=attention_mask, num_beams=2, max_new_tokens=6)
-    assert torch.equal(model.generate(input_ids, **generate), loaded.generate(input_ids, **generate))
+    assert torch.equal(model.generate(input_ids, **generate), copy.deepcopy(loaded).generate(input_ids, **generate))
 
 
 LOAD_AND_TRANSLATE = """
@@ -190,10 +198,10 @@ import torch
 from transformers import AutoModelForSeq2SeqLM
 model = AutoModelForSeq2SeqLM.from_pretrained("saved", trust_remote_code=True).eval()
 assert type(model).__module__.startswith("transformers_modules"), type(model).__module__
-inputs, expected = torch.load("inputs.pt"), torch.load("expected.pt")
+inputs, decoder_input_ids = torch.load("inputs.pt"), torch.load("decoder_input_ids.pt")
 with torch.no_grad():
-    assert torch.equal(model(**inputs, decoder_input_ids=expected["decoder_input_ids"]).logits, expected["logits"])
-assert torch.equal(model.generate(**inputs, num_beams=2, max_new_tokens=6), expected["generated"])
+    logits = model(**inputs, decoder_input_ids=decoder_input_ids).logits
+torch.save({"logits": logits, "generated": model.generate(**inputs, num_beams=2, max_new_tokens=6)}, "outputs.pt")
 print(type(model).__name__)
 """
 
@@ -204,14 +212,16 @@ def test_saved_folder_translates_in_a_fresh_process_without_casan_hf(tmp_path):
     input_ids, attention_mask = source_batch([6, 3])
     inputs = {"input_ids": input_ids, "attention_mask": attention_mask}
     decoder_input_ids = torch.randint(1, PAD, (2, 4), generator=torch.Generator().manual_seed(2))
-    with torch.no_grad():
-        logits = model(**inputs, decoder_input_ids=decoder_input_ids).logits
-    generated = model.generate(**inputs, num_beams=2, max_new_tokens=6)
     torch.save(inputs, tmp_path / "inputs.pt")
-    torch.save(
-        {"decoder_input_ids": decoder_input_ids, "logits": logits, "generated": generated}, tmp_path / "expected.pt"
-    )
+    torch.save(decoder_input_ids, tmp_path / "decoder_input_ids.pt")
     assert run_without_casan_hf(LOAD_AND_TRANSLATE, tmp_path).strip() == "CasanMarianMTModel"
+    outputs = torch.load(tmp_path / "outputs.pt")
+    with torch.no_grad():
+        assert_outputs_close(outputs, {"logits": model(**inputs, decoder_input_ids=decoder_input_ids).logits})
+    # The tokens, exactly, against the folder loaded here: the same weights read in place from the same file, the
+    # same arithmetic (a rounding step could flip a near tie between two tokens).
+    loaded = CasanMarianMTModel.from_pretrained(tmp_path / "saved").eval()
+    assert torch.equal(outputs["generated"], loaded.generate(**inputs, num_beams=2, max_new_tokens=6))
 
 
 def test_token_cross_entropy_is_the_unsmoothed_loss_per_target_token(tmp_path):
