@@ -15,8 +15,6 @@ from dataclasses import dataclass
 
 import torch
 
-from .local_bias import TokenPositions
-
 
 # The transforms the context is mixed into, in the order of the gates' channels. V is never touched.
 CONTEXT_TARGETS = ("query", "key")
@@ -115,6 +113,30 @@ def masked_mean(hidden_states, token_mask=None, weights=None):
     if weights is None:
         return hidden_states.mean(dim=1)
     return torch.bmm(weights, hidden_states).squeeze(1)
+
+
+@dataclass(frozen=True)
+class TokenPositions:
+    """Where each token sits among its sentence's real tokens, for the local bias (`local_bias.py`), computed once per
+    forward by the encoder (`ContextPlan.layer_keywords`): `positions`
+    `(batch, n)`, 0-based, counting real tokens only (so left and right padding give the unpadded positions);
+    `lengths` `(batch, 1)`, the number of real tokens I; `mean_weights` `(batch, 1, n)` averaging the real tokens
+    (None without padding), for the layer-specific window's mean key. All float32."""
+
+    positions: torch.Tensor
+    lengths: torch.Tensor
+    mean_weights: torch.Tensor | None
+
+    @classmethod
+    def of(cls, token_mask, batch, n, device):
+        """The positions of a batch of `batch` sentences of `n` tokens, `token_mask` its `(batch, n)` 0/1 mask of the
+        real tokens (None: all are real)."""
+        if token_mask is None:
+            positions = torch.arange(n, device=device, dtype=torch.float32).expand(batch, n)
+            return cls(positions, torch.full((batch, 1), float(n), device=device), None)
+        real = token_mask.to(torch.float32)
+        positions = (real.cumsum(dim=1) - 1).clamp(min=0)
+        return cls(positions, real.sum(dim=1, keepdim=True), mean_weights(token_mask, torch.float32))
 
 
 @dataclass(frozen=True)

@@ -30,30 +30,6 @@ SMALLEST_WINDOW = 1e-3
 
 
 @dataclass(frozen=True)
-class TokenPositions:
-    """Where each token sits among its sentence's real tokens, computed once per forward by the encoder: `positions`
-    `(batch, n)`, 0-based, counting real tokens only (so left and right padding give the unpadded positions);
-    `lengths` `(batch, 1)`, the number of real tokens I; `mean_weights` `(batch, 1, n)` averaging the real tokens
-    (None without padding), for the layer-specific window's mean key. All float32."""
-
-    positions: torch.Tensor
-    lengths: torch.Tensor
-    mean_weights: torch.Tensor | None
-
-    @classmethod
-    def of(cls, token_mask, batch, n, device):
-        """The positions of a batch of `batch` sentences of `n` tokens, `token_mask` its `(batch, n)` 0/1 mask of the
-        real tokens (None: all are real)."""
-        if token_mask is None:
-            positions = torch.arange(n, device=device, dtype=torch.float32).expand(batch, n)
-            return cls(positions, torch.full((batch, 1), float(n), device=device), None)
-        real = token_mask.to(torch.float32)
-        positions = (real.cumsum(dim=1) - 1).clamp(min=0)
-        lengths = real.sum(dim=1, keepdim=True)
-        return cls(positions, lengths, (real / lengths.clamp(min=1)).unsqueeze(1))
-
-
-@dataclass(frozen=True)
 class LocalWindows:
     """What a layer's `CasanLocalBias` predicts, float32: `centres` P and `windows` D `(batch, heads, n)` in tokens
     (a window per sentence and head broadcast over the queries for "layer", the constant for "fixed"), and the
@@ -110,7 +86,7 @@ class CasanLocalBias(nn.Module):
 
     def forward(self, query, key, positions):
         """`query` and `key` `(batch, n, d)`, full width (the heads' slices side by side); `positions` the batch's
-        `TokenPositions`."""
+        `context.TokenPositions`."""
         batch, n = query.shape[:2]
         dtype = torch.promote_types(query.dtype, torch.float32)  # the Gaussian in float32 at least
         predicted = self.position_out(torch.tanh(self.position_hidden(query))).to(dtype)
@@ -201,4 +177,4 @@ def attend_with_local_bias(module, interface, query, key, value, attention_mask,
     return interface(module, query, key, value, mask, **kwargs)
 
 
-__all__ = ["CasanLocalBias", "LocalWindows", "TokenPositions", "attend_with_local_bias", "local_bias"]
+__all__ = ["CasanLocalBias", "LocalWindows", "attend_with_local_bias", "local_bias"]

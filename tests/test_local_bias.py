@@ -153,7 +153,7 @@ def test_a_padded_sentence_gets_the_unpadded_sentences_outputs(family, window):
 def test_positions_count_the_real_tokens_on_either_side_of_the_padding():
     """Left padding too: the bias's positions and length are those of the unpadded sentence (the model's own position
     embeddings are another matter: BERT's and Marian's count the padding)."""
-    from casan_hf.local_bias import TokenPositions
+    from casan_hf.context import TokenPositions
 
     mask = torch.tensor([[0, 0, 1, 1, 1], [1, 1, 1, 0, 0], [1, 1, 1, 1, 1]])
     positions = TokenPositions.of(mask, 3, 5, "cpu")
@@ -219,7 +219,8 @@ def test_gradients_reach_every_parameter_of_the_bias(window):
 
 def test_the_local_scale_and_centre_gradients_match_finite_differences():
     """torch.autograd.gradcheck on the bias as the attention adds it, in float64."""
-    from casan_hf.local_bias import CasanLocalBias, TokenPositions
+    from casan_hf.context import TokenPositions
+    from casan_hf.local_bias import CasanLocalBias
 
     config = tiny_config(context_type="none", local_bias="query", local_bias_start="zero")
     torch.manual_seed(0)

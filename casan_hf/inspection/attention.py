@@ -147,7 +147,7 @@ def inspect_attention(model, tokenizer, text, text_pair=None, max_length=None):
         sequence_ids=encoded.sequence_ids(0),
         local_windows={
             layer: windows[0].float().cpu()
-            for layer, windows in zip(local_layers, outputs.local_windows or (), strict=True)
+            for layer, windows in zip(local_layers, outputs.get("local_windows") or (), strict=True)
         },
     )
 
