@@ -39,8 +39,8 @@ LOOSE = {
         "no result: a cost quoted from docs/MODELS.md and docs/BENCHMARKS.md, whose tables hold its record": (
             "(the twin) | 0 | the same",
             "| +8% / +13.0% | 0.98 / 0.95 | level or worse |",
-            "| +27% / +84.1%; at `context_rank=64`, +8.1% at BERT-base | 0.92-0.93 / 0.85; rank 64: 0.94-0.98 / 0.95 | "
-            "level or worse |",
+            "| +27% / +84.1%; at `context_rank=64`, +8.1% at BERT-base | 0.92-0.93 / 0.85; rank 64: "
+            "0.94-0.98 / 0.95 | level or worse |",
             "| +71.1% at BERT-base; rank 64: +6.9% | 0.55 / 0.52; rank 64: 0.90 / 0.86 | level |",
             "(Yang et al. 2018), lower half of the layers | +2.1% / +3.3% | MiniLM, measured under load: "
             "0.92 / 0.97 |",

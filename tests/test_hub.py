@@ -24,6 +24,7 @@ from tiny_tokenizer import tiny_tokenizer
 from transformers import pipeline
 
 from casan_hf import FAMILIES, CasanMarianConfig, CasanMarianMTModel, casan_class
+from casan_hf.cli.run_start import RUN_START_NAME
 from casan_hf.hub.push import upload_files
 
 
@@ -441,8 +442,8 @@ def commits_to(server, repo):
 
 def test_what_push_to_hub_uploads_is_what_loads(published, request):
     """run_glue.py --push_to_hub: one commit through the server's upload API of the output folder less its `_*`,
-    `checkpoint-*` and `training_args.bin` files, with weights, config, every code file, the tokenizer and the
-    card, and it loads."""
+    `checkpoint-*`, `training_args.bin` and run record (`run_start.json`) files, with weights, config, every code
+    file, the tokenizer and the card, and it loads."""
     repo = "someone/casan-rte"
     (upload,) = commits_to(published.server, repo)
     assert published.server.files(repo) == sorted(upload["files"])
@@ -454,7 +455,9 @@ def test_what_push_to_hub_uploads_is_what_loads(published, request):
     ) <= set(upload["files"])
     left_out = set(path.relative_to(folder).as_posix() for path in folder.rglob("*") if path.is_file())
     left_out -= set(upload["files"])
-    assert all(name.startswith(("_", "checkpoint-", "training_args.bin")) for name in left_out), left_out
+    assert all(name.startswith(("_", "checkpoint-", "training_args.bin", RUN_START_NAME)) for name in left_out), (
+        left_out
+    )
     for environment in ENVIRONMENTS:
         outcome = result(request, environment, f"{repo}:pipeline")
         assert _nested_close(outcome["result"], published.expected[f"{repo}:pipeline"])
