@@ -19,7 +19,6 @@ In the conventions of transformers' `examples/pytorch/text-classification/run_gl
 """
 
 import logging
-import sys
 from dataclasses import dataclass, field
 
 from casan_hf.cli.extras import GLUE, require_packages
@@ -37,16 +36,10 @@ from transformers import (
 
 from casan_hf.cli.arguments import EncoderModelArguments, RunDataArguments, check_positive
 from casan_hf.cli.console import (
-    finished_line,
-    given_flags,
+    announce_run,
     kept_of,
-    loss_interval,
     model_words,
-    planned_steps,
-    resume_line,
     saved_line,
-    summary,
-    training_words,
 )
 from casan_hf.cli.launch import exit_when_preempted, padding_multiple, parse_run_args, prepare_or_exit, setup_logging
 from casan_hf.cli.resume import find_checkpoint
@@ -237,18 +230,8 @@ def main():
         ("model", f"{model_words(model)}, from {model_args.model_name_or_path}"),
         ("data", data_words(glue_data, data_args, train_dataset, eval_datasets)),
     ]
-    if training_args.do_train:
-        steps = planned_steps(training_args, len(train_dataset))
-        if "logging_steps" not in given_flags(sys.argv[1:]):
-            training_args.logging_steps = loss_interval(steps)
-        rows.append(("training", training_words(training_args, steps, len(train_dataset))))
-    rows.append(("output", f"{training_args.output_dir} (every argument: run_start.json)"))
-    logger.info(summary("run_glue.py", rows))
-    if checkpoint is not None and training_args.do_train:  # without --do_train nothing resumes
-        finished = finished_line(training_args, steps)
-        logger.warning(finished or resume_line(checkpoint, steps))
-        if finished:
-            return
+    if announce_run(logger, "run_glue.py", rows, training_args, train_dataset, checkpoint):
+        return
     collator = (
         default_data_collator
         if data_args.pad_to_max_length

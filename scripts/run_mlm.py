@@ -24,7 +24,6 @@ text per line (a sentence), truncated to --max_seq_length. What is added:
 import logging
 import math
 import os
-import sys
 from dataclasses import dataclass, field
 
 from casan_hf.cli.extras import TRAINING, require_packages
@@ -43,16 +42,10 @@ from transformers import (
 from casan_hf import get_family
 from casan_hf.cli.arguments import EncoderModelArguments, RunDataArguments, check_positive
 from casan_hf.cli.console import (
+    announce_run,
     count,
-    finished_line,
-    given_flags,
-    loss_interval,
     model_words,
-    planned_steps,
-    resume_line,
     saved_line,
-    summary,
-    training_words,
 )
 from casan_hf.cli.launch import exit_when_preempted, padding_multiple, parse_run_args, prepare_or_exit, setup_logging
 from casan_hf.cli.resume import find_checkpoint
@@ -326,18 +319,8 @@ def main():
             f"{len(splits['train']):,}, scoring {len(splits['validation']):,}",
         ),
     ]
-    if training_args.do_train:
-        steps = planned_steps(training_args, len(splits["train"]))
-        if "logging_steps" not in given_flags(sys.argv[1:]):
-            training_args.logging_steps = loss_interval(steps)
-        rows.append(("training", training_words(training_args, steps, len(splits["train"]))))
-    rows.append(("output", f"{training_args.output_dir} (every argument: run_start.json)"))
-    logger.info(summary("run_mlm.py", rows))
-    if checkpoint is not None and training_args.do_train:  # without --do_train nothing resumes
-        finished = finished_line(training_args, steps)
-        logger.warning(finished or resume_line(checkpoint, steps))
-        if finished:
-            return
+    if announce_run(logger, "run_mlm.py", rows, training_args, splits["train"], checkpoint):
+        return
     # Seeded: the training masks come from the collator's own generator, which CasanTrainer checkpoints, so an
     # interrupted run resumes with the masks of an uninterrupted one.
     collator = collator_for(tokenizer, data_args, scaling_args, training_args, seed=training_args.seed)

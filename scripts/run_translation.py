@@ -23,7 +23,6 @@ In the conventions of transformers' `examples/pytorch/translation/run_translatio
 import json
 import logging
 import os
-import sys
 from dataclasses import dataclass, field
 
 from casan_hf.cli.extras import TRAINING, missing_packages_message, require_packages
@@ -37,16 +36,10 @@ from transformers import AutoTokenizer, DataCollatorForSeq2Seq, Seq2SeqTrainingA
 import casan_hf
 from casan_hf.cli.arguments import RunDataArguments, check_positive
 from casan_hf.cli.console import (
-    finished_line,
-    given_flags,
+    announce_run,
     kept_of,
-    loss_interval,
     model_words,
-    planned_steps,
-    resume_line,
     saved_line,
-    summary,
-    training_words,
 )
 from casan_hf.cli.launch import exit_when_preempted, padding_multiple, parse_run_args, prepare_or_exit, setup_logging
 from casan_hf.cli.resume import find_checkpoint
@@ -314,18 +307,15 @@ def main():
             ),
         ),
     ]
-    if training_args.do_train:
-        steps = planned_steps(training_args, len(tokenized["train"]))
-        if "logging_steps" not in given_flags(sys.argv[1:]):
-            training_args.logging_steps = loss_interval(steps)
-        rows.append(("training", training_words(training_args, steps, len(tokenized["train"]))))
-    rows.append(("output", f"{training_args.output_dir} (every argument: run_start.json)"))
-    logger.info(summary("run_translation.py", rows))
-    if checkpoint is not None and training_args.do_train:  # without --do_train nothing resumes
-        finished = finished_line(training_args, steps)
-        logger.warning(finished or resume_line(checkpoint, steps))
-        if finished:
-            return
+    if announce_run(
+        logger,
+        "run_translation.py",
+        rows,
+        training_args,
+        tokenized["train"],
+        checkpoint,
+    ):
+        return
     started_from = model_args.model_name_or_path  # named on the card when it is a Hub id
     card_kwargs = {
         "source_lang": data_args.source_lang,

@@ -6,6 +6,7 @@ the run's folder (`run_start.json`, `config.json`), not to the console."""
 import json
 import math
 import os
+import sys
 from pathlib import Path
 
 from transformers.trainer import TRAINER_STATE_NAME, TrainerState
@@ -104,6 +105,26 @@ def summary(script, rows):
     """The lines a run starts with: `script` and what it will do, then each `(label, text)` of `rows`."""
     width = max(len(label) for label, _ in rows)
     return "\n".join([f"{script}:", *(f"  {label:<{width}}  {text}" for label, text in rows)])
+
+
+def announce_run(logger, script, rows, training_args, train_dataset, checkpoint):
+    """Logs to `logger` the summary `script` starts with (`rows`, then, where it trains on `train_dataset`, its steps,
+    then the output folder) and, where it resumes from `checkpoint`, the one line that says from which or that its
+    run is finished. Without `--logging_steps` on the command line, sets the loss interval to suit the run's length.
+    Returns whether the run is finished already: the script then does nothing."""
+    rows = list(rows)
+    if training_args.do_train:
+        steps = planned_steps(training_args, len(train_dataset))
+        if "logging_steps" not in given_flags(sys.argv[1:]):
+            training_args.logging_steps = loss_interval(steps)
+        rows.append(("training", training_words(training_args, steps, len(train_dataset))))
+    rows.append(("output", f"{training_args.output_dir} (every argument: run_start.json)"))
+    logger.info(summary(script, rows))
+    if checkpoint is None or not training_args.do_train:  # without --do_train nothing resumes
+        return False
+    finished = finished_line(training_args, steps)
+    logger.warning(finished or resume_line(checkpoint, steps))
+    return finished is not None
 
 
 def saved_line(script, output_dir):
