@@ -307,14 +307,7 @@ def main():
             ),
         ),
     ]
-    if announce_run(
-        logger,
-        "run_translation.py",
-        rows,
-        training_args,
-        tokenized["train"],
-        checkpoint,
-    ):
+    if announce_run(logger, "run_translation.py", rows, training_args, tokenized.get("train"), checkpoint):
         return
     started_from = model_args.model_name_or_path  # named on the card when it is a Hub id
     card_kwargs = {

@@ -523,7 +523,7 @@ def test_padding_each_batch_gives_the_scores_of_padding_to_max_length(tmp_path, 
         assert results["false"][name] == pytest.approx(results["true"][name], rel=1e-5, abs=1e-6)
 
 
-PROGRESS_BAR = re.compile(r"\d+%\|")
+PROGRESS_BAR = re.compile(r"\d+%\||\[\d+:\d\d, ")  # tqdm's bars, with a total and without one
 
 
 def printed_lines(result):
@@ -535,7 +535,7 @@ def printed_lines(result):
 
 def test_a_short_run_s_console_fits_on_a_screen(tiny_bert, glue_dir, tmp_path):
     """A 10-step run without --logging_steps: the conversion in one line, a summary of what will run, a loss line
-    a step, the scores, and where they went; no argument dump, no config, no line twice."""
+    a step, the scores, and where they went; no argument dump, no config, no line twice, on a CI machine too."""
     output_dir = tmp_path / "console"
     result = run_glue(
         ["--model_name_or_path", tiny_bert, "--context_type", "global", "--task_name", "rte", "--glue_dir", glue_dir,
@@ -543,12 +543,14 @@ def test_a_short_run_s_console_fits_on_a_screen(tiny_bert, glue_dir, tmp_path):
          "--max_eval_samples", "16", "--per_device_train_batch_size", "4", "--report_to", "none",
          "--output_dir", output_dir],
         cwd=tmp_path,
+        env={"CI": "true"},  # where transformers' loggers propagate to the root logger unless told not to
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     lines = printed_lines(result)
     assert len(lines) <= 45, "\n".join(lines)
     text = "\n".join(lines)
     assert sum("Converted the bert checkpoint" in line for line in lines) == 1
+    assert sum("LOAD REPORT" in line for line in lines) == 1  # the classifier transformers starts afresh, once
     assert "You are using a model of type" not in text and "context_mixer" not in text
     assert "Training/evaluation parameters" not in text and '"architectures"' not in text
     assert "  model     CasanForSequenceClassification, 'global' context" in text

@@ -108,10 +108,10 @@ def summary(script, rows):
 
 
 def announce_run(logger, script, rows, training_args, train_dataset, checkpoint):
-    """Logs to `logger` the summary `script` starts with (`rows`, then, where it trains on `train_dataset`, its steps,
-    then the output folder) and, where it resumes from `checkpoint`, the one line that says from which or that its
-    run is finished. Without `--logging_steps` on the command line, sets the loss interval to suit the run's length.
-    Returns whether the run is finished already: the script then does nothing."""
+    """Logs to `logger` the summary `script` starts with (`rows`, then, where it trains on `train_dataset`, None
+    where it does not, its steps, then the output folder) and, where it resumes from `checkpoint`, the one line that
+    says from which or that its run is finished. Without `--logging_steps` on the command line, sets the loss interval
+    to suit the run's length. Returns whether the run is finished already: the script then does nothing."""
     rows = list(rows)
     if training_args.do_train:
         steps = planned_steps(training_args, len(train_dataset))

@@ -231,6 +231,7 @@ def setup_logging(training_args, logger):
     datasets.utils.logging.disable_propagation()  # its own handler prints it; the root's would print it again
     transformers.utils.logging.set_verbosity(log_level)
     transformers.utils.logging.enable_default_handler()
+    transformers.utils.logging.disable_propagation()  # as datasets; transformers propagates where CI=true is set
     transformers.utils.logging.enable_explicit_format()
     if training_args.world_size > 1:
         logger.warning(
