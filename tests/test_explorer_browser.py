@@ -1,6 +1,7 @@
 """The explorer as a person uses it: scripts/explore.py serves the converted real MiniLM (compared with the
 MiniLM it came from) from the demo environment, and headless Chromium (Debian's, driven through its ChromeDriver
-by Selenium) types a sentence, runs it, reads the page, switches layer and head, and saves a screenshot.
+by Selenium) types a sentence, runs it, reads the page, switches layer and head, and saves a screenshot. A Space
+folder written for the same two checkpoints serves its own app.py, whose checkpoint boxes take no typing.
 
 Debian's chromium and chromium-driver come from `make browser` (part of `make test`); nothing is downloaded.
 """
@@ -71,27 +72,29 @@ def free_port():
         return probe.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def server(checkpoints, tmp_path_factory):
-    """The explorer's URL, served by scripts/explore.py from .venv-demo on a free loopback port, in the folder of
-    the checkpoints."""
+def serve(command, port, cwd, log):
+    """Runs `command` (a Gradio app serving on loopback `port`: the flag given, or Gradio's port variable) in `cwd`
+    from the demo environment; yields its URL once it answers, and stops it after."""
     if not DEMO_PYTHON.exists():
         pytest.fail(f"{DEMO_PYTHON} not found: `make install-demo` builds the explorer's environment.")
-    port = free_port()
-    log = tmp_path_factory.mktemp("server") / "explore.log"
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "GRADIO_ANALYTICS_ENABLED": "False", "OMP_NUM_THREADS": "1"}
-    script = REPO_ROOT / "scripts" / "explore.py"
-    command = [str(DEMO_PYTHON), str(script), "--model", CASAN_NAME, "--compare", BERT_NAME]
+    full_env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "GRADIO_ANALYTICS_ENABLED": "False",
+        "OMP_NUM_THREADS": "1",
+        "GRADIO_SERVER_NAME": "127.0.0.1",
+        "GRADIO_SERVER_PORT": str(port),
+    }
     with open(log, "w") as output:
         process = subprocess.Popen(
-            [*command, "--port", str(port)], cwd=checkpoints, env=env, stdout=output, stderr=subprocess.STDOUT
+            [str(DEMO_PYTHON), *map(str, command)], cwd=cwd, env=full_env, stdout=output, stderr=subprocess.STDOUT
         )
     url = f"http://127.0.0.1:{port}/"
     try:
         deadline = time.monotonic() + WAIT
         while True:
             if process.poll() is not None:
-                pytest.fail(f"explore.py exited with {process.returncode}:\n{log.read_text()}")
+                pytest.fail(f"{command[0]} exited with {process.returncode}:\n{log.read_text()}")
             try:
                 with urllib.request.urlopen(url, timeout=5) as response:
                     if response.status == 200:
@@ -99,12 +102,35 @@ def server(checkpoints, tmp_path_factory):
             except OSError:
                 pass
             if time.monotonic() > deadline:
-                pytest.fail(f"explore.py did not serve {url} within {WAIT} s:\n{log.read_text()}")
+                pytest.fail(f"{command[0]} did not serve {url} within {WAIT} s:\n{log.read_text()}")
             time.sleep(0.5)
         yield url
     finally:
         process.terminate()
         process.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def server(checkpoints, tmp_path_factory):
+    """The explorer's URL, served by scripts/explore.py from .venv-demo in the folder of the checkpoints."""
+    port = free_port()
+    command = [REPO_ROOT / "scripts" / "explore.py", "--model", CASAN_NAME, "--compare", BERT_NAME, "--port", port]
+    yield from serve(command, port, checkpoints, tmp_path_factory.mktemp("server") / "explore.log")
+
+
+@pytest.fixture(scope="module")
+def space_server(checkpoints, tmp_path_factory):
+    """The URL of the Space folder that `scripts/explore.py --space_dir` writes for the two checkpoints, its app.py
+    served as the Hub serves it (the folder's own copy of casan_hf), in the folder of the checkpoints, where their
+    names resolve as Hub ids would."""
+    space = tmp_path_factory.mktemp("space") / "space"
+    written = subprocess.run(
+        [DEMO_PYTHON, REPO_ROOT / "scripts" / "explore.py", "--model", CASAN_NAME, "--compare", BERT_NAME,
+         "--space_dir", space],
+        capture_output=True, text=True, timeout=WAIT,
+    )  # fmt: skip
+    assert written.returncode == 0, written.stderr[-3000:]
+    yield from serve([space / "app.py"], free_port(), checkpoints, tmp_path_factory.mktemp("server") / "space.log")
 
 
 @pytest.fixture(scope="module")
@@ -185,3 +211,18 @@ def test_explorer_in_a_browser(server, browser, checkpoints, tmp_path):
     screenshot = tmp_path / "explorer.png"
     assert browser.save_screenshot(str(screenshot)) and screenshot.stat().st_size > 10_000
     print(f"screenshot: {screenshot}")
+
+
+def test_a_space_runs_only_the_checkpoints_it_was_written_for(space_server, browser, checkpoints):
+    """The Space's checkpoint boxes show its two models and take no typing; a run shows those models."""
+    model, tokenizer = load_for_inspection(str(checkpoints / CASAN_NAME))
+    prediction = predict(model, tokenizer, inspect_attention(model, tokenizer, SENTENCE))
+
+    browser.get(space_server)
+    WebDriverWait(browser, WAIT).until(expected_conditions.element_to_be_clickable((By.CSS_SELECTOR, "#run")))
+    for box, name in (("#model", CASAN_NAME), ("#compare", BERT_NAME)):
+        field = browser.find_element(By.CSS_SELECTOR, f"{box} textarea, {box} input")
+        assert field.get_attribute("value") == name and not field.is_enabled()
+    run(browser, SENTENCE)
+    wait_for_text(browser, "#prediction", f"casan-minilm: {prediction.summary}")
+    assert "no gates (BertModel has no context)" in browser.find_element(By.CSS_SELECTOR, "#gates").text
