@@ -323,6 +323,7 @@ LOOSE = {
         "no result: the setup: data, sizes, hyper-parameters, seeds, machine, versions, as the records hold them": (
             "layers 0, 1 and 2 of 6, the",
             "from commit 5463fdf. The first",
+            "Seed 1 of the combination",
             "the sentence-level summaries",
             "code. 15 runs, seed by seed",
             "binned 1-10, 11-15, 16-20 and 21+ words",
