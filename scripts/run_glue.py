@@ -49,6 +49,7 @@ from casan_hf.glue.data import load_glue_data
 from casan_hf.glue.metrics import load_glue_metric
 from casan_hf.glue.tasks import GLUE_TASKS
 from casan_hf.hub.card import whole_splits
+from casan_hf.hub.tasks import results_suffix
 from casan_hf.training import (
     CasanTrainer,
     card_hyperparameters,
@@ -281,8 +282,7 @@ def main():
                 trainer.card_eval_metrics[split] = {
                     name.removeprefix("eval_"): value for name, value in metrics.items()
                 }
-                if split == "validation_mismatched":
-                    metrics = {f"{name}_mm": value for name, value in metrics.items()}
+                metrics = {f"{name}{results_suffix(split)}": value for name, value in metrics.items()}
                 combined.update(metrics)
                 trainer.log_metrics("eval", metrics)
             trainer.save_metrics("eval", combined)

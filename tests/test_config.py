@@ -16,7 +16,15 @@ from transformers import AutoConfig, BertConfig, BertModel
 from casan_hf import FAMILY_CONFIGS, CasanConfig, CasanForSequenceClassification, CasanMarianConfig, CasanModel
 from casan_hf.cli import CasanArguments, PositiveInt
 from casan_hf.families import FAMILIES, get_family
-from casan_hf.options import BOUNDS, OPTION_CHECKS, OPTION_GROUPS, OPTIONS, bounds_text, option_names
+from casan_hf.options import (
+    OPTION_CHECKS,
+    OPTION_GROUPS,
+    OPTION_KINDS,
+    OPTION_ROWS,
+    OPTIONS,
+    CasanOption,
+    option_names,
+)
 
 
 AUTO_MAP = get_family("bert").auto_map()
@@ -132,6 +140,10 @@ def test_bad_config_json_is_rejected(tmp_path, name, value, named):
         CasanForSequenceClassification.from_pretrained(tmp_path)
 
 
+# The numeric options' ranges, from their rows.
+BOUNDS = {option.name: option.bounds for option in OPTIONS if option.bounds is not None}
+
+
 def beyond_bounds(name):
     """Values just outside `name`'s range, and one far outside it (what a mistyped config.json gives)."""
     low, high = BOUNDS[name]
@@ -142,7 +154,7 @@ def beyond_bounds(name):
 
 @pytest.mark.parametrize("name", BOUNDS)
 def test_numeric_options_are_bounded_on_every_path_and_the_error_states_the_bound(name, tmp_path):
-    """Each numeric option's range (`options.BOUNDS`), its ends taken: beyond it, the constructor of every family's
+    """Each numeric option's range (its row's `bounds`), its ends taken: beyond it, the constructor of every family's
     config (the translation model's for the context options), `from_pretrained` keyword arguments, a loaded
     config.json and the scripts' flags refuse the value, naming the option and its range."""
     low, high = BOUNDS[name]
@@ -159,7 +171,7 @@ def test_numeric_options_are_bounded_on_every_path_and_the_error_states_the_boun
         for path in paths:
             with pytest.raises(ValueError, match=re.escape(stated)) as error:
                 path()
-            assert bounds_text(name) in str(error.value)
+            assert OPTION_ROWS[name].range_text in str(error.value)
         (tmp_path / "config.json").write_text(json.dumps({**saved, name: value}))
         with pytest.raises(ValueError, match=re.escape(stated)):
             AutoConfig.from_pretrained(tmp_path)
@@ -232,6 +244,28 @@ def test_the_option_groups_the_scripts_expose_are_exactly_the_checked_options():
     assert [field.name for field in dataclasses.fields(CasanArguments)] == [option.name for option in OPTIONS]
     config_fields = {field.name for field in dataclasses.fields(CasanConfig)}
     assert set(OPTION_CHECKS) <= config_fields
+
+
+def test_an_option_row_builds_its_check_error_and_help_from_its_kind_choices_and_bounds():
+    """A row says its choices and range once; its check, its error (the value and what is allowed) and its help
+    come from them, and a row that lacks what its kind needs, or has what it does not use, is refused."""
+    assert {option.kind for option in OPTIONS} == set(OPTION_KINDS)
+    weight = CasanOption("made_up", "context", "number", "A weight.", bounds=(0.0, 2.0), meaning="a weight",
+                         none_means="off")  # fmt: skip
+    assert weight.check(None) is None and weight.check(numpy.int64(1)) == 1.0 and type(weight.check(1)) is float
+    assert weight.documentation == "A weight. Range: [0, 2]."
+    with pytest.raises(
+        ValueError, match=re.escape("`made_up` must be None (off) or a number in [0, 2] (a weight); got 3.")
+    ):
+        weight.check(3)
+    choice = CasanOption("made_up", "context", "choice", "A choice.", choices=("a", "b"), none_means="off")
+    assert choice.documentation == "A choice." and choice.check("b") == "b"
+    with pytest.raises(ValueError, match=re.escape("`made_up` must be one of None, 'a', 'b'; got ['a'].")):
+        choice.check(["a"])
+    for row in (dict(kind="choice"), dict(kind="int"), dict(kind="bool", bounds=(0, 1)), dict(kind="layers"),
+                dict(kind="number", bounds=(0, 1), choices=("a",)), dict(kind="list")):  # fmt: skip
+        with pytest.raises(ValueError, match="option `made_up`: kind "):
+            CasanOption("made_up", "context", help="", **row)
 
 
 def test_each_flag_takes_the_configs_type_made_optional():

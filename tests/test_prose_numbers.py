@@ -1,8 +1,9 @@
 """The figures the docs state are the records' and the code's (docs/TESTS.md, "Figures in the docs"): README.md,
 docs/RESULTS.md and docs/TRANSLATION.md (and the quotes of docs/METHOD.md and docs/TESTS.md) are, character for
 character, what `make docs` renders from the committed records (`casan_hf.studies.render`): every table whole, each
-quote with its sign, every verdict. Outside the rendered blocks and quotes, each number and verdict word of the
-three docs stands in a phrase of `doc_figures.LOOSE`, listed with the test here that computes it or as no result;
+quote with its sign, every verdict. Outside the rendered blocks and quotes, each result figure of the three docs
+(`result_figures`: a number with a decimal part, a percentage, a ratio, a mean ± std, a count of runs, a timing)
+stands in a phrase of `doc_figures.LOOSE`, listed with the test here that computes it or the record that holds it;
 and the other docs quote no study figure by hand."""
 
 import math
@@ -28,8 +29,17 @@ INDENTED_CODE = re.compile(r"^ {4}.*$", re.MULTILINE)  # list items continue at 
 COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
 LINK_TARGET = re.compile(r"\]\([^)]*\)")
 CODE_SPAN = re.compile(r"`[^`]*`")
-# A number (signed, with thousands separators, a decimal part or a percent sign) or a verdict word.
-TOKEN = re.compile(r"(?<![\w.\-])[-+]?\d[\d,]*(?:\.\d+)?%?|\b(?:pays|pay|worse|better|level)\b")
+# A number of the prose: its sign, its digits (thousands separators, every dotted part) and a percent sign.
+NUMBER = re.compile(r"(?<![\w.\-])([-+]?)(\d+(?:,\d{3})*(?:\.\d+)*)( ?%)?")
+# What makes a number a result figure (docs/TESTS.md, "Figures in the docs"): a percentage, a decimal part, "±"
+# beside it, "x" after it (a ratio), or "runs", "minutes", "hours", "s" or "points" after it, one word between allowed
+# ("36 fine-tuning runs"). Not a result: a version or an identifier (two dots, or after a package's name or
+# "arXiv": "Python 3.11"), and the paired statistics' fixed levels (a 95% interval, 80% power, the 5% level)
+# unsigned.
+RESULT_AFTER = re.compile(r" ?(?:±|x\b)| (?:[\w-]+ )?(?:runs?|minutes?|hours?|s|points?)\b")
+RESULT_BEFORE = re.compile(r"± $")
+VERSION_AFTER = re.compile(r"\b(?:Python|torch|transformers|datasets|evaluate|sacrebleu|accelerate|arXiv) $")
+STATISTICS_LEVELS = ("95", "80", "5")
 
 
 def cleaned(text):
@@ -43,24 +53,41 @@ def cleaned(text):
     return text, masked
 
 
+def result_figures(masked):
+    """The `(start, end)` of each result figure in a doc's prose (code spans masked)."""
+    spans = []
+    for match in NUMBER.finditer(masked):
+        sign, digits, percent = match.groups()
+        before, after = masked[max(0, match.start() - 20) : match.start()], masked[match.end() : match.end() + 40]
+        if digits.count(".") > 1 or VERSION_AFTER.search(before):
+            continue
+        if (
+            (percent and (sign or digits not in STATISTICS_LEVELS))
+            or (not percent and "." in digits)
+            or RESULT_BEFORE.search(before)
+            or RESULT_AFTER.match(after)
+        ):
+            spans.append(match.span())
+    return spans
+
+
 def unlisted(doc_text, listed):
-    """`(missing, loose)`: the phrases of `listed` that the doc's prose does not hold, and each token of the prose
-    that no listed phrase holds, with its neighbourhood."""
+    """`(missing, loose, idle)`: the phrases of `listed` that the doc's prose does not hold, each result figure of
+    the prose that no listed phrase holds (with its neighbourhood), and the phrases that hold no result figure."""
     text, masked = cleaned(doc_text)
+    figures = result_figures(masked)
     covered = [False] * len(text)
-    missing = []
+    missing, idle = [], []
     for phrase in listed:
-        starts = [match.start() for match in re.finditer(re.escape(phrase), text)]
-        if not starts:
+        spans = [match.span() for match in re.finditer(re.escape(phrase), text)]
+        if not spans:
             missing.append(phrase)
-        for start in starts:
-            covered[start : start + len(phrase)] = [True] * len(phrase)
-    loose = [
-        text[max(0, match.start() - 40) : match.end() + 20]
-        for match in TOKEN.finditer(masked)
-        if not all(covered[match.start() : match.end()])
-    ]
-    return missing, loose
+        elif not any(start <= low and high <= end for start, end in spans for low, high in figures):
+            idle.append(phrase)
+        for start, end in spans:
+            covered[start:end] = [True] * (end - start)
+    loose = [text[max(0, low - 40) : high + 20] for low, high in figures if not all(covered[low:high])]
+    return missing, loose, idle
 
 
 @pytest.mark.parametrize("doc", DOCS)
@@ -69,15 +96,69 @@ def test_a_doc_is_what_make_docs_renders_from_the_records(doc):
     assert text == render(text, REPO_ROOT), f"{doc} differs from its render: run `make docs`"
 
 
+REASONS = ("test: ", "record: ", "no record: ", "no result: ")
+RECORD_DOC = re.compile(r"\b[\w/.-]+\.md\b")
+
+
+def unrecorded(reason, phrases):
+    """The figures of `phrases` (listed for `reason`, "record: ...") that none of the docs the reason names holds
+    as written."""
+    records = [(REPO_ROOT / path).read_text() for path in RECORD_DOC.findall(reason)]
+    figures = []
+    for phrase in phrases:
+        _, masked = cleaned(phrase)
+        figures += [masked[low:high] for low, high in result_figures(masked)]
+    return [figure for figure in figures if records and not any(figure in record for record in records)]
+
+
 @pytest.mark.parametrize("doc", RESULTS_DOCS)
-def test_every_figure_outside_the_rendered_blocks_is_listed_as_tested_or_no_result(doc):
+def test_every_result_figure_outside_the_rendered_blocks_is_listed_with_its_test_or_record(doc):
     listed = [phrase for phrases in LOOSE[doc].values() for phrase in phrases]
-    missing, loose = unlisted((REPO_ROOT / doc).read_text(), listed)
+    missing, loose, idle = unlisted((REPO_ROOT / doc).read_text(), listed)
     assert missing == [], f"{doc} no longer holds these listed phrases (tests/doc_figures.py)"
-    assert loose == [], f"{doc}: figures neither rendered nor listed in tests/doc_figures.py"
+    assert loose == [], f"{doc}: result figures neither rendered nor listed in tests/doc_figures.py"
+    assert idle == [], f"{doc}: phrases of tests/doc_figures.py that hold no result figure (they need no entry)"
+    assert [reason for reason in LOOSE[doc] if not reason.startswith(REASONS)] == []
     tests = {reason.removeprefix("test: ") for reason in LOOSE[doc] if reason.startswith("test: ")}
     assert all(name in globals() for name in tests), tests - set(globals())
-    assert all(reason.startswith(("test: ", "no result: ")) for reason in LOOSE[doc])
+    for reason, phrases in LOOSE[doc].items():
+        if reason.startswith("record: "):
+            assert unrecorded(reason, phrases) == [], f"{doc}: figures that {reason!r} does not hold"
+
+
+def figures_of(sentence):
+    _, masked = cleaned(sentence)
+    return [masked[low:high] for low, high in result_figures(masked)]
+
+
+def test_the_prose_check_knows_a_result_figure_by_its_shape():
+    """A score, a difference, a ratio, a mean ± std, a count of runs and a timing need an entry; a version, an
+    identifier, a setting without a decimal part, a seed, a size, a commit and the paired statistics' levels do not."""
+    results = (
+        "It scores 78.68% accuracy / 85.67 F1 and BLEU 41 ± 2, +8% parameters, 0.91x BERT's speed, 1.66 x sd, "
+        "36 runs, 32 GLUE runs, 210 fine-tuning runs, about 21 minutes, 2 hours, 30 s, about 2 points, -3 %."
+    )
+    assert figures_of(results) == ["78.68%", "85.67", "41", "2", "+8%", "0.91", "1.66", "36", "32", "210", "21",
+                                   "2", "30", "2", "-3 %"]  # fmt: skip
+    others = (
+        "Python 3.11, transformers 4.56, torch 2.13.0, arXiv 2505.06708, 127.0.0.1, seeds 42-46, 6 layers, "
+        "batch 32, lr 5e-5, commit 2402f03, 8,000 pieces, a 4-step run, 128/6+2/4/512, 95% interval, 80% power, "
+        "the 5% level, `--max_steps 0.5`."
+    )
+    assert figures_of(others) == []
+
+
+def test_a_changed_or_new_result_figure_in_prose_fails_and_a_setting_needs_no_entry():
+    doc = (REPO_ROOT / "docs/RESULTS.md").read_text()
+    listed = [phrase for phrases in LOOSE["docs/RESULTS.md"].values() for phrase in phrases]
+    assert unlisted(doc, listed) == ([], [], [])
+    changed = unlisted(doc.replace("78.68 accuracy / 85.67 F1", "78.70 accuracy / 85.67 F1", 1), listed)
+    assert changed[0] == ["78.68 accuracy / 85.67 F1, against 78.68 / 85.71"] and "78.70" in changed[1][0]
+    added = unlisted(doc + "\nOn RTE it scores 66.1 (seed 42), in 12 runs.\n", listed)
+    assert len(added[1]) == 2 and "scores 66.1 (seed" in added[1][0] and "in 12 runs." in added[1][1]
+    assert unlisted(doc.replace("seeds 42-46", "seeds 42-47", 1), listed) == ([], [], [])
+    assert unlisted(doc, [*listed, "seeds 42-46"])[2] == ["seeds 42-46"]
+    assert unrecorded("record: docs/MODELS.md", ["+13.0% |", "+13.5% |"]) == ["+13.5%"]
 
 
 # A study figure written by hand: mean ± std, an interval, or a score with its unit.

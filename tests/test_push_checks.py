@@ -21,7 +21,8 @@ from transformers import BertConfig, BertForSequenceClassification
 
 from casan_hf import casan_class
 from casan_hf.hub import render_model_card
-from casan_hf.hub.push import FolderCheckError, check_folder, push_folder, upload_files
+from casan_hf.hub.push import FolderCheckError, check_folder, push_folder, results_scores, upload_files
+from casan_hf.hub.tasks import RESULTS_FILES, RESULTS_KEYS, results_suffix
 
 
 SOURCE = "someone/tiny-bert"
@@ -288,6 +289,19 @@ def test_a_card_whose_scores_are_every_results_files_passes(folder):
     (folder / "eval_results.json").write_text(json.dumps({"eval_accuracy": 0.62500004, "eval_loss": 0.7}))
     (folder / "all_results.json").write_text(json.dumps({"eval_accuracy": 0.625, "train_loss": 0.7}))
     check_folder(folder, REPO)
+
+
+def test_each_split_of_the_results_table_reads_back_as_its_card_split(tmp_path):
+    """A split's scores as run_glue.py writes them (its prefix, `results_suffix(split)`) read back as that split,
+    by the same table (`hub.tasks.RESULTS_KEYS`), whose prefixes name the results files."""
+    for keys in RESULTS_KEYS:
+        for split in keys.splits:
+            scores = {f"{keys.prefix}_accuracy{results_suffix(split)}": 0.5, f"{keys.prefix}_loss": 0.7}
+            (tmp_path / "all_results.json").write_text(json.dumps(scores))
+            assert results_scores(tmp_path, "all_results.json", {split}) == {(split, "accuracy"): 0.5}, split
+    assert RESULTS_FILES == ("all_results.json", "eval_results.json", "predict_results.json")
+    with pytest.raises(ValueError, match="A results file holds the splits validation, .*; got 'train'."):
+        results_suffix("train")
 
 
 def test_a_baseline_folder_passes_without_the_remote_code_checks(folder, tmp_path):

@@ -12,7 +12,7 @@ import argparse
 import dataclasses
 
 from ..configuration_casan import option_defaults
-from ..options import OPTION_CHECKS, OPTIONS
+from ..options import OPTION_CHECKS, OPTION_ROWS, OPTIONS
 
 
 class PositiveInt(int):
@@ -25,13 +25,12 @@ class PositiveInt(int):
         return super().__new__(cls, value)
 
 
-_ROWS = {option.name: option for option in OPTIONS}
 _DEFAULTS = option_defaults()
 
 
 def option_flag(name):
     """The field of option `name`: None by default, with its row's help and choices."""
-    option = _ROWS[name]
+    option = OPTION_ROWS[name]
     metadata = {"help": f"{option.documentation} Not given: a CASAN checkpoint's own value, else {_DEFAULTS[name]!r}."}
     if option.choices is not None:
         metadata["choices"] = option.choices

@@ -52,7 +52,7 @@ from ..families import HEADS
 from .card import FROM_SCRATCH
 from .folder import MODEL_CARD_NAME, is_hub_id
 from .fresh_process import run_without_casan_hf
-from .tasks import METRICS
+from .tasks import METRICS, RESULTS_FILES, results_keys
 
 
 # Left out of an upload, matched against every part of a path: hidden files and folders (.git, .env, .DS_Store),
@@ -66,10 +66,6 @@ MAX_FILE_BYTES = 5 * 10**9
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt", ".joblib", ".dill", ".pck")
 PICKLE_PROTOCOLS = (b"\x80\x02", b"\x80\x03", b"\x80\x04", b"\x80\x05")
 TOKENIZER_FILE = "tokenizer_config.json"
-# A results file's keys start with the split's prefix; the card split each prefix's scores belong to (`_mm`: MNLI
-# mismatched). all_results.json holds every prefix of a run.
-RESULTS_FILES = ("all_results.json", "eval_results.json", "predict_results.json")
-PREFIX_SPLITS = {"eval": ("validation", "validation_matched"), "predict": ("test",)}
 # An absolute path whose first folder exists on this machine; a home folder of any machine; a Windows drive.
 _ABSOLUTE_PATH = re.compile(r"(?<![\w.:/~-])/([\w.-]+)/[\w./-]+")
 _HOME_OR_DRIVE = re.compile(r"(?<![\w/])(~/[\w.-]+|/(?:home|Users)/[\w.-]+|/root/[\w.-]+|[A-Za-z]:(?:\\\\?|/)[\w.-]+)")
@@ -286,15 +282,12 @@ def results_scores(stage, name, splits):
     scores = {}
     results = json.loads((stage / name).read_text(encoding="utf-8"))
     for key, value in results.items():
-        prefix, _, metric = key.partition("_")
-        if prefix not in PREFIX_SPLITS:
+        keys, metric = results_keys(key)
+        if keys is None or metric not in METRICS:
             continue
-        split = next((s for s in PREFIX_SPLITS[prefix] if s in splits), PREFIX_SPLITS[prefix][0])
-        suffix = "_mm" if metric.endswith("_mm") else ""
-        if suffix:
-            metric, split = metric.removesuffix("_mm"), "validation_mismatched"
-        total = results.get(f"{prefix}_split_samples{suffix}")
-        if metric in METRICS and (total is None or results.get(f"{prefix}_samples{suffix}") == total):
+        split = next((split for split in keys.splits if split in splits), keys.splits[0])
+        total = results.get(f"{keys.prefix}_split_samples{keys.suffix}")
+        if total is None or results.get(f"{keys.prefix}_samples{keys.suffix}") == total:
             scores[split, metric] = round(float(value), METRICS[metric].decimals)
     return scores
 

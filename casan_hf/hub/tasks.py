@@ -26,6 +26,45 @@ METRICS = {
 }
 
 
+class ResultsKeys(NamedTuple):
+    """The keys of a run's results files that hold one card split's scores: `<prefix>_<metric><suffix>`."""
+
+    prefix: str  # the Trainer's metric key prefix, and the results file `<prefix>_results.json`
+    suffix: str  # "" or a second split's mark among the prefix's keys
+    splits: tuple  # the card splits these keys may be, the first where the card names none of them
+
+
+# Where each split's scores are in a run's results files: `Trainer.save_metrics(prefix, ...)` writes
+# `<prefix>_results.json`, and every prefix into all_results.json. The dev splits are under "eval" (MNLI's mismatched
+# one marked "_mm", as run_glue.py writes it beside the matched one), the test split under "predict".
+RESULTS_KEYS = (
+    ResultsKeys("eval", "", ("validation", "validation_matched")),
+    ResultsKeys("eval", "_mm", ("validation_mismatched",)),
+    ResultsKeys("predict", "", ("test",)),
+)
+RESULTS_FILES = ("all_results.json", *dict.fromkeys(f"{keys.prefix}_results.json" for keys in RESULTS_KEYS))
+
+
+def results_suffix(split):
+    """The mark of `split`'s keys among its prefix's: "_mm" for MNLI's mismatched dev set, "" for the others."""
+    suffixes = [keys.suffix for keys in RESULTS_KEYS if split in keys.splits]
+    if not suffixes:
+        splits = [split for keys in RESULTS_KEYS for split in keys.splits]
+        raise ValueError(f"A results file holds the splits {', '.join(splits)}; got {split!r}.")
+    return suffixes[0]
+
+
+def results_keys(key):
+    """`(keys, metric)`: the `ResultsKeys` that `key` of a results file is one of, and its metric without prefix
+    and suffix ("eval_accuracy_mm": the mismatched row, "accuracy"); `(None, None)` for a key of no split."""
+    prefix, _, metric = key.partition("_")
+    rows = [keys for keys in RESULTS_KEYS if keys.prefix == prefix and metric.endswith(keys.suffix)]
+    if not rows:
+        return None, None
+    keys = max(rows, key=lambda keys: len(keys.suffix))
+    return keys, metric.removesuffix(keys.suffix)
+
+
 @dataclass(frozen=True)
 class CardTask:
     """What a card says about the task its scores measure: the model-index entries and the Evaluation section's
