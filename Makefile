@@ -140,4 +140,4 @@ glue: install
 # Every results table, verdict and quoted figure of README.md, docs/RESULTS.md and docs/TRANSLATION.md, rendered
 # from the committed records (docs/TESTS.md, "Figures in the docs").
 docs: install
-	$(BIN)/python -m casan_hf.studies.render
+	$(BIN)/python -m tooling.render

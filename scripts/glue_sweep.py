@@ -35,7 +35,6 @@ from casan_hf.configuration_casan import SAFETENSORS_NAME, safetensors_shapes
 from casan_hf.glue.tasks import glue_files
 from casan_hf.options import CLASSIFIER_POOLINGS
 from casan_hf.studies import Arm, Run, add_sweep_arguments, arm_argument, run_study, study_variants
-from casan_hf.studies.catalog import run_sweep_command_line
 from casan_hf.studies.glue import (
     RECIPES,
     TASKS,
@@ -49,6 +48,11 @@ from casan_hf.studies.glue import (
 )
 from casan_hf.studies.grid import load_results
 from casan_hf.studies.paired import mean_std
+
+
+# The repository's tooling (tooling/, beside scripts/): the catalog of its committed studies.
+sys.path.append(str(Path(__file__).resolve().parents[1]))
+from tooling.catalog import run_sweep_command_line, study_names
 
 
 SCRIPTS = Path(__file__).resolve().parent
@@ -83,7 +87,7 @@ def default_arms(variants):
 def make_parser():
     variants = study_variants(TWINS)
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    add_sweep_arguments(parser, "glue")
+    add_sweep_arguments(parser, study_names("glue"))
     parser.add_argument("--model_name_or_path", required=True)
     parser.add_argument("--glue_dir", required=True)
     parser.add_argument("--tasks", nargs="+", choices=TASKS, default=["rte", "mrpc", "sst2"])

@@ -1,6 +1,6 @@
 #!/usr/bin/env python
 """Adds the sha256 of the data files to the committed studies' records that were made before a run kept it
-(`casan_hf.studies.data_hashes`): the files each run's command read, under the shared data folder, hashed as they
+(`tooling/data_hashes.py`): the files each run's command read, under the shared data folder, hashed as they
 are now. Records that have a hash, or whose files are not there, are left as they are; it prints, per results
 file, how many records it hashed and why it left the others.
 
@@ -8,12 +8,13 @@ file, how many records it hashed and why it left the others.
 """
 
 import argparse
+import sys
 from pathlib import Path
 
-from casan_hf.studies.data_hashes import add_data_hashes
 
-
-REPOSITORY = Path(__file__).resolve().parent.parent
+REPOSITORY = Path(__file__).resolve().parents[1]
+sys.path.append(str(REPOSITORY))  # the repository's tooling (tooling/, beside scripts/)
+from tooling.data_hashes import add_data_hashes
 
 
 def main(argv=None):

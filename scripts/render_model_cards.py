@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Renders the model card of every checkpoint casan-hf publishes (`casan_hf.studies.release`, docs/HUB.md) into
+"""Renders the model card of every checkpoint casan-hf publishes (`tooling/release.py`, docs/HUB.md) into
 model_cards/ of the repository this script is in, from that repository's committed records, with the renderer the
 training scripts use. `make cards` runs it.
 
@@ -7,12 +7,13 @@ training scripts use. `make cards` runs it.
 """
 
 import argparse
+import sys
 from pathlib import Path
-
-from casan_hf.studies.release import write_cards
 
 
 REPOSITORY = Path(__file__).resolve().parents[1]
+sys.path.append(str(REPOSITORY))  # the repository's tooling (tooling/, beside scripts/)
+from tooling.release import write_cards
 
 
 def main(argv=None):

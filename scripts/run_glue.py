@@ -214,6 +214,25 @@ def data_words(glue_data, data_args, train_dataset, eval_datasets):
     )
 
 
+def card_arguments(model_args, casan_training, data_args, training_args, dataset_id):
+    """What the run's model card says besides its model, scores and gates (`hub.render_model_card`'s arguments): the
+    head, the source, the task and its data, the license, the hyper-parameters. The release set's cards are rendered
+    with it from their records (tooling/release.py)."""
+    return {
+        "head": "sequence-classification",
+        "base_model": model_args.base_model or model_args.model_name_or_path,
+        "task_name": data_args.task_name,
+        "dataset_id": dataset_id,
+        "license": model_args.license,
+        "training": card_hyperparameters(
+            training_args,
+            casan_training,
+            max_seq_length=data_args.max_seq_length,
+            max_train_samples=data_args.max_train_samples,
+        ),
+    }
+
+
 def main():
     arguments = parse_run_args("run_glue.py", ModelArguments, DataTrainingArguments)
     model_args, casan_args, casan_training, data_args, scaling_args, training_args = arguments
@@ -239,19 +258,6 @@ def main():
         else DataCollatorWithPadding(tokenizer, pad_to_multiple_of=padding_multiple(scaling_args, training_args))
     )
 
-    card_kwargs = {
-        "head": "sequence-classification",
-        "base_model": model_args.base_model or model_args.model_name_or_path,
-        "task_name": data_args.task_name,
-        "dataset_id": glue_data.dataset_id,
-        "license": model_args.license,
-        "training": card_hyperparameters(
-            training_args,
-            casan_training,
-            max_seq_length=data_args.max_seq_length,
-            max_train_samples=data_args.max_train_samples,
-        ),
-    }
     trainer = CasanTrainer(
         model=model,
         args=training_args,
@@ -260,7 +266,7 @@ def main():
         processing_class=tokenizer,
         data_collator=collator,
         compute_metrics=metrics_function(glue_data, data_args.task_name),
-        card_kwargs=card_kwargs,
+        card_kwargs=card_arguments(model_args, casan_training, data_args, training_args, glue_data.dataset_id),
         context_learning_rate=casan_training.context_learning_rate,
         gate_monitor=gate_monitor_for(model, casan_training),
     )

@@ -138,13 +138,15 @@ def wanted_splits(training_args):
 def load_model_and_tokenizer(model_args, casan_args, data_args, scaling_args, data):
     """The checkpoint (continued or converted) and its tokenizer, or a new model of `--model_size` with a
     tokenizer trained on the training pairs."""
-    context = casan_args.casan_kwargs("context")
     if model_args.model_name_or_path is not None:
         tokenizer = AutoTokenizer.from_pretrained(
             model_args.tokenizer_name or model_args.model_name_or_path, cache_dir=model_args.cache_dir
         )
         model = casan_hf.CasanMarianMTModel.from_pretrained(
-            model_args.model_name_or_path, cache_dir=model_args.cache_dir, **context, **scaling_args.loading_kwargs()
+            model_args.model_name_or_path,
+            cache_dir=model_args.cache_dir,
+            **casan_args.casan_kwargs("context"),
+            **scaling_args.loading_kwargs(),
         )
         check_tokenizer(tokenizer, model, model_args.tokenizer_name or model_args.model_name_or_path)
         return model, tokenizer
@@ -153,7 +155,7 @@ def load_model_and_tokenizer(model_args, casan_args, data_args, scaling_args, da
             "--fsdp_size shards a checkpoint as it loads, and a new model has none: start from a checkpoint "
             "(--model_name_or_path), e.g. the output folder of a short run in one process."
         )
-    max_positions = max(data_args.max_source_length, data_args.max_target_length) + 2
+    max_positions = max_position_embeddings(data_args)
     if model_args.tokenizer_name is not None:
         tokenizer = AutoTokenizer.from_pretrained(model_args.tokenizer_name, cache_dir=model_args.cache_dir)
     elif "train" not in data.datasets:
@@ -163,14 +165,25 @@ def load_model_and_tokenizer(model_args, casan_args, data_args, scaling_args, da
         tokenizer = train_tokenizer(
             data.datasets, data_args.source_lang, data_args.target_lang, model_args.vocab_size, max_positions
         )
+    return casan_hf.CasanMarianMTModel(new_model_config(model_args, casan_args, data_args, tokenizer)), tokenizer
+
+
+def max_position_embeddings(data_args):
+    """The positions a new model embeds: the longest source or target, with its end token and one to spare."""
+    return max(data_args.max_source_length, data_args.max_target_length) + 2
+
+
+def new_model_config(model_args, casan_args, data_args, tokenizer):
+    """The config of a new model: `--model_size` with the size flags given, the tokenizer's vocabulary and special
+    tokens, the context options. The release set's card reads it (tooling/release.py)."""
     sizes = {
         name: getattr(model_args, name)
         for name in ("d_model", "encoder_layers", "decoder_layers", "attention_heads", "ffn_dim", "dropout")
     }
-    config = casan_hf.CasanMarianConfig(
-        **model_config_kwargs(model_args.model_size, tokenizer, max_positions, **sizes), **context
+    return casan_hf.CasanMarianConfig(
+        **model_config_kwargs(model_args.model_size, tokenizer, max_position_embeddings(data_args), **sizes),
+        **casan_args.casan_kwargs("context"),
     )
-    return casan_hf.CasanMarianMTModel(config), tokenizer
 
 
 def prepare(model_args, casan_args, casan_training, data_args, scaling_args, training_args):
@@ -278,6 +291,33 @@ def metrics_function(tokenizer):
     return compute_metrics
 
 
+def card_arguments(model_args, casan_training, data_args, training_args, dataset_id):
+    """What the run's model card says besides its model, scores and gates (`hub.render_translation_card`'s
+    arguments): the languages and data, the license, what the run started from, the hyper-parameters. The release
+    set's card is rendered with it from its record (tooling/release.py)."""
+    started_from = model_args.model_name_or_path  # named on the card when it is a Hub id
+    return {
+        "source_lang": data_args.source_lang,
+        "target_lang": data_args.target_lang,
+        "dataset_id": dataset_id,
+        "license": model_args.license,
+        "base_model": started_from,
+        "training": card_hyperparameters(
+            training_args,
+            casan_training,
+            first={
+                "model_size": model_args.model_size if started_from is None else None,
+                "started_from": started_from
+                if started_from is None or is_hub_id(started_from)
+                else "a local checkpoint",
+            },
+            warmup_steps=training_args.warmup_steps,
+            label_smoothing_factor=training_args.label_smoothing_factor,
+            num_beams=data_args.num_beams,
+        ),
+    }
+
+
 def main():
     arguments = parse_run_args("run_translation.py", ModelArguments, DataTrainingArguments, Seq2SeqTrainingArguments)
     model_args, casan_args, casan_training, data_args, scaling_args, training_args = arguments
@@ -309,27 +349,6 @@ def main():
     ]
     if announce_run(logger, "run_translation.py", rows, training_args, tokenized.get("train"), checkpoint):
         return
-    started_from = model_args.model_name_or_path  # named on the card when it is a Hub id
-    card_kwargs = {
-        "source_lang": data_args.source_lang,
-        "target_lang": data_args.target_lang,
-        "dataset_id": data.dataset_id,
-        "license": model_args.license,
-        "base_model": started_from,
-        "training": card_hyperparameters(
-            training_args,
-            casan_training,
-            first={
-                "model_size": model_args.model_size if started_from is None else None,
-                "started_from": started_from
-                if started_from is None or is_hub_id(started_from)
-                else "a local checkpoint",
-            },
-            warmup_steps=training_args.warmup_steps,
-            label_smoothing_factor=training_args.label_smoothing_factor,
-            num_beams=data_args.num_beams,
-        ),
-    }
     trainer = CasanSeq2SeqTrainer(
         model=model,
         args=training_args,
@@ -343,7 +362,7 @@ def main():
             pad_to_multiple_of=padding_multiple(scaling_args, training_args),
         ),
         compute_metrics=metrics_function(tokenizer) if training_args.predict_with_generate else None,
-        card_kwargs=card_kwargs,
+        card_kwargs=card_arguments(model_args, casan_training, data_args, training_args, data.dataset_id),
         context_learning_rate=casan_training.context_learning_rate,
         gate_monitor=gate_monitor_for(model, casan_training),
         callbacks=[RunClock(time_before(checkpoint) if checkpoint else None)],

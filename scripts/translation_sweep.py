@@ -27,9 +27,13 @@ from pathlib import Path
 from casan_hf.cli.extras import TRAINING, require_packages
 from casan_hf.cli.resume import last_complete_checkpoint
 from casan_hf.studies import Arm, Run, add_sweep_arguments, arm_argument, run_study, study_variants
-from casan_hf.studies.catalog import run_sweep_command_line
 from casan_hf.studies.translation import TWIN, collect, comparisons, tables
 from casan_hf.translation import MODEL_SIZES
+
+
+# The repository's tooling (tooling/, beside scripts/): the catalog of its committed studies.
+sys.path.append(str(Path(__file__).resolve().parents[1]))
+from tooling.catalog import run_sweep_command_line, study_names
 
 
 RUN_TRANSLATION = Path(__file__).resolve().parent / "run_translation.py"
@@ -39,7 +43,7 @@ REPOSITORY = RUN_TRANSLATION.parents[1]  # where a --study's results file lives
 def make_parser():
     variants = study_variants((TWIN,))
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    add_sweep_arguments(parser, "translation")
+    add_sweep_arguments(parser, study_names("translation"))
     parser.add_argument("--data_dir", required=True, help="Plain-text <prefix>.<lang> files (Multi30k's layout).")
     parser.add_argument("--source_lang", default="en")
     parser.add_argument("--target_lang", default="de")

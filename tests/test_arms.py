@@ -4,7 +4,7 @@ checks them, named canonically, and never pooled with runs of other options."""
 import pytest
 from conftest import glue_sweep_runs, load_script
 
-from casan_hf.studies import Arm, check_cells, parse_arm
+from casan_hf.studies import Arm, arm_words, check_cells, parse_arm
 
 
 VARIANTS = ("none", "global", "deep", "deep_global")
@@ -19,6 +19,22 @@ def test_an_arm_is_its_variant_and_its_checked_options_in_one_name():
     targets = parse_arm('deep:context_targets=["key"],context_rank=64', VARIANTS)
     assert targets.flags() == ["--context_rank", "64", "--context_targets", "key"]
     assert parse_arm("none", VARIANTS) == Arm("none") and Arm("none").name == "none"
+
+
+def test_an_arm_in_words_is_its_context_and_its_parsed_options():
+    assert arm_words("deep_global") == "deep_global context"
+    assert arm_words("none") == "no context" and arm_words("baseline") == "baseline"
+    assert arm_words('global:context_targets=[],output_gate="elementwise",output_gate_context=true') == (
+        "global context (no context targets, output gate elementwise, output gate context)"
+    )
+    assert arm_words("deep_global:gate_per_head,gate_bias_init=0") == (
+        "deep_global context (gate bias init 0, gate per head)"
+    )
+    assert arm_words('deep:context_targets=["key"],context_rank=64') == (
+        "deep context (context rank 64, context targets key)"
+    )
+    with pytest.raises(ValueError, match="'gate_bias' is not a context option"):
+        arm_words("deep:gate_bias=0")
 
 
 @pytest.mark.parametrize(

@@ -8,13 +8,14 @@ import pytest
 from conftest import REPO_ROOT
 
 from casan_hf.cli.run_start import data_fingerprint
-from casan_hf.studies import STUDIES, Run, load_results
-from casan_hf.studies.data_hashes import TRANSLATION_FILES, with_data_hash
+from casan_hf.studies import Run, load_results
 from casan_hf.studies.glue import collect
+from tooling.catalog import swept_studies
+from tooling.data_hashes import TRANSLATION_FILES, with_data_hash
 
 
 def test_every_committed_study_record_carries_the_hash_of_its_data():
-    for study in STUDIES.values():
+    for study in swept_studies():
         for record in load_results(REPO_ROOT / study.results):
             assert len(record["data"]["sha256"]) == 64, (study.name, record.get("seed"))
 

@@ -1,6 +1,6 @@
 """The figures the docs state are the records' and the code's (docs/TESTS.md, "Figures in the docs"): README.md,
 docs/RESULTS.md and docs/TRANSLATION.md (and the quotes of docs/METHOD.md and docs/TESTS.md) are, character for
-character, what `make docs` renders from the committed records (`casan_hf.studies.render`): every table whole, each
+character, what `make docs` renders from the committed records (`tooling/render.py`): every table whole, each
 quote with its sign, every verdict. Outside the rendered blocks and quotes, each result figure of the three docs
 (`result_figures`: a number with a decimal part, a percentage, a ratio, a mean ± std, a count of runs, a timing)
 stands in a phrase of `doc_figures.LOOSE`, listed with the test here that computes it or the record that holds it;
@@ -17,9 +17,11 @@ from doc_figures import LOOSE
 from scipy import stats
 
 from casan_hf import CasanConfig, CasanForSequenceClassification, CasanModel
-from casan_hf.studies import STUDIES, detectable_difference, load_results
-from casan_hf.studies.quotes import quoted, study_comparisons
-from casan_hf.studies.render import DOCS, RENDER, block, render
+from casan_hf.studies import detectable_difference
+from tooling.catalog import study_records
+from tooling.quotes import quoted
+from tooling.render import DOCS, RENDER, block, render
+from tooling.results import StudyResults
 
 
 RESULTS_DOCS = ("README.md", "docs/RESULTS.md", "docs/TRANSLATION.md")
@@ -93,7 +95,7 @@ def unlisted(doc_text, listed):
 @pytest.mark.parametrize("doc", DOCS)
 def test_a_doc_is_what_make_docs_renders_from_the_records(doc):
     text = (REPO_ROOT / doc).read_text()
-    assert text == render(text, REPO_ROOT), f"{doc} differs from its render: run `make docs`"
+    assert text == render(text, StudyResults(REPO_ROOT)), f"{doc} differs from its render: run `make docs`"
 
 
 REASONS = ("test: ", "record: ", "no record: ", "no result: ")
@@ -174,29 +176,31 @@ def test_other_docs_quote_a_study_figure_only_as_a_quote(doc):
 
 def test_a_careless_edit_of_a_rendered_table_fails():
     doc = (REPO_ROOT / "docs/TRANSLATION.md").read_text()
+    results = StudyResults(REPO_ROOT)
     swapped = doc.replace("| `deep` | 31.71", "| `global` | 31.71", 1)
-    assert swapped != doc and render(swapped, REPO_ROOT) == doc  # the render puts the labels back
+    assert swapped != doc and render(swapped, results) == doc  # the render puts the labels back
     with pytest.raises(ValueError, match="'tabel' is not a block; the blocks: table, "):
-        block("tabel translation-micro", REPO_ROOT)
-    with pytest.raises(ValueError, match="'nothing' is not a table of casan_hf/studies/pages.py"):
-        block("table nothing", REPO_ROOT)
+        block("tabel translation-micro", results)
+    with pytest.raises(ValueError, match="'nothing' is not a table of tooling/pages.py"):
+        block("table nothing", results)
 
 
 def test_a_quote_is_its_arms_result_with_its_sign():
+    results = StudyResults(REPO_ROOT)
     spec = 'translation-micro-deep-output-gate none:output_gate="elementwise" test_cross_entropy'
-    assert quoted(f"{spec} paired", REPO_ROOT) == "+0.008 [-0.002, +0.017]"
-    assert quoted(f"{spec} won", REPO_ROOT) == "0 of 5"
-    assert quoted(f"{spec} verdict", REPO_ROOT) == "level"
-    assert quoted(f"{spec} p", REPO_ROOT) == "0.06"
-    assert quoted("glue-minilm-cpu-mean finetune/deep_global mrpc_accuracy diffs", REPO_ROOT) == (
+    assert quoted(f"{spec} paired", results) == "+0.008 [-0.002, +0.017]"
+    assert quoted(f"{spec} won", results) == "0 of 5"
+    assert quoted(f"{spec} verdict", results) == "level"
+    assert quoted(f"{spec} p", results) == "0.06"
+    assert quoted("glue-minilm-cpu-mean finetune/deep_global mrpc_accuracy diffs", results) == (
         "+1.96, +0.74, +1.72, -0.49, -0.74"
     )
     with pytest.raises(ValueError, match="'rte_f1' is not a study"):
-        quoted("rte_f1 none test_bleu diff", REPO_ROOT)
+        quoted("rte_f1 none test_bleu diff", results)
     with pytest.raises(ValueError, match="arm 'deep' names 0 rows"):
-        quoted("translation-micro-deep-output-gate deep test_bleu diff", REPO_ROOT)
+        quoted("translation-micro-deep-output-gate deep test_bleu diff", results)
     with pytest.raises(ValueError, match="the kind 'mean' is not one of score, score-n, seeds"):
-        quoted(f"{spec} mean", REPO_ROOT)
+        quoted(f"{spec} mean", results)
 
 
 # The figures the three docs state outside the rendered blocks that the code computes (`doc_figures.LOOSE`).
@@ -253,7 +257,7 @@ def test_the_parameters_the_context_adds():
 
 def test_the_glue_dev_sets_and_what_one_example_weighs():
     """RTE 277 pairs (0.36 points each), MRPC 408 (0.25), SST-2 872 sentences (0.11), as the records evaluated."""
-    records = load_results(REPO_ROOT / STUDIES["glue-minilm-cpu-mean"].results)
+    records = study_records("glue-minilm-cpu-mean", REPO_ROOT)
     sizes = {
         task: {record["eval_samples"] for record in records if record["task"] == task}
         for task in ("rte", "mrpc", "sst2")
@@ -266,7 +270,7 @@ def test_the_output_gate_studys_twin_is_micro_deeps():
     """The output-gate study ran its twin again: every score of every seed equals the micro-deep study's."""
     twins = {}
     for name in ("translation-micro-deep", "translation-micro-deep-output-gate"):
-        for comparison in study_comparisons(name, REPO_ROOT):
+        for comparison in StudyResults(REPO_ROOT).comparisons(name):
             twin_runs = next(runs for labels, runs, twin in comparison.rows if twin is None)
             twins.setdefault(name, {})[comparison.metric] = comparison.scores(twin_runs)
     assert twins["translation-micro-deep"] == twins["translation-micro-deep-output-gate"]

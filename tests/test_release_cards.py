@@ -1,4 +1,4 @@
-"""The cards of the checkpoints casan-hf publishes (model_cards/, `casan_hf.studies.release`, docs/HUB.md): every
+"""The cards of the checkpoints casan-hf publishes (model_cards/, `tooling/release.py`, docs/HUB.md): every
 committed card is what `make cards` renders from its committed record today, so a changed score, hyper-parameter,
 base model or code version, in the card or in what it is made from, fails here, and another installed transformers
 does not; `make cards` writes into the repository it is run from; every dataset a card names is a Hub id; the folder
@@ -16,8 +16,8 @@ from huggingface_hub import ModelCard
 from huggingface_hub.utils import validate_repo_id
 
 import casan_hf.hub.card
-from casan_hf.studies import release
-from casan_hf.studies.catalog import STUDIES
+from tooling import release
+from tooling.catalog import STUDIES
 
 
 REPO_ROOT = Path(__file__).resolve().parents[1]

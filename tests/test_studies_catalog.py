@@ -1,4 +1,4 @@
-"""The committed studies (`casan_hf.studies.catalog.STUDIES`): each redraws its committed tables and figure byte for
+"""The committed studies (`tooling/catalog.py`): each redraws its committed tables and figure byte for
 byte from its committed results file with `--study NAME --dry_run`, and a study's grid cannot be changed by a flag
 beside `--study`."""
 
@@ -10,7 +10,7 @@ import sys
 import pytest
 from conftest import REPO_ROOT, load_script
 
-from casan_hf.studies import STUDIES, study_command_lines
+from tooling.catalog import STUDIES, study_command_lines, swept_studies
 
 
 # The machine's flags each sweep needs; a dry run reads neither path.
@@ -20,7 +20,7 @@ MACHINE_FLAGS = {
 }
 
 
-@pytest.mark.parametrize("name", [name for name, study in STUDIES.items() if (REPO_ROOT / study.results).exists()])
+@pytest.mark.parametrize("name", [study.name for study in swept_studies() if (REPO_ROOT / study.results).exists()])
 def test_a_committed_study_redraws_its_tables_and_figure_byte_for_byte(name, tmp_path):
     study = STUDIES[name]
     committed = REPO_ROOT / study.results
@@ -40,7 +40,7 @@ def test_a_committed_study_redraws_its_tables_and_figure_byte_for_byte(name, tmp
 
 
 def test_every_study_parses_as_its_sweep_takes_it():
-    for study in STUDIES.values():
+    for study in swept_studies():
         sweep = load_script(f"{study.sweep}_sweep")
         machine = [*MACHINE_FLAGS[study.sweep], "--output_dir", "o"]
         for grid in study_command_lines(sweep.make_parser(), ["--study", study.name, *machine], study.sweep, "/r"):

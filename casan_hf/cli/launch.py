@@ -174,6 +174,23 @@ def allow_no_context_targets(parser):
             action.nargs = "*"
 
 
+def run_parser(model_arguments, data_arguments, training_arguments=TrainingArguments):
+    """The `HfArgumentParser` of a training script: its own model and data dataclasses with the ones every script
+    shares, parsed in the order `parse_run_args` returns them."""
+    parser = HfArgumentParser(
+        (
+            model_arguments,
+            CasanArguments,
+            CasanTrainingArguments,
+            data_arguments,
+            ScalingArguments,
+            training_arguments,
+        )
+    )
+    allow_no_context_targets(parser)
+    return parser
+
+
 def parse_run_args(script, model_arguments, data_arguments, training_arguments=TrainingArguments):
     """A training script's arguments, from the command line or one .json file (as transformers' scripts take
     them): its own model and data dataclasses with the ones every script shares, in the order they are returned,
@@ -186,17 +203,7 @@ def parse_run_args(script, model_arguments, data_arguments, training_arguments=T
         check_engines(requested_engines(sys.argv[1:]))
     except ValueError as error:
         sys.exit(f"{script}: error: {error}")
-    parser = HfArgumentParser(
-        (
-            model_arguments,
-            CasanArguments,
-            CasanTrainingArguments,
-            data_arguments,
-            ScalingArguments,
-            training_arguments,
-        )
-    )
-    allow_no_context_targets(parser)
+    parser = run_parser(model_arguments, data_arguments, training_arguments)
     try:
         if len(sys.argv) == 2 and sys.argv[1].endswith(".json"):
             args = parser.parse_json_file(json_file=os.path.abspath(sys.argv[1]))

@@ -129,7 +129,7 @@ def render_model_card(
     `eval_metrics` maps dev splits to their metrics; `training` maps hyper-parameter names to values;
     `untrained_heads` names the head modules that the source checkpoint had no weights for; `gates` are the
     mean context gates at the end of training (`casan_hf.training.gate_means`); `record`, a sentence naming the
-    record a card of the release set was rendered from (`casan_hf.studies.release`), ends the Training section.
+    record a card of the release set was rendered from (`tooling/release.py`), ends the Training section.
     """
     head = get_head(head)
     task = encoder_task(head.hub_task, task_name, dataset_id)

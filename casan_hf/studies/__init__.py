@@ -1,11 +1,9 @@
-"""Studies: the committed ones, one row each (`catalog`), grids of runs with a results file (`grid`), arms
-(`arms`), the paired comparison with the twin (`paired`), its figure (`figure`), the gates the runs end with
-(`gates`), and each sweep's records and tables (`glue`, `translation`); the figures the docs quote (`quotes`), the
-docs' tables (`pages`) and `make docs`, which renders them from the records (`render`); the hash of the data that
-committed records read (`data_hashes`). The sweep scripts make the runs' commands and read these."""
+"""Studies: grids of runs with a results file (`grid`), arms (`arms`), the paired comparison with the twin
+(`paired`), its figure (`figure`), the gates the runs end with (`gates`), and each sweep's records and tables
+(`glue`, `translation`). The sweep scripts make the runs' commands and read these; the repository's own committed
+studies, and the docs and cards rendered from their records, are its tooling (`tooling/`), not the package's."""
 
-from .arms import CONTEXT_OPTIONS, Arm, arm_argument, arm_order, check_cells, parse_arm, study_variants
-from .catalog import STUDIES, Study, study_command_lines, study_names
+from .arms import CONTEXT_OPTIONS, Arm, arm_argument, arm_order, arm_words, check_cells, parse_arm, study_variants
 from .figure import paired_figure
 from .gates import final_gates, mean_gates
 from .grid import Run, SettingsMismatch, add_sweep_arguments, load_results, run_study, run_sweep, write_atomically
@@ -22,10 +20,6 @@ from .paired import (
 
 
 __all__ = [
-    "STUDIES",
-    "Study",
-    "study_command_lines",
-    "study_names",
     "Arm",
     "CONTEXT_OPTIONS",
     "Comparison",
@@ -34,6 +28,7 @@ __all__ = [
     "add_sweep_arguments",
     "arm_argument",
     "arm_order",
+    "arm_words",
     "beyond_the_spread",
     "check_cells",
     "detectable_difference",

@@ -96,6 +96,38 @@ def parse_arm(text, variants, option_free=()):
     return Arm(variant, tuple(sorted(options.items())))
 
 
+def option_words(name, value):
+    """One context option of an arm in words, from its name and checked value: `gate per head` (true), `no context
+    targets` (false, None or empty), `gate bias init 0`, `output gate elementwise`, `context targets query and
+    key`."""
+    words = name.replace("_", " ")
+    if value is True:
+        return words
+    if value is False or value is None or value == []:
+        return f"no {words}"
+    if isinstance(value, list):
+        return f"{words} {' and '.join(map(str, value))}"
+    return f"{words} {value:g}" if isinstance(value, float) else f"{words} {value}"
+
+
+def arm_words(name):
+    """The arm `name` (an `Arm.name`, as a record's `variant` spells it) in words, for a reader rather than a
+    command line: its context (`global context`; `no context` for the kind without; a sweep's own twin, such as
+    GLUE's `baseline`, by its name), then in brackets each option it sets (`option_words`), as `parse_arm` reads
+    them: `global context (no context targets, output gate elementwise, output gate context)`."""
+    variant = name.partition(":")[0]
+    arm = parse_arm(name, (variant,))
+    if variant not in CONTEXT_KINDS:
+        context = variant
+    elif CONTEXT_KINDS[variant].gives_context:
+        context = f"{variant} context"
+    else:
+        context = "no context"
+    if not arm.options:
+        return context
+    return f"{context} ({', '.join(option_words(option, value) for option, value in arm.options)})"
+
+
 def arm_argument(variants, option_free=()):
     """An argparse `type` that parses an arm, so that a bad one is a usage error naming it."""
 
@@ -136,4 +168,4 @@ def check_cells(records, cell_fields):
             )
 
 
-__all__ = ["Arm", "CONTEXT_OPTIONS", "arm_argument", "arm_order", "check_cells", "parse_arm"]
+__all__ = ["Arm", "CONTEXT_OPTIONS", "arm_argument", "arm_order", "arm_words", "check_cells", "parse_arm"]

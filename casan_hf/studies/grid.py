@@ -20,7 +20,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .catalog import study_names
 from .figure import paired_figure
 
 
@@ -269,14 +268,14 @@ def run_sweep(
     return failed
 
 
-def add_sweep_arguments(parser, sweep):
-    """The flags every study's sweep takes: a committed study (`catalog.STUDIES`) of the `sweep`, where runs and
-    results go, how many run at once, a dry run, a figure."""
+def add_sweep_arguments(parser, studies):
+    """The flags every study's sweep takes: one of `studies` (the names of the repository's committed studies of
+    the sweep, `tooling/catalog.py`), where runs and results go, how many run at once, a dry run, a figure."""
     parser.add_argument(
         "--study",
-        choices=study_names(sweep),
-        help="A committed study (casan_hf/studies/catalog.py): its grids and results file; the other flags say "
-        "where the data and runs are.",
+        choices=studies,
+        help="A committed study (tooling/catalog.py): its grids and results file; the other flags say where the "
+        "data and runs are.",
     )
     parser.add_argument("--output_dir", required=True, help="Where the runs write (their folders, not committed).")
     parser.add_argument("--results", help="The results file (default <output_dir>/results.json); tables beside.")

@@ -3,9 +3,9 @@
 from transformers import PreTrainedTokenizerFast
 
 
-# The trained tokenizer's special tokens, in id order: padding (also the decoder's start, as in Marian), end of
-# sentence, unknown.
-PAD, EOS, UNK = "<pad>", "</s>", "<unk>"
+# The trained tokenizer's special tokens, in id order, the first ids of every vocabulary `train_tokenizer` makes:
+# padding (also the decoder's start, as in Marian), end of sentence, unknown.
+PAD, EOS, UNK = SPECIAL_TOKENS = ("<pad>", "</s>", "<unk>")
 
 
 class PortableTokenizer(PreTrainedTokenizerFast):
@@ -30,7 +30,7 @@ def train_tokenizer(datasets, source_lang, target_lang, vocab_size, model_max_le
     tokenizer.normalizer = normalizers.NFKC()
     tokenizer.pre_tokenizer = pre_tokenizers.Metaspace()
     tokenizer.decoder = decoders.Metaspace()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=[PAD, EOS, UNK], show_progress=False)
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=list(SPECIAL_TOKENS), show_progress=False)
 
     def sentences():
         for pair in datasets["train"]["translation"]:

@@ -148,7 +148,7 @@ speed)
 	benchmark --dtype float32 --seq-lens 512 --batch-size 8 --json "$OUT/speed_float32_512x8.json"
 	;;
 translation)
-	# The study's grid is its row of casan_hf/studies/catalog.py; --dry-run runs a toy grid of the same sweep.
+	# The study's grid is its row of tooling/catalog.py; --dry-run runs a toy grid of the same sweep.
 	grid=(--study translation-small-gpu --parallel "${PARALLEL:-4}")
 	[[ $MODE == --dry-run ]] && grid=(--model_size micro --seeds 1 --num_train_epochs 1 --parallel 2 --max_steps 2
 		--max_train_samples 64 --max_eval_samples 16 --max_predict_samples 16

@@ -10,10 +10,11 @@ import json
 import os
 from pathlib import Path
 
-from ..cli.run_start import data_fingerprint
-from ..glue.tasks import glue_files
-from .catalog import STUDIES
-from .grid import load_results, write_atomically
+from casan_hf.cli.run_start import data_fingerprint
+from casan_hf.glue.tasks import glue_files
+from casan_hf.studies.grid import load_results, write_atomically
+
+from .catalog import swept_studies
 
 
 # Where each sweep's runs read their data, relative to the shared folder, and the data folders a record may name
@@ -75,10 +76,11 @@ def with_data_hash(sweep, record, shared):
 
 
 def add_data_hashes(repository, shared):
-    """Adds the data hash to every record of every committed study that has none and whose data is under `shared`,
-    rewriting its results file. Returns `{results file: (records hashed, {reason: records not hashed})}`."""
+    """Adds the data hash to every record of every study a sweep ran from the catalog (its commands name its data)
+    that has none and whose data is under `shared`, rewriting its results file. Returns `{results file: (records
+    hashed, {reason: records not hashed})}`."""
     report = {}
-    for study in STUDIES.values():
+    for study in swept_studies():
         path = Path(repository) / study.results
         records = load_results(path)
         hashed, skipped, updated = 0, {}, []

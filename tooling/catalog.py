@@ -1,25 +1,30 @@
-"""The committed studies, one row each: the sweep that runs a study, its grids (arms, seeds, sizes and settings, as
-that sweep's flags), and the results file and figure its records make. `--study NAME` on a sweep runs exactly that
-study into its results file (or, with `--dry_run`, rewrites its tables from it; with `--figure`, e.g. the study's
-`figure`, draws the figure too); the flags left to the user are the machine's: data, checkpoint, output folder,
-parallelism. A new study is a row here."""
+"""The repository's committed studies, one row each: the sweep that runs a study, its grids (arms, seeds, sizes and
+settings, as that sweep's flags), and the results file and figure its records make. `--study NAME` on a sweep runs
+exactly that study into its results file (or, with `--dry_run`, rewrites its tables from it; with `--figure`, e.g.
+the study's `figure`, draws the figure too); the flags left to the user are the machine's: data, checkpoint, output
+folder, parallelism. A new study is a row here. `study_records` is the one reader of a study's records."""
 
 import argparse
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+
+from casan_hf.studies.grid import load_results
 
 
 @dataclass(frozen=True)
 class Study:
     """`sweep` (`scripts/<sweep>_sweep.py`) runs each of `grids` (a tuple of its flags) into one results file,
-    `results`, relative to the repository; `figure` is where its figure, drawn from all its records, is kept."""
+    `results`, relative to the repository; `figure` is where its figure, drawn from all its records, is kept. A
+    study with no grids was run before this catalog: its records are quoted, not run again, and `recorded` holds
+    the fields its records leave out, which the sweep's tables read."""
 
     name: str
     sweep: str
     results: str
     grids: tuple
     figure: str | None = None
+    recorded: dict = field(default_factory=dict)
 
 
 def flags(text):
@@ -145,6 +150,15 @@ STUDIES = {
             ),
             figure="docs/images/translation_study_small_gpu.png",
         ),
+        # The GLUE grid at `cls` pooling on an H100 (docs/RESULTS.md), every run fine-tuned only, made by a sweep
+        # before its records kept their recipe and settings.
+        Study(
+            "glue-minilm-h100",
+            "glue",
+            "docs/results/glue_minilm_h100.json",
+            grids=(),
+            recorded={"recipe": "finetune", "settings": {"classifier_pooling": "cls"}},
+        ),
         Study(
             "glue-minilm-gpu-teaching",
             "glue",
@@ -162,8 +176,23 @@ STUDIES = {
 }
 
 
+def swept_studies():
+    """The studies the sweeps run from this catalog: the rows with grids."""
+    return [study for study in STUDIES.values() if study.grids]
+
+
 def study_names(sweep):
-    return [name for name, study in STUDIES.items() if study.sweep == sweep]
+    """The names of the studies `sweep` runs."""
+    return [study.name for study in swept_studies() if study.sweep == sweep]
+
+
+def study_records(name, repository):
+    """The records of the study `name` from its results file under `repository`, each with the fields its study
+    states for them (`Study.recorded`); a ValueError naming the studies."""
+    if name not in STUDIES:
+        raise ValueError(f"{name!r} is not a study; the studies: {', '.join(STUDIES)}.")
+    study = STUDIES[name]
+    return [{**study.recorded, **record} for record in load_results(Path(repository) / study.results)]
 
 
 def study_command_lines(parser, argv, sweep, repository):

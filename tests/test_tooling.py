@@ -1,0 +1,86 @@
+"""The repository's tooling (tooling/, docs/CODE.md): its modules import each other one way, with no circle; a
+render reads the records as they are when it starts (no cache outlives it); README's text stays in README, a
+template whose placeholders are figures; a release of an unknown kind is refused; and the translation card parses
+its record's command line as the script does, `--flag=value` included."""
+
+import ast
+import json
+import shutil
+
+import pytest
+from conftest import REPO_ROOT
+
+from tooling import release
+from tooling.catalog import STUDIES
+from tooling.render import block
+from tooling.results import StudyResults
+
+
+TOOLING = REPO_ROOT / "tooling"
+
+
+def tooling_imports(path):
+    """The tooling modules that the module at `path` imports (relative imports, or `tooling.NAME`)."""
+    imported = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.level == 1:
+            imported |= {node.module} if node.module else {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("tooling."):
+            imported.add(node.module.removeprefix("tooling."))
+    return imported
+
+
+def test_the_tooling_imports_one_way():
+    graph = {path.stem: tooling_imports(path) for path in TOOLING.glob("*.py") if path.stem != "__init__"}
+    ordered = []
+    while graph:
+        ready = sorted(name for name, needs in graph.items() if needs <= set(ordered))
+        assert ready, f"an import circle among {sorted(graph)}"
+        ordered += ready
+        graph = {name: needs for name, needs in graph.items() if name not in ready}
+    assert ordered.index("tables") < ordered.index("pages") < ordered.index("render")
+
+
+def copy_results(repository, name):
+    path = repository / STUDIES[name].results
+    path.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy(REPO_ROOT / STUDIES[name].results, path)
+    return path
+
+
+def test_a_render_reads_the_records_as_they_are_when_it_starts(tmp_path):
+    path = copy_results(tmp_path, "glue-minilm-h100")
+    assert block("template\n| {runs glue-minilm-h100} |", StudyResults(tmp_path)) == "| 36 |\n"
+    path.write_text(json.dumps(json.loads(path.read_text())[:30]))
+    assert block("template\n| {runs glue-minilm-h100} |", StudyResults(tmp_path)) == "| 30 |\n"
+
+
+def test_a_template_keeps_its_text_and_fills_its_figures():
+    spec = "template\n| arm | RTE |\n| --- | --- |\n| `deep` | {glue-minilm-h100 finetune/deep rte_accuracy score} |"
+    assert block(spec, StudyResults(REPO_ROOT)) == "| arm | RTE |\n| --- | --- |\n| `deep` | 56.56 ± 2.35 |\n"
+    readme = (REPO_ROOT / "README.md").read_text()
+    assert readme.count("<!-- render: template\n") == 2 and "{verdicts-in-words translation-micro-deep}" in readme
+
+
+def test_a_release_of_an_unknown_kind_is_refused():
+    with pytest.raises(ValueError, match="the kind 'glu' is not one of conversion, glue, translation"):
+        release.Release("x", "glu", {})
+
+
+def test_the_translation_card_parses_its_records_command_line_as_the_script_does(tmp_path):
+    """The recorded command line with every `--flag value` written `--flag=value` gives the same card."""
+    (item,) = [item for item in release.releases() if item.kind == "translation"]
+    path = copy_results(tmp_path, item.study)
+    records = json.loads(path.read_text())
+    record = release.find_record(item, records)
+    argv = record["received"]["argv"]
+    joined, index = [argv[0]], 1
+    while index < len(argv):
+        takes_value = index + 1 < len(argv) and not argv[index + 1].startswith("--")
+        joined.append(f"{argv[index]}={argv[index + 1]}" if takes_value else argv[index])
+        index += 2 if takes_value else 1
+    assert joined != argv and any(token.startswith("--warmup_steps=") for token in joined)
+    record["received"]["argv"] = joined
+    path.write_text(json.dumps(records))
+    card = release.render_card(item, None, repository=tmp_path)
+    assert card == (REPO_ROOT / item.card).read_text(encoding="utf-8")

@@ -1,0 +1,46 @@
+"""The committed studies' records and comparisons as one render reads them: a `StudyResults` reads each study's
+records once (`catalog.study_records`) and draws its comparisons once, for the life of the object (one `make docs`,
+one test), so that the many figures a doc quotes of one study cost one read, and a changed results file is read
+again by the next render."""
+
+from pathlib import Path
+
+from casan_hf.studies.glue import comparisons as glue_comparisons
+from casan_hf.studies.translation import budget_comparisons, budgets
+
+from .catalog import STUDIES, study_records
+
+
+class StudyResults:
+    """The records and comparisons of the studies under `repository` (a checkout: its `docs/results/`)."""
+
+    def __init__(self, repository):
+        self.repository = Path(repository)
+        self._records = {}
+        self._comparisons = {}
+
+    def records(self, name):
+        """The records of the study `name` (`catalog.study_records`)."""
+        if name not in self._records:
+            self._records[name] = study_records(name, self.repository)
+        return self._records[name]
+
+    def comparisons(self, name):
+        """Every comparison of the study `name`: each metric of each budget (translation) or task (GLUE)."""
+        if name not in self._comparisons:
+            records = self.records(name)
+            if STUDIES[name].sweep == "translation":
+                drawn = tuple(comparison for budget in budgets(records) for comparison in budget_comparisons(*budget))
+            else:
+                drawn = tuple(glue_comparisons(records[0]["settings"]["classifier_pooling"], records))
+            self._comparisons[name] = drawn
+        return self._comparisons[name]
+
+    def comparison(self, name, metric):
+        """The comparison of `metric` in the study `name`; a ValueError naming the study's metrics."""
+        drawn = self.comparisons(name)
+        found = [comparison for comparison in drawn if comparison.metric == metric]
+        if len(found) != 1:
+            metrics = sorted({comparison.metric for comparison in drawn})
+            raise ValueError(f"{name} has {len(found)} comparisons of {metric!r}; its metrics: {metrics}.")
+        return found[0]
