@@ -84,3 +84,32 @@ def test_the_translation_card_parses_its_records_command_line_as_the_script_does
     path.write_text(json.dumps(records))
     card = release.render_card(item, None, repository=tmp_path)
     assert card == (REPO_ROOT / item.card).read_text(encoding="utf-8")
+
+
+def test_a_cost_is_the_benchmark_records_ratio_over_bert(tmp_path):
+    """`{cost FILE KIND FIELD}` reads a `scripts/benchmark.py --json` record: the parameters a kind adds over the
+    reference model's, its speed over BERT's (wall clock, then CPU time); a kind or field the record lacks is named."""
+    from tooling.quotes import filled
+
+    def row(model, mode, params, ratio, cpu_ratio):
+        return {"model": model, "mode": mode, "params": params, "ratio_vs_bert": ratio, "cpu_ratio_vs_bert": cpu_ratio}
+
+    records = [
+        row("bert", "inference", 1000, 1.0, 1.0),
+        row("casan global", "inference", 1130, 0.9812, 0.9749),
+        row("bert", "training", 1000, 1.0, 1.0),
+        row("casan global", "training", 1130, 0.951, 0.96),
+        row("casan deep_global + local", "training", 1871, 0.8449, 0.851),
+    ]
+    (tmp_path / "docs" / "results").mkdir(parents=True)
+    (tmp_path / "docs" / "results" / "bench.json").write_text(json.dumps(records))
+    results = StudyResults(tmp_path)
+    assert filled("cost bench.json global params", results) == "+13.0%"
+    assert filled("cost bench.json global inference", results) == "0.98 (0.97)"
+    assert filled("cost bench.json deep_global+local training", results) == "0.84 (0.85)"
+    with pytest.raises(ValueError, match="no 'casan deep'; its models: bert, casan deep_global \\+ local"):
+        filled("cost bench.json deep params", results)
+    with pytest.raises(ValueError, match="no inference run of 'casan deep_global \\+ local'"):
+        filled("cost bench.json deep_global+local inference", results)
+    with pytest.raises(ValueError, match="'speed' is not one of params, inference, training"):
+        filled("cost bench.json global speed", results)

@@ -11,6 +11,7 @@ own scores), `PAIRED_KINDS` (its per-seed differences to the twin, or with `agai
 `verdict`, the translation studies' decision rule (`translation.rule_verdict`)."""
 
 import functools
+import json
 
 from casan_hf.studies.arms import arm_words
 from casan_hf.studies.gates import mean_gates, mean_output_gates
@@ -149,6 +150,31 @@ def verdicts_summary(results, name, in_words=False):
     return ", ".join(f"`{arm}` {verdict}" for arm, verdict in verdicts)
 
 
+def benchmark_cost(results, file, kind, field):
+    """A cost of the CASAN model `kind` (a context type, `+local` for the local bias beside it: `deep_global+local`)
+    from the benchmark record `file` of `docs/results/` (`scripts/benchmark.py --json`): `params`, the parameters it
+    adds in % of BERT's ("+13.0%"); `inference` or `training`, its median speed over BERT's in that record, wall
+    clock and process CPU time ("0.98 (0.97)")."""
+    path = results.repository / "docs" / "results" / file
+    records = json.loads(path.read_text(encoding="utf-8"))
+    context_type, local = kind.removesuffix("+local"), kind.endswith("+local")
+    label = f"casan {context_type}" + (" + local" if local else "")
+    modes = ("inference", "training")
+    if field not in ("params", *modes):
+        raise ValueError(f"cost {field!r} is not one of params, {', '.join(modes)}.")
+    found = {record["mode"]: record for record in records if record["model"] == label}
+    if not found:
+        labels = sorted({record["model"] for record in records})
+        raise ValueError(f"{file} has no {label!r}; its models: {', '.join(labels)}.")
+    if field == "params":
+        record = next(iter(found.values()))
+        bert = next(r for r in records if r["model"] == records[0]["model"] and r["mode"] == record["mode"])
+        return f"+{100 * (record['params'] - bert['params']) / bert['params']:.1f}%"
+    if field not in found:
+        raise ValueError(f"{file} has no {field} run of {label!r}.")
+    return f"{found[field]['ratio_vs_bert']:.2f} ({found[field]['cpu_ratio_vs_bert']:.2f})"
+
+
 # The summaries of a study's arms that a template or a quote names beside the figures: `{runs STUDY}` (its records),
 # `{beyond STUDY METRIC ...}`, `{verdicts STUDY}`, the arms by their names (as the detail docs name them, with their
 # options as a sweep's `--arms` spells them) or in words (README: `beyond-in-words`, `verdicts-in-words`).
@@ -158,6 +184,7 @@ SUMMARIES = {
     "beyond-in-words": functools.partial(beyond_summary, in_words=True),
     "verdicts": verdicts_summary,
     "verdicts-in-words": functools.partial(verdicts_summary, in_words=True),
+    "cost": benchmark_cost,  # `{cost FILE KIND FIELD}`: a model's cost in a benchmark record, not a study's
 }
 
 
