@@ -59,7 +59,7 @@ def test_a_template_keeps_its_text_and_fills_its_figures():
     spec = "template\n| arm | RTE |\n| --- | --- |\n| `deep` | {glue-minilm-h100 finetune/deep rte_accuracy score} |"
     assert block(spec, StudyResults(REPO_ROOT)) == "| arm | RTE |\n| --- | --- |\n| `deep` | 56.56 ± 2.35 |\n"
     readme = (REPO_ROOT / "README.md").read_text()
-    assert readme.count("<!-- render: template\n") == 2 and "{verdicts-in-words translation-micro-deep}" in readme
+    assert readme.count("<!-- render: template\n") == 3 and "{verdicts-in-words translation-micro-deep}" in readme
 
 
 def test_a_release_of_an_unknown_kind_is_refused():
@@ -88,18 +88,29 @@ def test_the_translation_card_parses_its_records_command_line_as_the_script_does
 
 def test_a_cost_is_the_benchmark_records_ratio_over_bert(tmp_path):
     """`{cost FILE KIND FIELD}` reads a `scripts/benchmark.py --json` record: the parameters a kind adds over the
-    reference model's, its speed over BERT's (wall clock, then CPU time); a kind or field the record lacks is named."""
+    reference model's, its eager speed over BERT's (wall clock, then CPU time); a kind or field the record lacks is
+    named."""
     from tooling.quotes import filled
 
-    def row(model, mode, params, ratio, cpu_ratio):
-        return {"model": model, "mode": mode, "params": params, "ratio_vs_bert": ratio, "cpu_ratio_vs_bert": cpu_ratio}
+    def row(context_type, mode, params, ratio, cpu_ratio, local_params=0, compile_mode=None):
+        return {
+            "model": f"casan {context_type}",
+            "context_type": context_type,
+            "mode": mode,
+            "params": params,
+            "local_params": local_params,
+            "compile_mode": compile_mode,
+            "ratio_vs_bert": ratio,
+            "cpu_ratio_vs_bert": cpu_ratio,
+        }
 
     records = [
-        row("bert", "inference", 1000, 1.0, 1.0),
-        row("casan global", "inference", 1130, 0.9812, 0.9749),
-        row("bert", "training", 1000, 1.0, 1.0),
-        row("casan global", "training", 1130, 0.951, 0.96),
-        row("casan deep_global + local", "training", 1871, 0.8449, 0.851),
+        row(None, "inference", 1000, 1.0, 1.0),
+        row("global", "inference", 1130, 0.9812, 0.9749),
+        row("global", "inference", 1130, 1.5, 1.5, compile_mode="default"),
+        row(None, "training", 1000, 1.0, 1.0),
+        row("global", "training", 1130, 0.951, 0.96),
+        row("deep_global", "training", 1871, 0.8449, 0.851, local_params=30),
     ]
     (tmp_path / "docs" / "results").mkdir(parents=True)
     (tmp_path / "docs" / "results" / "bench.json").write_text(json.dumps(records))
@@ -107,9 +118,9 @@ def test_a_cost_is_the_benchmark_records_ratio_over_bert(tmp_path):
     assert filled("cost bench.json global params", results) == "+13.0%"
     assert filled("cost bench.json global inference", results) == "0.98 (0.97)"
     assert filled("cost bench.json deep_global+local training", results) == "0.84 (0.85)"
-    with pytest.raises(ValueError, match="no 'casan deep'; its models: bert, casan deep_global \\+ local"):
+    with pytest.raises(ValueError, match="no eager 'deep'; its kinds: None, deep_global\\+local, global"):
         filled("cost bench.json deep params", results)
-    with pytest.raises(ValueError, match="no inference run of 'casan deep_global \\+ local'"):
+    with pytest.raises(ValueError, match="no inference run of 'deep_global\\+local'"):
         filled("cost bench.json deep_global+local inference", results)
     with pytest.raises(ValueError, match="'speed' is not one of params, inference, training"):
         filled("cost bench.json global speed", results)

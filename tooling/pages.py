@@ -41,6 +41,9 @@ OUTPUT_GATE = "translation-micro-deep-output-gate"
 TOKEN_GATE = 'none:output_gate="elementwise"'
 CONTEXT_GATE = 'global:context_targets=[],output_gate="elementwise",output_gate_context=true'
 START = "deep_global:gate_bias_init=0.0"
+LOCAL = "translation-micro-deep-local"
+LOCAL_ALONE = 'none:local_bias="query"'
+LOCAL_COMBINED = f'deep_global:{AUTHORS},local_bias="query"'
 
 
 def h100_table(kind):
@@ -161,6 +164,24 @@ PAGES = {
             ("val CE paired", "validation_cross_entropy", "diff"),
             ("test BLEU paired", "test_bleu", "paired"),
             ("output gate mean / share < 0.1", "test_cross_entropy", "output-gates"),
+        ),
+    ),
+    "translation-micro-deep-local": ArmTable(
+        LOCAL,
+        "arm",
+        (
+            ("none", "`none`"),
+            (LOCAL_ALONE, "the local bias alone (query window, layers 0-2)"),
+            (LOCAL_COMBINED, "the local bias with `deep_global`, the authors' gate"),
+        ),
+        (
+            ("test CE", "test_cross_entropy", "score-n"),
+            ("paired to `none` [95% interval]", "test_cross_entropy", "paired"),
+            ("seeds better", "test_cross_entropy", "won"),
+            ("power (80%)", "test_cross_entropy", "power"),
+            ("verdict", "test_cross_entropy", "verdict"),
+            ("val CE paired", "validation_cross_entropy", "diff"),
+            ("test BLEU paired", "test_bleu", "paired"),
         ),
     ),
     "translation-small-gpu": ArmTable(

@@ -13,6 +13,7 @@ own scores), `PAIRED_KINDS` (its per-seed differences to the twin, or with `agai
 import functools
 import json
 
+from casan_hf.benchmark.runner import PYTORCH_MIXER
 from casan_hf.studies.arms import arm_words
 from casan_hf.studies.gates import mean_gates, mean_output_gates
 from casan_hf.studies.glue import mean_perplexity, median_train_time
@@ -151,27 +152,33 @@ def verdicts_summary(results, name, in_words=False):
 
 
 def benchmark_cost(results, file, kind, field):
-    """A cost of the CASAN model `kind` (a context type, `+local` for the local bias beside it: `deep_global+local`)
-    from the benchmark record `file` of `docs/results/` (`scripts/benchmark.py --json`): `params`, the parameters it
-    adds in % of BERT's ("+13.0%"); `inference` or `training`, its median speed over BERT's in that record, wall
-    clock and process CPU time ("0.98 (0.97)")."""
+    """A cost of the eager CASAN model `kind` (a context type, `+local` for the local bias beside it:
+    `deep_global+local`; `none` is the control) from the benchmark record `file` of `docs/results/`
+    (`scripts/benchmark.py --json`): `params`, the parameters it adds in % of BERT's ("+13.0%"); `inference` or
+    `training`, its median speed over BERT's in that record, wall clock and process CPU time ("0.98 (0.97)")."""
     path = results.repository / "docs" / "results" / file
     records = json.loads(path.read_text(encoding="utf-8"))
     context_type, local = kind.removesuffix("+local"), kind.endswith("+local")
-    label = f"casan {context_type}" + (" + local" if local else "")
     modes = ("inference", "training")
     if field not in ("params", *modes):
         raise ValueError(f"cost {field!r} is not one of params, {', '.join(modes)}.")
-    found = {record["mode"]: record for record in records if record["model"] == label}
+    found = {
+        record["mode"]: record
+        for record in records
+        if record["context_type"] == context_type
+        and (record.get("local_params", 0) > 0) == local
+        and record.get("compile_mode") is None
+        and not record["model"].endswith(PYTORCH_MIXER)  # a GPU run's twin on the mixer's PyTorch path
+    }
     if not found:
-        labels = sorted({record["model"] for record in records})
-        raise ValueError(f"{file} has no {label!r}; its models: {', '.join(labels)}.")
+        kinds = sorted({f"{r['context_type']}{'+local' * (r.get('local_params', 0) > 0)}" for r in records})
+        raise ValueError(f"{file} has no eager {kind!r}; its kinds: {', '.join(kinds)}.")
     if field == "params":
         record = next(iter(found.values()))
-        bert = next(r for r in records if r["model"] == records[0]["model"] and r["mode"] == record["mode"])
-        return f"+{100 * (record['params'] - bert['params']) / bert['params']:.1f}%"
+        reference = next(r for r in records if r["context_type"] is None)  # the family's own model: "bert"
+        return f"+{100 * (record['params'] - reference['params']) / reference['params']:.1f}%"
     if field not in found:
-        raise ValueError(f"{file} has no {field} run of {label!r}.")
+        raise ValueError(f"{file} has no {field} run of {kind!r}.")
     return f"{found[field]['ratio_vs_bert']:.2f} ({found[field]['cpu_ratio_vs_bert']:.2f})"
 
 
