@@ -11,7 +11,6 @@ own scores), `PAIRED_KINDS` (its per-seed differences to the twin, or with `agai
 `verdict`, the translation studies' decision rule (`translation.rule_verdict`)."""
 
 import functools
-import json
 
 from casan_hf.benchmark.runner import PYTORCH_MIXER
 from casan_hf.studies.arms import arm_words
@@ -156,8 +155,7 @@ def benchmark_cost(results, file, kind, field):
     `deep_global+local`; `none` is the control) from the benchmark record `file` of `docs/results/`
     (`scripts/benchmark.py --json`): `params`, the parameters it adds in % of BERT's ("+13.0%"); `inference` or
     `training`, its median speed over BERT's in that record, wall clock and process CPU time ("0.98 (0.97)")."""
-    path = results.repository / "docs" / "results" / file
-    records = json.loads(path.read_text(encoding="utf-8"))
+    records = results.benchmark(file)
     context_type, local = kind.removesuffix("+local"), kind.endswith("+local")
     modes = ("inference", "training")
     if field not in ("params", *modes):

@@ -1,8 +1,9 @@
 """The committed studies' records and comparisons as one render reads them: a `StudyResults` reads each study's
-records once (`catalog.study_records`) and draws its comparisons once, for the life of the object (one `make docs`,
-one test), so that the many figures a doc quotes of one study cost one read, and a changed results file is read
-again by the next render."""
+records once (`catalog.study_records`), and each benchmark record once, and draws its comparisons once, for the life
+of the object (one `make docs`, one test), so that the many figures a doc quotes of one study cost one read, and a
+changed results file is read again by the next render."""
 
+import json
 from pathlib import Path
 
 from casan_hf.studies.glue import comparisons as glue_comparisons
@@ -18,12 +19,20 @@ class StudyResults:
         self.repository = Path(repository)
         self._records = {}
         self._comparisons = {}
+        self._benchmarks = {}
 
     def records(self, name):
         """The records of the study `name` (`catalog.study_records`)."""
         if name not in self._records:
             self._records[name] = study_records(name, self.repository)
         return self._records[name]
+
+    def benchmark(self, file):
+        """The records of the benchmark run `file` of `docs/results/` (`scripts/benchmark.py --json`)."""
+        if file not in self._benchmarks:
+            path = self.repository / "docs" / "results" / file
+            self._benchmarks[file] = json.loads(path.read_text(encoding="utf-8"))
+        return self._benchmarks[file]
 
     def comparisons(self, name):
         """Every comparison of the study `name`: each metric of each budget (translation) or task (GLUE)."""
