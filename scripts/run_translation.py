@@ -318,6 +318,20 @@ def card_arguments(model_args, casan_training, data_args, training_args, dataset
     }
 
 
+def report_split(trainer, prefix, split, metrics, tokenized, data):
+    """`split`'s `metrics` (keyed `<prefix>_...`, as Trainer's evaluate and predict name them) with its token
+    cross-entropy and how many of the split's examples were scored: logged, saved, and kept for the card."""
+    metrics = {
+        **metrics,
+        f"{prefix}_cross_entropy": token_cross_entropy(trainer, tokenized[split]),
+        f"{prefix}_samples": len(tokenized[split]),
+        f"{prefix}_split_samples": len(data.datasets[split]),
+    }
+    trainer.card_eval_metrics[split] = {name.removeprefix(f"{prefix}_"): value for name, value in metrics.items()}
+    trainer.log_metrics(prefix, metrics)
+    trainer.save_metrics(prefix, metrics)
+
+
 def main():
     arguments = parse_run_args("run_translation.py", ModelArguments, DataTrainingArguments, Seq2SeqTrainingArguments)
     model_args, casan_args, casan_training, data_args, scaling_args, training_args = arguments
@@ -381,26 +395,11 @@ def main():
             train_and_save(trainer, checkpoint, len(tokenized["train"]))
 
         if training_args.do_eval:
-            metrics = trainer.evaluate(metric_key_prefix="eval")
-            metrics["eval_cross_entropy"] = token_cross_entropy(trainer, tokenized["validation"])
-            metrics["eval_samples"] = len(tokenized["validation"])
-            metrics["eval_split_samples"] = len(data.datasets["validation"])
-            trainer.card_eval_metrics["validation"] = {
-                name.removeprefix("eval_"): value for name, value in metrics.items()
-            }
-            trainer.log_metrics("eval", metrics)
-            trainer.save_metrics("eval", metrics)
+            report_split(trainer, "eval", "validation", trainer.evaluate(metric_key_prefix="eval"), tokenized, data)
 
         if training_args.do_predict:
             results = trainer.predict(tokenized["test"], metric_key_prefix="predict")
-            metrics = {**results.metrics, "predict_cross_entropy": token_cross_entropy(trainer, tokenized["test"])}
-            metrics["predict_samples"] = len(tokenized["test"])
-            metrics["predict_split_samples"] = len(data.datasets["test"])
-            trainer.card_eval_metrics["test"] = {
-                name.removeprefix("predict_"): value for name, value in metrics.items()
-            }
-            trainer.log_metrics("predict", metrics)
-            trainer.save_metrics("predict", metrics)
+            report_split(trainer, "predict", "test", results.metrics, tokenized, data)
             if trainer.is_world_process_zero():
                 translations = decode(tokenizer, results.predictions)
                 with open(
