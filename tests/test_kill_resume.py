@@ -28,6 +28,7 @@ from test_shared_folder import pickled_files
 from transformers import Trainer, TrainingArguments
 
 from casan_hf.cli.resume import checkpoint_problem, find_checkpoint
+from casan_hf.cli.run_start import RUN_TIME_NAME
 from casan_hf.training import PREEMPTED_EXIT_CODE
 
 
@@ -254,6 +255,8 @@ def test_a_signal_saves_the_step_it_came_in_and_the_same_command_continues(
     assert exit_code == PREEMPTED_EXIT_CODE, log[-4000:]
     assert f"Process 0: received {signal_name}; saving step 3 and stopping." in log
     assert_stopped_and_saved(log, output_dir, 3)
+    if name == "run_translation":  # its RunClock writes the time spent into every checkpoint, the signal's too
+        assert read_json(output_dir / "checkpoint-3" / RUN_TIME_NAME)["step"] == 3
     resumed = run(full_command, tmp_path)
     assert "checkpoint-3 (step 3 of 6); to train from the start instead" in resumed.stdout + resumed.stderr
     state = final_state(output_dir, "checkpoint-6")

@@ -261,6 +261,8 @@ class CasanTrainer(Trainer):
         checkpoint = os.path.join(self.args.output_dir, f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}")
         if not (self.preemption.is_saved(self.state) or self.preemption.resumed_at_the_end):
             self._save_checkpoint(self.model_wrapped, trial)
+            # As after Trainer's own saves: callbacks that write into a checkpoint (the scripts' RunClock) see it.
+            self.control = self.callback_handler.on_save(self.args, self.state, self.control)
             if not stopped and self.args.should_save:
                 Path(checkpoint, KEPT_FOR_THE_END).write_text(KEPT_FOR_THE_END_TEXT)
         self.end_checkpoint = checkpoint
