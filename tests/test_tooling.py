@@ -55,6 +55,18 @@ def test_a_render_reads_the_records_as_they_are_when_it_starts(tmp_path):
     assert block("template\n| {runs glue-minilm-h100} |", StudyResults(tmp_path)) == "| 30 |\n"
 
 
+def test_a_studys_seeds_done_are_those_every_arm_has_run(tmp_path):
+    """`{seeds-done STUDY}`: the seeds of the arm with the fewest, so that an interim verdict names what it rests
+    on."""
+    path = copy_results(tmp_path, "translation-micro-deep")
+    records = json.loads(path.read_text())
+    spec = "template\n{runs translation-micro-deep} runs, {seeds-done translation-micro-deep} seeds"
+    assert block(spec, StudyResults(tmp_path)) == f"{len(records)} runs, 5 seeds\n"
+    twin_seed_5 = next(r for r in records if r["variant"] == "none" and r["seed"] == 5)
+    path.write_text(json.dumps([r for r in records if r is not twin_seed_5]))
+    assert block(spec, StudyResults(tmp_path)) == f"{len(records) - 1} runs, 4 seeds\n"
+
+
 def test_a_template_keeps_its_text_and_fills_its_figures():
     spec = "template\n| arm | RTE |\n| --- | --- |\n| `deep` | {glue-minilm-h100 finetune/deep rte_accuracy score} |"
     assert block(spec, StudyResults(REPO_ROOT)) == "| arm | RTE |\n| --- | --- |\n| `deep` | 56.56 ± 2.35 |\n"

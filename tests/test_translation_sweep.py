@@ -133,7 +133,7 @@ def test_the_tables_give_the_primary_metric_relative_to_the_twin_and_the_runs_pe
     assert last_part["wall_seconds"] == 700 and resumed["wall_seconds"] is None
     table = tables([*records, resumed])
     assert "| bbbbbbb+changes | 2026-11-26 | 3 (1 resumed) | 30.0-33.0 | 18.000-19.800 | 1.1 |" in table
-    assert "1 run(s) resumed from a checkpoint kept no time of the part before the resume" in table
+    assert "1 run resumed from a checkpoint kept no time of the part before the resume" in table
     assert "read different data" not in table  # none recorded its data
     # Its checkpoint kept the time spent up to it (run_start.RunClock): the run is timed whole.
     resumes[0]["before"] = {"train_seconds": 500.0, "wall_seconds": 550.0}

@@ -150,6 +150,12 @@ def verdicts_summary(results, name, in_words=False):
     return ", ".join(f"`{arm}` {verdict}" for arm, verdict in verdicts)
 
 
+def seeds_done(results, name):
+    """The seeds every arm of the translation study `name` has run, the fewest any arm has ("2"): what an interim
+    verdict rests on."""
+    return str(min(len(runs) for _, runs, _ in results.comparison(name, "test_cross_entropy").rows))
+
+
 def benchmark_cost(results, file, kind, field):
     """A cost of the eager CASAN model `kind` (a context type, `+local` for the local bias beside it:
     `deep_global+local`; `none` is the control) from the benchmark record `file` of `docs/results/`
@@ -181,10 +187,12 @@ def benchmark_cost(results, file, kind, field):
 
 
 # The summaries of a study's arms that a template or a quote names beside the figures: `{runs STUDY}` (its records),
-# `{beyond STUDY METRIC ...}`, `{verdicts STUDY}`, the arms by their names (as the detail docs name them, with their
-# options as a sweep's `--arms` spells them) or in words (README: `beyond-in-words`, `verdicts-in-words`).
+# `{seeds-done STUDY}`, `{beyond STUDY METRIC ...}`, `{verdicts STUDY}`, the arms by their names (as the detail docs
+# name them, with their options as a sweep's `--arms` spells them) or in words (README: `beyond-in-words`,
+# `verdicts-in-words`).
 SUMMARIES = {
     "runs": lambda results, name: str(len(results.records(name))),
+    "seeds-done": seeds_done,
     "beyond": beyond_summary,
     "beyond-in-words": functools.partial(beyond_summary, in_words=True),
     "verdicts": verdicts_summary,

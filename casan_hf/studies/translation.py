@@ -285,8 +285,8 @@ def runs_by_commit(of_budget):
         lines.append(f"| {name} | {started} | {count} | {times} |")
     if untimed:
         lines.append(
-            f"\nThe times are over the runs timed whole: {untimed} run(s) resumed from a checkpoint kept no time of "
-            "the part before the resume, and are left out of them."
+            f"\nThe times are over the runs timed whole: {untimed} {'run' if untimed == 1 else 'runs'} resumed from "
+            "a checkpoint kept no time of the part before the resume, and are left out of them."
         )
     return "\n".join(lines) + "\n"
 
