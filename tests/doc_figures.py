@@ -108,7 +108,7 @@ LOOSE = {
             "(5 runs",
             "5 runs)",
             "(… of 12 runs)",
-            "(… of 15 runs)",
+            "… of 15 runs, five seeds",
         ),
         "no result: a setting": (
             "dropout 0.1",
