@@ -75,8 +75,9 @@ class AttentionInspection:
 
     def local_weights(self, layer, head):
         """exp(G) `(num_tokens, num_tokens)` of `layer` and `head`: the factor by which the local bias scales the
-        attention of query i (row) to token j (column), 1 at the centre, exp(-2) = 0.14 at half the window from it
-        (before the bias's scale, where it has one). None for a layer without the bias."""
+        attention of query i (row) to token j (column), 1 at the centre, exp(-0.5) = 0.61 half a window from it and
+        exp(-2) = 0.14 a whole window from it (before the bias's scale, where it has one). None for a layer without
+        the bias."""
         if layer not in self.local_windows:
             return None
         centres, windows = self.local_windows[layer][:, head]
