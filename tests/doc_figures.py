@@ -142,7 +142,12 @@ LOOSE = {
             "differences: 1.66 x",
             "half-width, 1.24 x",
         ),
+        "no result: the Gaussian bias's factor a whole window from its centre": ("exp(-2) = 0.14",),
         "no record: a one-off run by hand, said so beside it": (
+            "layer 0 0.49-0.61, layer 1 0.57-0.79, layer 2 0.60-0.88",
+            "7.7-12.7 tokens",
+            "layer 0 0.48-0.52, layer 1 0.24-0.83, layer",
+            "2 0.45-0.99",
             "loss 4.4862 against the record's 4.4847 and test BLEU 30.72 against 31.12",
             "weights 1.2e-5 apart",
             "4.4862 with 1 thread and 4.4881 with 2",
