@@ -32,11 +32,12 @@ from .configuration_casan import (
     CasanRobertaConfig,
     CasanXLMRobertaConfig,
 )
+from .configuration_casan_causal import CasanGPT2Config, CasanLlamaConfig, CasanQwen2Config, CasanQwen3Config
 from .configuration_casan_deberta_v2 import CasanDebertaV2Config
 from .configuration_casan_marian import CasanMarianConfig
 from .configuration_casan_modernbert import CasanModernBertConfig
 from .context import CONTEXT_KINDS
-from .families import FAMILIES, HEADS, get_family, get_head
+from .families import CAUSAL_FAMILIES, CAUSAL_HEADS, FAMILIES, HEADS, get_family, get_head
 from .modeling_casan import (
     CasanForMaskedLM,
     CasanForMultipleChoice,
@@ -47,6 +48,17 @@ from .modeling_casan import (
     CasanPreTrainedModel,
 )
 from .modeling_casan_auto import FAMILY_CONFIGS, HEAD_CLASSES, MODEL_CLASSES, casan_class, casan_twin
+from .modeling_casan_causal import (
+    CasanCache,
+    CasanGPT2ForCausalLM,
+    CasanGPT2ForSequenceClassification,
+    CasanLlamaForCausalLM,
+    CasanLlamaForSequenceClassification,
+    CasanQwen2ForCausalLM,
+    CasanQwen2ForSequenceClassification,
+    CasanQwen3ForCausalLM,
+    CasanQwen3ForSequenceClassification,
+)
 from .modeling_casan_deberta_v2 import (
     CasanDebertaV2ForMaskedLM,
     CasanDebertaV2ForMultipleChoice,
@@ -75,8 +87,8 @@ def _register_auto_classes():
     every family x head of the tables, then the translation model (an encoder-decoder, outside `HEADS`)."""
     registrations = [
         (FAMILY_CONFIGS[family.name], head.auto_class, MODEL_CLASSES[(family.name, head.name)])
-        for family in FAMILIES
-        for head in HEADS
+        for family in (*FAMILIES, *CAUSAL_FAMILIES)
+        for head in family.heads
     ]
     registrations += [(CasanMarianConfig, "AutoModel", CasanMarianModel)]
     registrations += [(CasanMarianConfig, "AutoModelForSeq2SeqLM", CasanMarianMTModel)]
@@ -90,7 +102,22 @@ def _register_auto_classes():
 _register_auto_classes()
 
 __all__ = [
+    "CAUSAL_FAMILIES",
+    "CAUSAL_HEADS",
     "CONTEXT_KINDS",
+    "CasanCache",
+    "CasanGPT2Config",
+    "CasanGPT2ForCausalLM",
+    "CasanGPT2ForSequenceClassification",
+    "CasanLlamaConfig",
+    "CasanLlamaForCausalLM",
+    "CasanLlamaForSequenceClassification",
+    "CasanQwen2Config",
+    "CasanQwen2ForCausalLM",
+    "CasanQwen2ForSequenceClassification",
+    "CasanQwen3Config",
+    "CasanQwen3ForCausalLM",
+    "CasanQwen3ForSequenceClassification",
     "CONTEXT_TARGETS",
     "GATE_KINDS",
     "HEADS",

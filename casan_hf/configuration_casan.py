@@ -60,6 +60,7 @@ class CasanConfig(BertConfig):
     gate: str = "dynamic"
     fixed_gate: float = 0.1
     gate_bias_init: float = -4.0
+    context_start: str = "gate"
     gate_per_head: bool = False
     context_rank: int | None = None
     context_init_range: float | None = None
@@ -103,6 +104,11 @@ class CasanConfig(BertConfig):
         gives_context = CONTEXT_KINDS[self.context_type].gives_context
         if self.context_rank is not None and not gives_context:
             raise ValueError(f"`context_rank` has no effect with context_type={self.context_type!r}; leave it None.")
+        if self.context_start != "gate" and not gives_context:
+            raise ValueError(
+                f"`context_start`={self.context_start!r} starts a context, and context_type={self.context_type!r} "
+                "has none: leave it 'gate'."
+            )
         if self.output_gate_context and (self.output_gate is None or not gives_context):
             raise ValueError(
                 "`output_gate_context` lets the context drive the output gate: it needs an `output_gate` "
@@ -253,12 +259,16 @@ EXACT_STARTS = {"output_gate": ("output_gate_start", "one"), "local_bias": ("loc
 def converted_start(kwargs, saved, config_class):
     """`from_pretrained`'s keyword arguments for a checkpoint whose `saved` config is a source family's (a
     conversion): each module it asks for that has an exact start (`EXACT_STARTS`: an output gate, a local bias)
-    starts there unless the caller chose a start, so that the converted model gives the source's outputs. A `config`
-    passed whole is taken as it is."""
+    starts there unless the caller chose a start, and so does a context where the config class asks for it
+    (`conversion_starts`: a causal LM's), so that the converted model gives the source's outputs. A `config` passed
+    whole is taken as it is."""
     converting = saved.get("model_type") != config_class.model_type and "config" not in kwargs
     if not converting:
         return kwargs
     starts = dict(start for option, start in EXACT_STARTS.items() if kwargs.get(option) is not None)
+    context_type = kwargs.get("context_type", config_class().context_type)
+    if CONTEXT_KINDS[context_type].gives_context:
+        starts.update(getattr(config_class, "conversion_starts", {}))
     return {**starts, **kwargs}
 
 

@@ -44,6 +44,7 @@ class CasanDebertaV2Config(DebertaV2Config):
     gate: str = "dynamic"
     fixed_gate: float = 0.1
     gate_bias_init: float = -4.0
+    context_start: str = "gate"
     gate_per_head: bool = False
     context_rank: int | None = None
     context_init_range: float | None = None

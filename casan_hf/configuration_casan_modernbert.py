@@ -54,6 +54,7 @@ class CasanModernBertConfig(ModernBertConfig):
     gate: str = "dynamic"
     fixed_gate: float = 0.1
     gate_bias_init: float = -4.0
+    context_start: str = "gate"
     gate_per_head: bool = False
     context_rank: int | None = None
     context_init_range: float | None = None

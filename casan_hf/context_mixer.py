@@ -270,17 +270,25 @@ class CasanContextMixer(nn.Module):
     `(batch, d_c)` tensor, one small matmul per sentence; per-token context is the tuple of earlier layer inputs,
     projected as a sum of per-layer products so that their `n x d_c` concatenation is never built. Everything the
     config decides is fixed in `__init__`: a forward reads no config.
+
+    An encoder's mixer mixes both targets at the hidden size, with a gate per head of the config's heads. A causal
+    model's attention (`modeling_casan_causal.py`) builds one mixer per target, where the query and the key differ
+    in width (grouped-query attention, a `head_dim` of its own): `targets`, `width` (of the mixed states) and
+    `heads` (the heads a per-head gate follows) say so, and `per_token` that its context is per token (prefix
+    means) whatever the kind.
     """
 
-    def __init__(self, config, context_size):
+    def __init__(self, config, context_size, targets=None, width=None, heads=None, per_token=None):
         super().__init__()
         self.hidden_size = config.hidden_size
-        self.per_token = context_kind(config).per_token
-        self.targets = tuple(target for target in CONTEXT_TARGETS if target in config.context_targets)
+        self.width = config.hidden_size if width is None else width
+        self.per_token = context_kind(config).per_token if per_token is None else per_token
+        wanted = config.context_targets if targets is None else targets
+        self.targets = tuple(target for target in CONTEXT_TARGETS if target in wanted)
         self.rank = config.context_rank
         self.dynamic = config.gate == "dynamic"
         self.fixed_gate = config.fixed_gate
-        self.gate_heads = config.num_attention_heads if config.gate_per_head else 1
+        self.gate_heads = (config.num_attention_heads if heads is None else heads) if config.gate_per_head else 1
         self.gate_per_head = config.gate_per_head
         # The gate channels a lone target leaves empty, as F.pad's (before, after) on the channel dimension.
         channel = CONTEXT_TARGETS.index(self.targets[0])
@@ -289,24 +297,27 @@ class CasanContextMixer(nn.Module):
         # When the fused kernels run (`FUSED_MIXER_MODES`): `set_fused_mixer`.
         self.fused = fused_mixer_default()
 
-        # Full rank: U_Q and U_K stacked, (T * d) x d_c. Low rank (U = A B): A_Q and A_K stacked,
-        # (T * r) x d_c, then one B (r x d) per target in `context_up`.
-        width = self.hidden_size if self.rank is None else self.rank
-        self.context_weight = nn.Parameter(torch.empty(num_targets * width, context_size))
+        # Full rank: U_Q and U_K stacked, (T * width) x d_c. Low rank (U = A B): A_Q and A_K stacked,
+        # (T * r) x d_c, then one B (r x width) per target in `context_up`.
+        rows = self.width if self.rank is None else self.rank
+        self.context_weight = nn.Parameter(torch.empty(num_targets * rows, context_size))
         if self.rank is not None:
-            self.context_up = nn.Parameter(torch.empty(num_targets, self.rank, self.hidden_size))
+            self.context_up = nn.Parameter(torch.empty(num_targets, self.rank, self.width))
         if self.dynamic:
-            # v^H and v^C per target: of width d, or d_head with `gate_per_head` (one vector for every head).
-            gate_width = self.hidden_size // self.gate_heads
+            # v^H and v^C per target: of the mixed width, or d_head with `gate_per_head` (one vector for every head).
+            gate_width = self.width // self.gate_heads
             self.gate_hidden = nn.Parameter(torch.empty(num_targets, gate_width))
             self.gate_context = nn.Parameter(torch.empty(num_targets, gate_width))
             self.gate_bias = nn.Parameter(torch.empty(num_targets))
+        # `context_start="zero"`: each target's gate times a learned factor that starts at 0, so that the mixed
+        # states are the plain ones exactly until it trains (a converted checkpoint keeps its outputs).
+        self.context_scale = nn.Parameter(torch.empty(num_targets)) if config.context_start == "zero" else None
 
     @torch.no_grad()
     def initialize(self, std, gate_bias_init):
         """U (or A and B) and the gate vectors ~ N(0, std), the gate bias at `gate_bias_init`: every gate starts
-        near sigmoid(gate_bias_init), so a converted checkpoint starts near its source. The models'
-        `_init_weights` call it with their config's values."""
+        near sigmoid(gate_bias_init), so a converted checkpoint starts near its source; the gates' factor
+        (`context_start="zero"`) at 0. The models' `_init_weights` call it with their config's values."""
         init.normal_(self.context_weight, mean=0.0, std=std)
         if self.rank is not None:
             init.normal_(self.context_up, mean=0.0, std=std)
@@ -314,10 +325,13 @@ class CasanContextMixer(nn.Module):
             init.normal_(self.gate_hidden, mean=0.0, std=std)
             init.normal_(self.gate_context, mean=0.0, std=std)
             init.constant_(self.gate_bias, gate_bias_init)
+        if self.context_scale is not None:
+            init.zeros_(self.context_scale)
 
     def project(self, context):
-        """C U for every target from the layer's context tuple, targets first: `(T, batch, 1, d)` for sentence
-        context, `(T, batch, n, d)` for deep (full rank: a view of the product's `(batch, rows, T * d)` layout)."""
+        """C U for every target from the layer's context tuple, targets first: `(T, batch, 1, width)` for sentence
+        context, `(T, batch, n, width)` per token (full rank: a view of the product's `(batch, rows, T * width)`
+        layout)."""
         if not self.per_token:
             (sentence,) = context
             batch, rows = sentence.shape[0], 1
@@ -337,18 +351,18 @@ class CasanContextMixer(nn.Module):
                     projected = torch.addmm(projected, hidden_states, weight.t())
         num_targets = len(self.targets)
         if self.rank is None:
-            return projected.view(batch, rows, num_targets, self.hidden_size).permute(2, 0, 1, 3)
+            return projected.view(batch, rows, num_targets, self.width).permute(2, 0, 1, 3)
         # (T, batch * rows, r) @ (T, r, d): one batched product for every target.
         low = projected.view(batch * rows, num_targets, self.rank).transpose(0, 1)
-        return torch.bmm(low, self.context_up).view(num_targets, batch, rows, self.hidden_size)
+        return torch.bmm(low, self.context_up).view(num_targets, batch, rows, self.width)
 
     def forward(self, query, key, context, return_gates=True):
         """Mixes the context into the targets among `query` and `key` (each `(batch, n, d)`).
 
         Returns the mixed query and key (a target without context comes back as it was) and the gates `(batch, 2,
         n)`, or `(batch, 2, heads, n)` with `gate_per_head`, in the mixed states' dtype: channel 0 lambda_Q, channel
-        1 lambda_K, 0 for a target that takes no context (None with `return_gates=False`: the attention asks for
-        them only when they are returned).
+        1 lambda_K (times the gates' factor with `context_start="zero"`), 0 for a target that takes no context
+        (None with `return_gates=False`: the attention asks for them only when they are returned).
 
         The fused kernels (`FusedMix`, or compiled the operator `FUSED_MIX_OPERATOR`) mix every target in one pass
         where they take the tensors; otherwise `mix_with_operators` does it with PyTorch operators (the PyTorch
@@ -364,6 +378,13 @@ class CasanContextMixer(nn.Module):
                 projected, targets, *self.parameters_of_gate(), self.fixed_gate, self.gate_heads, self.per_token
             )
             mixed = mixed.unbind()
+        if self.context_scale is not None:  # plain + s (mixed - plain): the plain states exactly while s is 0
+            scales = self.context_scale.to(query.dtype)
+            mixed = tuple(
+                plain + scale * (states - plain) for plain, states, scale in zip(targets, mixed, scales, strict=True)
+            )
+            if gate is not None:
+                gate = gate * self.context_scale.view(-1, 1, 1, 1)
         for target, states in zip(self.targets, mixed, strict=True):
             if target == "query":
                 query = states
@@ -373,6 +394,8 @@ class CasanContextMixer(nn.Module):
             return query, key, None
         if gate is None:
             gate = query.new_full((len(self.targets), *query.shape[:2], 1), self.fixed_gate)
+            if self.context_scale is not None:
+                gate = gate * self.context_scale.view(-1, 1, 1, 1)
         gates = gate.to(query.dtype).permute(1, 0, 3, 2)  # (batch, T, heads, n)
         if not self.gate_per_head:
             gates = gates.squeeze(2)

@@ -88,12 +88,27 @@ HEADS = (
 )
 
 
+# The heads of the causal families beside `HEADS`' sequence classification (on the last real token, as transformers'
+# causal classifiers read it): the language model, which generates.
+CAUSAL_HEADS = (
+    Head(
+        "causal-lm",
+        "ForCausalLM",
+        "AutoModelForCausalLM",
+        "text-generation",
+        pretrains=True,
+        untrained="text-generation writes random tokens until the model is trained",
+    ),
+)
+
+
 def get_head(name):
     """The head called `name`, or a ValueError listing them all."""
-    for head in HEADS:
+    for head in (*HEADS, *CAUSAL_HEADS):
         if head.name == name:
             return head
-    raise ValueError(f"Unknown head {name!r}; choose one of {', '.join(head.name for head in HEADS)}.")
+    names = ", ".join(head.name for head in (*HEADS, *CAUSAL_HEADS))
+    raise ValueError(f"Unknown head {name!r}; choose one of {names}.")
 
 
 @dataclass(frozen=True)
@@ -133,6 +148,18 @@ class Family:
     tiny_checkpoint_config: dict = field(default_factory=dict, compare=False)
     tiny_checkpoint_tokenizer: str = field(default="wordpiece", compare=False)
     token_id_fields: tuple = field(default=(("pad_token_id", "pad_token_id"),), compare=False)
+    head_names: tuple = tuple(head.name for head in HEADS)
+    source_suffixes: dict = field(default_factory=dict, compare=False)
+
+    @property
+    def heads(self):
+        """The rows of the heads the family is built with: `HEADS` for an encoder, a causal family's own."""
+        return tuple(get_head(name) for name in self.head_names)
+
+    @property
+    def causal(self):
+        """Whether the family is a causal language model's (its context reads only the positions up to each)."""
+        return "causal-lm" in self.head_names
 
     @property
     def model_type(self):
@@ -146,13 +173,13 @@ class Family:
         return f"Casan{self.class_prefix}{head.suffix}"
 
     def source_class_name(self, head):
-        return f"{self.transformers_prefix}{head.suffix}"
+        return f"{self.transformers_prefix}{self.source_suffixes.get(head.name, head.suffix)}"
 
     def auto_map(self):
         """Every class a saved folder of this family can be loaded as with `trust_remote_code=True`."""
         return {
             "AutoConfig": f"{self.configuration_module}.{self.config_class_name}",
-            **{head.auto_class: f"{self.modeling_module}.{self.class_name(head)}" for head in HEADS},
+            **{head.auto_class: f"{self.modeling_module}.{self.class_name(head)}" for head in self.heads},
         }
 
 
@@ -239,13 +266,32 @@ FAMILIES = (
 )
 
 
+# The causal language models' families: their context reads each position's prefix (docs/METHOD.md, "Causal language
+# models"), and their heads are the bare decoder, the language model and sequence classification (on the last real
+# token). Their checkpoints take Llama's layout (separate q_proj and k_proj, rotary positions) but for GPT-2's (a fused
+# c_attn, learned positions).
+CAUSAL_HEAD_NAMES = ("base", "causal-lm", "sequence-classification")
+CAUSAL_SETTINGS = dict(
+    modeling_module="modeling_casan_causal",
+    configuration_module="configuration_casan_causal",
+    minimum_transformers="5.2",
+    head_names=CAUSAL_HEAD_NAMES,
+)
+CAUSAL_FAMILIES = (
+    Family("llama", "Llama", "Llama", "model", **CAUSAL_SETTINGS),
+    Family("qwen2", "Qwen2", "Qwen2", "model", **CAUSAL_SETTINGS),
+    Family("qwen3", "Qwen3", "Qwen3", "model", **CAUSAL_SETTINGS),
+    Family("gpt2", "GPT2", "GPT2", "transformer", source_suffixes={"causal-lm": "LMHeadModel"}, **CAUSAL_SETTINGS),
+)
+
+
 def get_family(model_type):
-    """The family of a checkpoint's `model_type`, its own ("roberta") or CASAN's ("casan_roberta"), or a
-    ValueError naming the types CASAN loads."""
-    for family in FAMILIES:
+    """The family of a checkpoint's `model_type`, its own ("roberta") or CASAN's ("casan_roberta"), encoder or causal,
+    or a ValueError naming the types CASAN loads."""
+    for family in (*FAMILIES, *CAUSAL_FAMILIES):
         if model_type in (family.name, family.model_type):
             return family
-    allowed = [name for family in FAMILIES for name in (family.name, family.model_type)]
+    allowed = [name for family in (*FAMILIES, *CAUSAL_FAMILIES) for name in (family.name, family.model_type)]
     raise ValueError(
         f"Checkpoint has model_type {model_type!r}; CASAN models load {', '.join(map(repr, allowed))} checkpoints."
     )

@@ -367,7 +367,9 @@ def conversion_line(model, source_type, source):
     total = model.num_parameters()
     starts, exact = [], True
     if any(CONTEXT_MIXER_MODULE in name for name, _ in model.named_parameters()):
-        if config.gate == "fixed":
+        if config.context_start == "zero":
+            starts.append("the context gates scaled by exactly 0")
+        elif config.gate == "fixed":
             starts.append(f"the context gates fixed at {config.fixed_gate}")
             exact = exact and config.fixed_gate == 0
         else:
@@ -385,9 +387,9 @@ def conversion_line(model, source_type, source):
             "the local bias scaled by exactly 0" if config.local_bias_start == "zero" else "the local bias in full"
         )
     outputs = (
-        "so the encoder's outputs equal the source's until it trains"
+        "so the model's outputs equal the source's until it trains"
         if exact
-        else "so the encoder's outputs start near the source's, not equal to them"
+        else "so the model's outputs start near the source's, not equal to them"
     )
     begin = f", {' and '.join(starts)}" if starts else ""
     return (

@@ -8,8 +8,9 @@ do not carry it.
 from . import families
 from .configuration_casan import EXACT_STARTS
 from .context import is_casan_parameter
-from .families import FAMILIES, HEADS, get_family, get_head
+from .families import CAUSAL_FAMILIES, FAMILIES, HEADS, get_family, get_head
 from .modeling_casan import FAMILY_CLASSES as BERT_STYLE_CLASSES
+from .modeling_casan_causal import FAMILY_CLASSES as CAUSAL_CLASSES
 from .modeling_casan_deberta_v2 import FAMILY_CLASSES as DEBERTA_V2_CLASSES
 from .modeling_casan_modernbert import FAMILY_CLASSES as MODERNBERT_CLASSES
 from .options import OPTION_CHECKS
@@ -19,11 +20,11 @@ def model_classes():
     """Every modeling file's `FAMILY_CLASSES` joined, by (family name, head name) in the order of `FAMILIES` x
     `HEADS`; a row of either table without its class is a KeyError. The tables are read when it is called, so that
     a head added to them (tests/test_made_up_rows.py) is gathered as a real one is at import."""
-    file_classes = {**BERT_STYLE_CLASSES, **MODERNBERT_CLASSES, **DEBERTA_V2_CLASSES}
+    file_classes = {**BERT_STYLE_CLASSES, **MODERNBERT_CLASSES, **DEBERTA_V2_CLASSES, **CAUSAL_CLASSES}
     return {
         (family.name, head.name): file_classes[(family.name, head.name)]
-        for family in families.FAMILIES
-        for head in families.HEADS
+        for family in (*families.FAMILIES, *families.CAUSAL_FAMILIES)
+        for head in (families.HEADS if family in families.FAMILIES else family.heads)
     }
 
 
@@ -31,7 +32,10 @@ def model_classes():
 MODEL_CLASSES = model_classes()
 
 # The CASAN config class of each family, by the family's name.
-FAMILY_CONFIGS = {family.name: MODEL_CLASSES[(family.name, "base")].config_class for family in FAMILIES}
+FAMILY_CONFIGS = {
+    family.name: MODEL_CLASSES[(family.name, family.heads[0].name)].config_class
+    for family in (*FAMILIES, *CAUSAL_FAMILIES)
+}
 
 # Head name -> BERT's CASAN class; `MODEL_CLASSES` and `casan_class` hold every family's.
 HEAD_CLASSES = {head.name: MODEL_CLASSES[("bert", head.name)] for head in HEADS}

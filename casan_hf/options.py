@@ -30,6 +30,10 @@ GENERALIZED_PENALTIES = ("parameter", "attention", "output")
 # one per query ("query"). Its start: "full" adds the bias as the paper does (a model trained from scratch); "zero"
 # scales it by a learned per-head factor that starts at 0, so that a converted checkpoint keeps its outputs.
 LOCAL_BIASES = ("fixed", "layer", "query")
+# How the context's gates start: "gate" at the gate's own start (sigmoid(gate_bias_init), or the fixed gate), as the
+# paper mixes; "zero" times a learned factor per target that starts at 0, so that a converted checkpoint gives its
+# source's outputs exactly until it trains (what converting a causal LM sets).
+CONTEXT_STARTS = ("gate", "zero")
 LOCAL_BIAS_STARTS = ("full", "zero")
 
 
@@ -222,6 +226,17 @@ OPTIONS = (
         "to the BERT it came from.",
         bounds=(-20.0, 20.0),
         meaning="a logit",
+    ),
+    CasanOption(
+        "context_start",
+        "context",
+        "choice",
+        '"gate": the gates start where the gate does (sigmoid(gate_bias_init), or `fixed_gate`), as the paper '
+        'mixes; "zero": each target\'s gate is scaled by a learned factor that starts at 0, so that a converted '
+        "checkpoint gives its source's outputs exactly until it trains (what converting a causal LM sets unless "
+        "told otherwise).",
+        choices=CONTEXT_STARTS,
+        structural=True,
     ),
     CasanOption(
         "gate_per_head",

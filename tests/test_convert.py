@@ -294,7 +294,7 @@ def test_a_conversion_is_said_in_one_line_and_reports_only_the_unexpected(tiny_b
     assert line == (
         f"Converted the bert checkpoint {tiny_bert} to CasanForSequenceClassification ('deep_global' context): "
         f"{new:,} new parameters ({100 * new / model.num_parameters():.2f}% of {model.num_parameters():,}), the "
-        "context gates at sigmoid(-4.0) = 0.018, so the encoder's outputs start near the source's, not equal to them."
+        "context gates at sigmoid(-4.0) = 0.018, so the model's outputs start near the source's, not equal to them."
     )
     assert not any("You are using a model of type" in message for message in logged)
     (report,) = [message for message in logged if "LOAD REPORT" in message]
@@ -310,7 +310,7 @@ def test_an_exact_start_says_the_outputs_equal_the_source_s(tiny_bert, logged):
     ).eval()
     (line,) = [message for message in logged if message.startswith("Converted")]
     assert line.endswith("context): 4,160 new parameters (0.42% of 997,674), the output gate at exactly 1, so the "
-                         "encoder's outputs equal the source's until it trains.")  # fmt: skip
+                         "model's outputs equal the source's until it trains.")  # fmt: skip
     inputs = AutoTokenizer.from_pretrained(tiny_bert)(["a fine film", "dull"], padding=True, return_tensors="pt")
     with torch.no_grad():
         expected = BertModel.from_pretrained(tiny_bert).eval()(**inputs).last_hidden_state
@@ -321,7 +321,7 @@ def test_a_local_bias_converted_with_its_scale_at_zero_is_said_to_start_exactly(
     model = CasanModel.from_pretrained(tiny_bert, context_type="none", local_bias="query").eval()
     (line,) = [message for message in logged if message.startswith("Converted")]
     assert line.endswith(
-        "the local bias scaled by exactly 0, so the encoder's outputs equal the source's until it trains."
+        "the local bias scaled by exactly 0, so the model's outputs equal the source's until it trains."
     )
     inputs = AutoTokenizer.from_pretrained(tiny_bert)(["a fine film", "dull"], padding=True, return_tensors="pt")
     with torch.no_grad():

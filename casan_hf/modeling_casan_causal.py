@@ -1,0 +1,437 @@
+"""Context-aware self-attention in causal language models: Llama, Qwen2, Qwen3 and GPT-2, as a language model and a
+sequence classifier, in transformers' own classes with the context added to their query and key projections.
+
+In a causal model the context of position i reads only positions <= i (docs/METHOD.md, "Causal language models"):
+`global` is the prefix mean of the layer's attention input over the real tokens up to i, `deep_global` the prefix means
+of every layer so far, `deep` each earlier layer's input at position i itself. The prefix means are running sums and
+counts of the real tokens (the 2D attention mask), kept in float32, which restart where packed sequences' position ids
+do, and which `CasanCache` carries beside the keys and values, so that cached decoding gives the logits of a full
+forward.
+
+Each class is transformers' own (`LlamaForCausalLM`, ...), built as it builds it, with its query and key projections
+made context-aware (`ContextLinear`, GPT-2's fused `ContextConv1D`): the projection's output takes the layer's context
+through its `context_mixer` before the attention reads it, so every attention implementation the class takes works,
+and every checkpoint of the family loads unchanged (the mixers are new: `...q_proj.context_mixer.*`). A forward's
+context lives in a `CausalContextRun`, which the base model's forward pre-hook opens from the forward's mask, position
+ids and cache and every projection reads. The query and key are mixed each at its own width (grouped-query attention:
+the key at the key-value heads' width), with a per-head gate following the heads of the states it gates.
+"""
+
+import inspect
+
+import torch
+from torch import nn
+from transformers import (
+    AutoModel,
+    DynamicCache,
+    GPT2ForSequenceClassification,
+    GPT2LMHeadModel,
+    GPT2Model,
+    LlamaForCausalLM,
+    LlamaForSequenceClassification,
+    LlamaModel,
+    Qwen2ForCausalLM,
+    Qwen2ForSequenceClassification,
+    Qwen2Model,
+    Qwen3ForCausalLM,
+    Qwen3ForSequenceClassification,
+    Qwen3Model,
+)
+from transformers.pytorch_utils import Conv1D
+
+from .configuration_casan_causal import CasanGPT2Config, CasanLlamaConfig, CasanQwen2Config, CasanQwen3Config
+from .context import ContextPlan
+from .context_mixer import CasanContextMixer
+from .families import get_family
+from .modeling_casan import CasanPreTrainedModel
+
+
+# The private methods of transformers' generation this file overrides, by name, with the parameters it relies on
+# (tests/test_causal.py fails when a release moves one).
+GENERATION_HOOKS = {"_prepare_cache_for_generation": ("generation_config", "model_kwargs")}
+# The caches generate() may be asked for that keep the running sums: none but the dynamic one ("dynamic", or None).
+CONTEXT_CACHE_IMPLEMENTATIONS = (None, "dynamic")
+
+
+class CasanCache(DynamicCache):
+    """transformers' `DynamicCache` with each layer's running context sums beside its keys and values: `context_sums`
+    `{layer index: (sum (batch, d), count (batch, 1))}`, float32, of the real tokens' attention inputs so far. What
+    generate() does to a cache it does to the sums (beam search's reorder, the batch expansion and selection); a crop,
+    which would have to roll the sums back, is refused."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.context_sums = {}
+
+    def _each_sum(self, function):
+        self.context_sums = {index: tuple(map(function, sums)) for index, sums in self.context_sums.items()}
+
+    def reorder_cache(self, beam_idx):
+        super().reorder_cache(beam_idx)
+        self._each_sum(lambda tensor: tensor.index_select(0, beam_idx.to(tensor.device)))
+
+    def batch_repeat_interleave(self, repeats):
+        super().batch_repeat_interleave(repeats)
+        self._each_sum(lambda tensor: tensor.repeat_interleave(repeats, dim=0))
+
+    def batch_select_indices(self, indices):
+        super().batch_select_indices(indices)
+        self._each_sum(lambda tensor: tensor[indices])
+
+    def crop(self, tokens_to_remove):
+        if tokens_to_remove:
+            raise ValueError(
+                f"CasanCache.crop({tokens_to_remove}): a CASAN causal model's cache keeps running sums of the "
+                "context, which cannot be rolled back, so assisted and speculative decoding (which crop the cache) are refused."
+            )
+        super().crop(tokens_to_remove)
+
+    @property
+    def is_croppable(self):
+        return False
+
+    def reset(self):
+        super().reset()
+        self.context_sums = {}
+
+
+def check_cache(cache):
+    """`cache` if it is a `CasanCache` (or None), else a ValueError naming what was handed in."""
+    if cache is not None and not isinstance(cache, CasanCache):
+        raise ValueError(
+            f"A CASAN causal model keeps running sums of its context beside the keys and values: pass the CasanCache "
+            f"its forward returns (or casan_hf.CasanCache(config=model.config)), or none; got {type(cache).__name__}."
+        )
+    return cache
+
+
+def segment_starts(position_ids, token_count):
+    """`(batch, n)` bools marking where a packed sequence starts (a position id of 0 after the first token, as
+    `DataCollatorWithFlattening` makes them), or None where no row restarts (or no position ids were given)."""
+    if position_ids is None or position_ids.shape[-1] != token_count:
+        return None
+    starts = position_ids == 0
+    starts[..., 0] = False
+    return starts if bool(starts.any()) else None
+
+
+def prefix_means(states, token_mask, past, starts):
+    """Each position's mean of the real tokens' `states` `(batch, n, d)` up to it, in float32 sums cast back to the
+    states' dtype, and the running `(sum, count)` after the last position, for the cache. `token_mask` `(batch, n)`
+    0/1; `past` the `(sum, count)` of the tokens before (None: none); `starts` the packed sequences' starts, where the
+    sums restart (None: no restart)."""
+    weights = token_mask.to(torch.float32).unsqueeze(-1)
+    weighted = states.to(torch.float32) * weights
+    sums, counts = weighted.cumsum(dim=1), weights.cumsum(dim=1)
+    if past is not None:
+        sums, counts = sums + past[0].unsqueeze(1), counts + past[1].unsqueeze(1)
+    if starts is not None:  # each token's sums less what came before its segment
+        positions = torch.arange(starts.shape[1], device=starts.device).expand_as(starts)
+        first = torch.where(starts, positions, 0).cummax(dim=1).values.unsqueeze(-1)
+        restarted = (starts.cumsum(dim=1) > 0).unsqueeze(-1)
+
+        def restart(running, step):
+            before = (running - step).gather(1, first.expand_as(running))
+            return running - torch.where(restarted, before, 0)
+
+        sums, counts = restart(sums, weighted), restart(counts, weights)
+    means = (sums / counts.clamp(min=1)).to(states.dtype)
+    return means, (sums[:, -1], counts[:, -1])
+
+
+class CausalContextRun:
+    """One forward's context: the real tokens' mask, the packed sequences' starts, the cache's running sums, and each
+    layer's contribution as its query projection records it (`record`), read by its projections (`layer_context`)."""
+
+    def __init__(self, plan, token_mask, starts, cache):
+        self.plan = plan
+        self.token_mask = token_mask
+        self.starts = starts
+        self.cache = cache
+        self.sources = {}
+
+    def record(self, layer_index, states):
+        """Layer `layer_index`'s attention input `states` `(batch, n, d)` as what it contributes to the context: the
+        states themselves (deep) or their prefix means (the global kinds), whose running sums go to the cache."""
+        if not self.plan.feeds[layer_index]:
+            return
+        if self.plan.per_token:
+            self.sources[layer_index] = states
+            return
+        token_mask = self.token_mask
+        if token_mask is None:
+            token_mask = states.new_ones(states.shape[:2])
+        past = None if self.cache is None else self.cache.context_sums.get(layer_index)
+        if past is None and self.cache is not None and self.cache.get_seq_length(layer_index) > 0:
+            raise ValueError(
+                f"The cache holds {self.cache.get_seq_length(layer_index)} tokens but no context sums for layer "
+                f"{layer_index}: it was filled by another model. Start from an empty CasanCache."
+            )
+        means, running = prefix_means(states, token_mask, past, self.starts)
+        if self.cache is not None:
+            self.cache.context_sums[layer_index] = running
+        self.sources[layer_index] = means
+
+    def layer_context(self, layer_index):
+        """The context of layer `layer_index`: the per-token sources its kind reads, as a tuple."""
+        return tuple(self.sources[index] for index in self.plan.reads[layer_index])
+
+
+class ContextSlot:
+    """Where a model's projections find the forward's `CausalContextRun`: one object shared by the base model's hook,
+    which fills it, and every projection, which reads it."""
+
+    def __init__(self):
+        self.run = None
+
+    def current(self):
+        if self.run is None:
+            raise RuntimeError(
+                "A context-aware projection ran outside its model's forward: call the model, not its layers alone."
+            )
+        return self.run
+
+
+def target_mixer(config, layer_index, target, width, heads):
+    """The mixer of one target of layer `layer_index` at the width of its states, or None where it takes none."""
+    if not config.mixes_context(layer_index) or target not in config.context_targets:
+        return None
+    return CasanContextMixer(
+        config, config.context_size(layer_index), targets=(target,), width=width, heads=heads, per_token=True
+    )
+
+
+def mix_target(mixer, target, states, context):
+    """`states` `(batch, n, width)` with the context mixed in by `mixer` as its `target`."""
+    query, key, _ = mixer(states, states, context, return_gates=False)
+    return query if target == "query" else key
+
+
+class ContextLinear(nn.Linear):
+    """A query or key projection (Llama's and Qwen's `q_proj`, `k_proj`) whose output takes the layer's context: the
+    projection's weights keep their names, the mixer is `context_mixer`. The query projection records its input, the
+    attention's input, as the layer's contribution to the context before it reads the context."""
+
+    def __init__(self, linear, slot, layer_index, target, mixer):
+        super().__init__(linear.in_features, linear.out_features, bias=linear.bias is not None, device="meta")
+        self.weight, self.bias = linear.weight, linear.bias
+        self.slot, self.layer_index, self.target = slot, layer_index, target
+        self.context_mixer = mixer
+
+    def forward(self, hidden_states):
+        projected = super().forward(hidden_states)
+        run = self.slot.current()
+        if self.target == "query":
+            run.record(self.layer_index, hidden_states)
+        if self.context_mixer is None:
+            return projected
+        return mix_target(self.context_mixer, self.target, projected, run.layer_context(self.layer_index))
+
+
+class ContextConv1D(Conv1D):
+    """GPT-2's fused query-key-value projection (`c_attn`) whose query and key take the layer's context."""
+
+    def __init__(self, conv, slot, layer_index, mixers):
+        super().__init__(conv.nf, conv.weight.shape[0])
+        self.weight, self.bias = conv.weight, conv.bias
+        self.slot, self.layer_index = slot, layer_index
+        self.context_mixer = nn.ModuleDict({target: mixer for target, mixer in mixers.items() if mixer is not None})
+
+    def forward(self, hidden_states):
+        projected = super().forward(hidden_states)
+        run = self.slot.current()
+        run.record(self.layer_index, hidden_states)
+        if not self.context_mixer:
+            return projected
+        context = run.layer_context(self.layer_index)
+        query, key, value = projected.split(self.nf // 3, dim=-1)
+        if "query" in self.context_mixer:
+            query = mix_target(self.context_mixer["query"], "query", query, context)
+        if "key" in self.context_mixer:
+            key = mix_target(self.context_mixer["key"], "key", key, context)
+        return torch.cat((query, key, value), dim=-1)
+
+
+def make_projections_context_aware(model, slot):
+    """Replaces the query and key projections of every layer of `model`'s base model with context-aware ones that
+    share its weights (`ContextLinear`, or GPT-2's `ContextConv1D`)."""
+    config = model.config
+    base = model.base_model
+    for layer_index, attention in enumerate(model.attention_modules(base)):
+        heads = config.num_attention_heads
+        if hasattr(attention, "c_attn"):  # GPT-2: the query, key and value of one width
+            width = attention.embed_dim
+            mixers = {target: target_mixer(config, layer_index, target, width, heads) for target in ("query", "key")}
+            attention.c_attn = ContextConv1D(attention.c_attn, slot, layer_index, mixers)
+            continue
+        key_heads = getattr(config, "num_key_value_heads", None) or heads
+        for target, name, target_heads in (("query", "q_proj", heads), ("key", "k_proj", key_heads)):
+            linear = getattr(attention, name)
+            width = attention.head_dim * target_heads
+            mixer = target_mixer(config, layer_index, target, width, target_heads)
+            setattr(attention, name, ContextLinear(linear, slot, layer_index, target, mixer))
+
+
+class CasanCausalPreTrainedModel(CasanPreTrainedModel):
+    """What every causal CASAN class shares: built as its transformers class builds itself, then its query and key
+    projections made context-aware; the base model's forward opens the forward's `CausalContextRun`
+    (`_open_context`); generate() gets a `CasanCache`. Loading, conversion and the checks are `CasanPreTrainedModel`'s.
+    """
+
+    def __init__(self, config, *args, **kwargs):
+        super().__init__(config, *args, **kwargs)
+        if self.base_model is not self and isinstance(self.base_model, CasanCausalPreTrainedModel):
+            return  # a head whose transformers class builds its base model through `AutoModel`: a context-aware one
+        self.context_slot = ContextSlot()
+        self.context_plan = ContextPlan.from_config(config)
+        make_projections_context_aware(self, self.context_slot)
+        base = self.base_model
+        # transformers initialises a sub-model (the base model, a `LlamaModel`) by its own `_init_weights`, which knows
+        # no mixer: the base initialises by this class's, here and when `from_pretrained` fills the new parameters.
+        base._init_weights = self._init_weights
+        self._base_signature = inspect.signature(base.forward)
+        base.register_forward_pre_hook(self._open_context, with_kwargs=True)
+        base.register_forward_hook(self._close_context, always_call=True)
+        self.post_init()
+
+    @staticmethod
+    def attention_modules(base):
+        """The self-attention module of every layer of the base model, in order."""
+        layers = base.h if hasattr(base, "h") else base.layers
+        return [layer.attn if hasattr(layer, "attn") else layer.self_attn for layer in layers]
+
+    def gradient_checkpointing_enable(self, gradient_checkpointing_kwargs=None):
+        """transformers' own, refusing reentrant checkpointing: a layer's context contribution leaves it through the
+        forward's `CausalContextRun`, which reentrant checkpointing would cut from the graph."""
+        if (gradient_checkpointing_kwargs or {}).get("use_reentrant"):
+            raise ValueError(
+                "CASAN causal models take non-reentrant gradient checkpointing only (use_reentrant=False, "
+                "transformers' default): the context leaves each layer outside its arguments."
+            )
+        super().gradient_checkpointing_enable(gradient_checkpointing_kwargs)
+
+    def _open_context(self, module, args, kwargs):
+        """The base model's forward pre-hook: the forward's `CausalContextRun` from its inputs, and a `CasanCache`
+        where the forward would make a plain one."""
+        inputs = self._base_signature.bind_partial(*args, **kwargs).arguments
+        cache = check_cache(inputs.get("past_key_values"))
+        use_cache = inputs.get("use_cache")
+        if use_cache is None:
+            use_cache = self.config.use_cache
+        if cache is None and use_cache:
+            cache = CasanCache(config=self.config)
+            kwargs["past_key_values"] = cache
+        states = inputs.get("input_ids")
+        states = inputs.get("inputs_embeds") if states is None else states
+        token_count = states.shape[1]
+        mask = inputs.get("attention_mask")
+        if mask is not None and not isinstance(mask, torch.Tensor) or (mask is not None and mask.dim() != 2):
+            raise ValueError("CASAN causal models need a 2D attention_mask (batch, seq) to average the real tokens.")
+        token_mask = None if mask is None else mask[:, -token_count:]
+        starts = segment_starts(inputs.get("position_ids"), token_count)
+        if starts is not None and cache is not None and cache.get_seq_length() > 0:
+            raise ValueError(
+                "Position ids that restart inside a row (packed sequences) continue no cache: pass them without "
+                "past_key_values."
+            )
+        self.context_slot.run = CausalContextRun(self.context_plan, token_mask, starts, cache)
+        return args, kwargs
+
+    def _close_context(self, module, args, output):
+        self.context_slot.run = None
+
+    def _prepare_cache_for_generation(self, generation_config, model_kwargs, *args, **kwargs):
+        """generate()'s cache: a `CasanCache` where it would make a dynamic cache; a cache handed in must be one, and
+        any other cache implementation is refused by name (the sums would be lost)."""
+        if generation_config.cache_implementation not in CONTEXT_CACHE_IMPLEMENTATIONS:
+            raise ValueError(
+                f"cache_implementation={generation_config.cache_implementation!r} cannot hold a CASAN causal model's "
+                "running context sums: use the default dynamic cache (leave it None)."
+            )
+        if check_cache(model_kwargs.get("past_key_values")) is not None:  # the user's: transformers' checks
+            return super()._prepare_cache_for_generation(generation_config, model_kwargs, *args, **kwargs)
+        if generation_config.use_cache:
+            model_kwargs["past_key_values"] = CasanCache(config=self.config)
+
+
+def causal_classes(family_name, transformers_classes, config_class):
+    """The CASAN classes of a causal family, by (family name, head name): each head's transformers class
+    (`transformers_classes`, by head name) with `CasanCausalPreTrainedModel`, named as the family's row names it."""
+    family = get_family(family_name)
+    classes = {}
+    for head in family.heads:
+        source = transformers_classes[head.name]
+        attributes = {
+            "__module__": __name__,
+            "__doc__": f"transformers' `{source.__name__}` with context-aware self-attention ({family.model_type}).",
+            "family": family,
+            "config_class": config_class,
+            "base_model_prefix": source.base_model_prefix,
+            "_no_split_modules": source._no_split_modules,
+            "_can_record_outputs": source._can_record_outputs,
+            "has_token_types": False,
+            "family_modules": None,
+            "casan_head": head,
+        }
+        classes[(family.name, head.name)] = type(
+            family.class_name(head), (CasanCausalPreTrainedModel, source), attributes
+        )
+    return classes
+
+
+FAMILY_CLASSES = {
+    **causal_classes(
+        "llama",
+        {"base": LlamaModel, "causal-lm": LlamaForCausalLM, "sequence-classification": LlamaForSequenceClassification},
+        CasanLlamaConfig,
+    ),
+    **causal_classes(
+        "qwen2",
+        {"base": Qwen2Model, "causal-lm": Qwen2ForCausalLM, "sequence-classification": Qwen2ForSequenceClassification},
+        CasanQwen2Config,
+    ),
+    **causal_classes(
+        "qwen3",
+        {"base": Qwen3Model, "causal-lm": Qwen3ForCausalLM, "sequence-classification": Qwen3ForSequenceClassification},
+        CasanQwen3Config,
+    ),
+    **causal_classes(
+        "gpt2",
+        {"base": GPT2Model, "causal-lm": GPT2LMHeadModel, "sequence-classification": GPT2ForSequenceClassification},
+        CasanGPT2Config,
+    ),
+}
+# Llama's and Qwen's sequence classifiers build their base model through `AutoModel.from_config`: it must give the
+# context-aware one, in a folder's remote code too, where nothing else registers it.
+for (_, head_name), model_class in FAMILY_CLASSES.items():
+    if head_name == "base":
+        AutoModel.register(model_class.config_class, model_class, exist_ok=True)
+
+CasanLlamaModel = FAMILY_CLASSES[("llama", "base")]
+CasanQwen2Model = FAMILY_CLASSES[("qwen2", "base")]
+CasanQwen3Model = FAMILY_CLASSES[("qwen3", "base")]
+CasanGPT2Model = FAMILY_CLASSES[("gpt2", "base")]
+CasanLlamaForCausalLM = FAMILY_CLASSES[("llama", "causal-lm")]
+CasanLlamaForSequenceClassification = FAMILY_CLASSES[("llama", "sequence-classification")]
+CasanQwen2ForCausalLM = FAMILY_CLASSES[("qwen2", "causal-lm")]
+CasanQwen2ForSequenceClassification = FAMILY_CLASSES[("qwen2", "sequence-classification")]
+CasanQwen3ForCausalLM = FAMILY_CLASSES[("qwen3", "causal-lm")]
+CasanQwen3ForSequenceClassification = FAMILY_CLASSES[("qwen3", "sequence-classification")]
+CasanGPT2ForCausalLM = FAMILY_CLASSES[("gpt2", "causal-lm")]
+CasanGPT2ForSequenceClassification = FAMILY_CLASSES[("gpt2", "sequence-classification")]
+
+__all__ = [
+    "CasanCache",
+    "CasanGPT2Model",
+    "CasanLlamaModel",
+    "CasanQwen2Model",
+    "CasanQwen3Model",
+    "CasanGPT2ForCausalLM",
+    "CasanGPT2ForSequenceClassification",
+    "CasanLlamaForCausalLM",
+    "CasanLlamaForSequenceClassification",
+    "CasanQwen2ForCausalLM",
+    "CasanQwen2ForSequenceClassification",
+    "CasanQwen3ForCausalLM",
+    "CasanQwen3ForSequenceClassification",
+]

@@ -1,0 +1,325 @@
+"""Context-aware self-attention in causal language models (Llama, Qwen2, Qwen3, GPT-2), against transformers' own
+classes with the same weights: `none` and a conversion give their logits exactly; the context reads no future token;
+cached decoding (greedy, sampling, beam search, a left-padded batch, a continued prompt) gives the logits and tokens of
+full forwards; packed sequences restart the prefix sums; what would lose the running sums is refused by name; a saved
+folder loads in a fresh process without casan_hf."""
+
+import inspect
+import json
+
+import pytest
+import torch
+import transformers
+from fresh_process import run_without_casan_hf
+from tiny_tokenizer import tiny_tokenizer
+from transformers import DynamicCache, GenerationConfig
+from transformers.generation.utils import GenerationMixin
+
+from casan_hf import CAUSAL_FAMILIES, CasanCache, casan_class
+from casan_hf.modeling_casan_causal import GENERATION_HOOKS, prefix_means
+
+
+VOCAB = 40
+# Each family's tiny config: grouped-query attention (4 query heads, 2 key-value heads) where the family has it, and a
+# head width of its own for Qwen3 (head_dim 12, not 32 / 4).
+SIZES = {
+    "llama": dict(hidden_size=32, intermediate_size=48, num_attention_heads=4, num_key_value_heads=2),
+    "qwen2": dict(hidden_size=32, intermediate_size=48, num_attention_heads=4, num_key_value_heads=2),
+    "qwen3": dict(hidden_size=32, intermediate_size=48, num_attention_heads=4, num_key_value_heads=2, head_dim=12),
+    "gpt2": dict(n_embd=32, n_head=4, n_positions=64, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0),
+}
+FAMILY_NAMES = [family.name for family in CAUSAL_FAMILIES]
+CONTEXTS = ["global", "deep_global", "deep"]
+
+
+def source_config(family, **overrides):
+    """The tiny transformers config of `family`: 3 layers, vocabulary of `VOCAB`, padding id 0."""
+    config_class = transformers.AutoConfig.for_model(family).__class__
+    common = dict(vocab_size=VOCAB, num_hidden_layers=3, pad_token_id=0, bos_token_id=1, eos_token_id=2)
+    if family != "gpt2":
+        common["max_position_embeddings"] = 64
+    return config_class(**{**common, **SIZES[family], **overrides})
+
+
+def saved_source(family, folder, head="causal-lm", **overrides):
+    """A random transformers model of `family` and `head`, saved to `folder`: the checkpoint a user converts."""
+    torch.manual_seed(0)
+    source_class = getattr(
+        transformers, casan_class(family, head).family.source_class_name(casan_class(family, head).casan_head)
+    )
+    model = source_class(source_config(family, **overrides)).eval()
+    model.save_pretrained(folder)
+    return model
+
+
+def trained_context(family, context, **options):
+    """A CASAN causal LM of `family` with its context open (the authors' gate start, random U), as after training."""
+    torch.manual_seed(0)
+    model_class = casan_class(family, "causal-lm")
+    config = model_class.config_class(
+        **source_config(family).to_dict() | {"context_type": context, "gate_bias_init": 0.0, **options}
+    )
+    return model_class(config).eval()
+
+
+def left_padded_batch():
+    """Two prompts of 5 and 3 tokens, left-padded, with their mask."""
+    ids = torch.tensor([[5, 9, 11, 7, 3], [0, 0, 8, 4, 6]])
+    return ids, (ids != 0).long()
+
+
+@pytest.mark.parametrize("family", FAMILY_NAMES)
+@pytest.mark.parametrize("head", ["causal-lm", "sequence-classification"])
+def test_none_and_a_converted_checkpoint_give_the_source_logits_exactly(family, head, tmp_path):
+    """`none` has no new parameter; every context kind, converted, starts its gates scaled by exactly 0: the logits
+    equal the source model's to the bit, on a right-padded batch."""
+    overrides = {"num_labels": 3} if head == "sequence-classification" else {}
+    source = saved_source(family, tmp_path, head, **overrides)
+    ids, mask = torch.tensor([[5, 9, 11, 7, 3], [8, 4, 6, 0, 0]]), torch.tensor([[1] * 5, [1, 1, 1, 0, 0]])
+    with torch.no_grad():
+        expected = source(input_ids=ids, attention_mask=mask).logits
+    for context in ["none", *CONTEXTS]:
+        model = casan_class(family, head).from_pretrained(tmp_path, context_type=context).eval()
+        assert model.config.context_start == ("gate" if context == "none" else "zero")
+        with torch.no_grad():
+            assert torch.equal(model(input_ids=ids, attention_mask=mask).logits, expected), (family, head, context)
+
+
+@pytest.mark.parametrize("family", FAMILY_NAMES)
+def test_greedy_generation_of_a_converted_checkpoint_is_the_source_s(family, tmp_path):
+    source = saved_source(family, tmp_path)
+    model = casan_class(family, "causal-lm").from_pretrained(tmp_path, context_type="deep_global").eval()
+    ids, mask = left_padded_batch()
+    settings = dict(max_new_tokens=6, do_sample=False, pad_token_id=0)
+    expected = source.generate(input_ids=ids, attention_mask=mask, **settings)
+    assert torch.equal(model.generate(input_ids=ids, attention_mask=mask, **settings), expected)
+
+
+@pytest.mark.parametrize("context", CONTEXTS)
+def test_a_converted_context_trains_from_its_exact_start(context, tmp_path):
+    """At the exact start the gates' factors get gradients; once they move, every context parameter does."""
+    saved_source("llama", tmp_path)
+    model = casan_class("llama", "causal-lm").from_pretrained(tmp_path, context_type=context)
+    ids = torch.randint(3, VOCAB, (2, 6))
+    model(input_ids=ids, labels=ids).loss.backward()
+    scales = {name: p.grad for name, p in model.named_parameters() if name.endswith("context_scale")}
+    assert scales and all(grad is not None and grad.abs().sum() > 0 for grad in scales.values())
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            if name.endswith("context_scale"):
+                parameter.fill_(0.5)
+    model.zero_grad()
+    model(input_ids=ids, labels=ids).loss.backward()
+    for name, parameter in model.named_parameters():
+        if ".context_mixer." in name:
+            assert parameter.grad is not None and parameter.grad.abs().sum() > 0, name
+
+
+@pytest.mark.parametrize("family", FAMILY_NAMES)
+@pytest.mark.parametrize("context", CONTEXTS)
+def test_the_context_reads_no_future_token(family, context):
+    """Changing the last token changes no earlier position's logits, whatever the context."""
+    model = trained_context(family, context)
+    ids = torch.randint(3, VOCAB, (1, 7))
+    changed = ids.clone()
+    changed[0, -1] = (ids[0, -1] + 1) % VOCAB
+    with torch.no_grad():
+        before, after = model(input_ids=ids).logits, model(input_ids=changed).logits
+    torch.testing.assert_close(before[:, :-1], after[:, :-1], rtol=0, atol=0)
+    assert not torch.equal(before[:, -1], after[:, -1])
+
+
+@pytest.mark.parametrize("family", FAMILY_NAMES)
+@pytest.mark.parametrize("context", CONTEXTS)
+def test_cached_decoding_gives_the_logits_of_a_full_forward(family, context):
+    """A left-padded prompt, then one token at a time through the `CasanCache`: every step's logits are those of a full
+    forward over the same tokens (to float32 rounding), and the padding changes no real token's logits."""
+    model = trained_context(family, context, gate_per_head=family == "qwen3")
+    ids, mask = left_padded_batch()
+    steps = torch.randint(3, VOCAB, (2, 4))
+    with torch.no_grad():
+        output = model(input_ids=ids, attention_mask=mask, use_cache=True)
+        cache = output.past_key_values
+        assert isinstance(cache, CasanCache)
+        for step in range(steps.shape[1]):
+            mask = torch.cat([mask, torch.ones(2, 1, dtype=mask.dtype)], dim=1)
+            cached = model(input_ids=steps[:, step : step + 1], attention_mask=mask, past_key_values=cache).logits
+            full_ids = torch.cat([ids, steps[:, : step + 1]], dim=1)
+            full = model(input_ids=full_ids, attention_mask=mask, use_cache=False).logits[:, -1:]
+            torch.testing.assert_close(cached, full, rtol=1e-5, atol=1e-5)
+        # positions count the real tokens, as generate() gives them (GPT-2's are learned, absolute)
+        positions = (mask.cumsum(-1) - 1).masked_fill(mask == 0, 1)
+        alone = model(input_ids=torch.cat([ids, steps], dim=1)[1:, 2:], use_cache=False).logits
+        padded = model(
+            input_ids=torch.cat([ids, steps], dim=1), attention_mask=mask, position_ids=positions, use_cache=False
+        ).logits
+        torch.testing.assert_close(padded[1:, 2:], alone, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("family", ["llama", "gpt2"])
+def test_generate_with_the_cache_equals_generate_without_it(family):
+    """Greedy, sampling with a seed, beam search (the sums reordered with the beams) and several sequences per prompt
+    (the sums expanded): the same tokens with and without the cache, on a left-padded batch."""
+    model = trained_context(family, "deep_global")
+    ids, mask = left_padded_batch()
+    modes = [
+        dict(do_sample=False),
+        dict(do_sample=True, top_k=5),
+        dict(do_sample=False, num_beams=3, num_return_sequences=2),
+        dict(do_sample=True, num_return_sequences=2),
+    ]
+    for mode in modes:
+        outputs = []
+        for use_cache in (True, False):
+            torch.manual_seed(3)
+            outputs.append(
+                model.generate(
+                    input_ids=ids, attention_mask=mask, max_new_tokens=6, pad_token_id=0, use_cache=use_cache, **mode
+                )
+            )
+        assert torch.equal(*outputs), mode
+
+
+def test_generation_continues_from_a_prompt_s_cache():
+    model = trained_context("qwen2", "global")
+    ids, mask = left_padded_batch()
+    settings = dict(max_new_tokens=5, do_sample=False, pad_token_id=0)
+    with torch.no_grad():
+        cache = model(input_ids=ids[:, :-1], attention_mask=mask[:, :-1], use_cache=True).past_key_values
+    continued = model.generate(input_ids=ids, attention_mask=mask, past_key_values=cache, **settings)
+    assert torch.equal(continued, model.generate(input_ids=ids, attention_mask=mask, **settings))
+
+
+def test_what_would_lose_the_running_sums_is_refused_by_name():
+    model = trained_context("llama", "global")
+    ids, mask = left_padded_batch()
+    with pytest.raises(ValueError, match="got DynamicCache"):
+        model(input_ids=ids, attention_mask=mask, past_key_values=DynamicCache())
+    with pytest.raises(ValueError, match="got DynamicCache"):
+        model.generate(input_ids=ids, attention_mask=mask, past_key_values=DynamicCache(), max_new_tokens=2)
+    with pytest.raises(ValueError, match="cache_implementation='static'"):
+        model.generate(input_ids=ids, attention_mask=mask, cache_implementation="static", max_new_tokens=2)
+    cache = model(input_ids=ids, attention_mask=mask, use_cache=True).past_key_values
+    with pytest.raises(ValueError, match="assisted and speculative decoding"):
+        cache.crop(3)
+    assert not cache.is_croppable
+    with pytest.raises(ValueError, match="no context sums for layer 0"):
+        plain = casan_class("llama", "causal-lm")(model.config)
+        filled = DynamicCache()
+        filled.update(torch.zeros(2, 2, 5, 8), torch.zeros(2, 2, 5, 8), 0)
+        filled.__class__ = CasanCache
+        filled.context_sums = {}
+        plain(input_ids=ids[:, :1], past_key_values=filled)
+    with pytest.raises(ValueError, match="non-reentrant"):
+        model.gradient_checkpointing_enable({"use_reentrant": True})
+
+
+@pytest.mark.parametrize(("option", "value"), [("local_bias", "query"), ("output_gate", "headwise")])
+def test_options_a_causal_model_cannot_honour_are_refused(option, value):
+    with pytest.raises(ValueError, match=f"`{option}`={value!r} is refused in a causal language model"):
+        casan_class("llama", "causal-lm").config_class(**source_config("llama").to_dict(), **{option: value})
+
+
+def test_generate_hooks_are_where_this_release_has_them():
+    """Every private method of transformers' generation that the causal classes override exists, with the parameters
+    they rely on, and generate() calls it: a release that moves one fails here."""
+    for name, parameters in GENERATION_HOOKS.items():
+        method = getattr(GenerationMixin, name)
+        assert set(parameters) <= set(inspect.signature(method).parameters), name
+        assert f"self.{name}(" in inspect.getsource(GenerationMixin.generate), name
+
+
+@pytest.mark.parametrize("context", ["global", "deep_global"])
+def test_packed_sequences_restart_the_prefix_sums(context):
+    """Two sequences packed in one row (position ids restarting at 0, no mask, as `DataCollatorWithFlattening` makes
+    them) give each sequence's logits alone."""
+    model = trained_context("llama", context)
+    first, second = torch.randint(3, VOCAB, (1, 4)), torch.randint(3, VOCAB, (1, 3))
+    packed = torch.cat([first, second], dim=1)
+    positions = torch.tensor([[0, 1, 2, 3, 0, 1, 2]])
+    with torch.no_grad():
+        logits = model(input_ids=packed, position_ids=positions, use_cache=False).logits
+        torch.testing.assert_close(logits[:, :4], model(input_ids=first, use_cache=False).logits)
+        torch.testing.assert_close(logits[:, 4:], model(input_ids=second, use_cache=False).logits)
+
+
+def test_prefix_means_count_real_tokens_and_restart_at_packed_starts():
+    states = torch.arange(12, dtype=torch.float64).view(1, 6, 2)
+    mask = torch.tensor([[1, 0, 1, 1, 1, 1]])
+    starts = torch.tensor([[False, False, False, False, True, False]])
+    means, (total, count) = prefix_means(states, mask, None, starts)
+    expected = torch.stack([states[0, 0], states[0, 0], (states[0, 0] + states[0, 2]) / 2,
+                            (states[0, 0] + states[0, 2] + states[0, 3]) / 3, states[0, 4],
+                            (states[0, 4] + states[0, 5]) / 2])  # fmt: skip
+    torch.testing.assert_close(means[0], expected)
+    torch.testing.assert_close(total[0], (states[0, 4] + states[0, 5]).float())
+    assert count.item() == 2
+
+
+def test_a_sliding_window_layer_s_context_spans_the_whole_prefix():
+    """Qwen2's sliding-window layers attend to the last 2 tokens; their context is the prefix mean of every real token
+    so far, not of the window (docs/METHOD.md): cached decoding past the window equals a full forward."""
+    overrides = dict(use_sliding_window=True, sliding_window=2, max_window_layers=1)
+    torch.manual_seed(0)
+    model_class = casan_class("qwen2", "causal-lm")
+    config = model_class.config_class(
+        **source_config("qwen2", **overrides).to_dict() | {"context_type": "global", "gate_bias_init": 0.0}
+    )
+    assert "sliding_attention" in config.layer_types
+    model = model_class(config).eval()
+    captured = {}
+    layer = model.model.layers[2].self_attn.q_proj
+    layer.register_forward_hook(lambda module, args, output: captured.update(states=args[0]))
+    ids = torch.randint(3, VOCAB, (1, 6))
+    with torch.no_grad():
+        model(input_ids=ids, use_cache=False)
+        run_means, _ = prefix_means(captured["states"], torch.ones(1, 6), None, None)
+        expected = captured["states"].cumsum(1) / torch.arange(1, 7).view(1, 6, 1)
+    torch.testing.assert_close(run_means, expected)
+    model.generation_config = GenerationConfig(pad_token_id=0)
+    settings = dict(max_new_tokens=6, do_sample=False, pad_token_id=0)
+    assert torch.equal(model.generate(ids, **settings), model.generate(ids, use_cache=False, **settings))
+
+
+LOAD_AND_GENERATE = """
+import json, torch, transformers
+cases = json.load(open("cases.json"))
+for case in cases:
+    model = transformers.AutoModelForCausalLM.from_pretrained(case["folder"], trust_remote_code=True).eval()
+    assert type(model).__module__.startswith("transformers_modules"), type(model).__module__
+    ids = torch.tensor(case["ids"])
+    with torch.no_grad():
+        logits = model(input_ids=ids).logits
+    tokens = model.generate(input_ids=ids, max_new_tokens=5, do_sample=False, pad_token_id=0)
+    torch.save({"weights": model.state_dict(), "logits": logits, "tokens": tokens}, case["loaded"])
+generator = transformers.pipeline("text-generation", model=cases[0]["folder"], trust_remote_code=True)
+text = generator("the film was", max_new_tokens=3, do_sample=False)[0]["generated_text"]
+assert text.startswith("the film was"), text
+print(type(generator.model).__name__, len(cases))
+"""
+
+
+def test_saved_folders_load_and_generate_in_a_fresh_process_without_casan_hf(tmp_path):
+    """Every causal family's language model, saved, loads with `AutoModelForCausalLM` and `pipeline("text-generation")`
+    and `trust_remote_code=True` where casan_hf cannot be imported: the same weights, logits and greedy tokens."""
+    cases, models = [], {}
+    ids = [[5, 9, 11, 7]]
+    for family in FAMILY_NAMES:
+        model = trained_context(family, "deep_global", context_rank=4)
+        folder = tmp_path / family
+        model.save_pretrained(folder)
+        if family == FAMILY_NAMES[0]:  # the pipeline's
+            tiny_tokenizer(folder, token_types=False)
+        models[family] = model
+        cases.append({"folder": str(folder), "ids": ids, "loaded": str(folder / "loaded.pt")})
+    (tmp_path / "cases.json").write_text(json.dumps(cases))
+    output = run_without_casan_hf(LOAD_AND_GENERATE, tmp_path)
+    assert output.strip().splitlines()[-1] == f"CasanLlamaForCausalLM {len(cases)}"
+    for family, case in zip(FAMILY_NAMES, cases, strict=True):
+        model, loaded = models[family], torch.load(case["loaded"])
+        for name, tensor in model.state_dict().items():
+            assert torch.equal(loaded["weights"][name], tensor), name
+        with torch.no_grad():
+            torch.testing.assert_close(loaded["logits"], model(input_ids=torch.tensor(ids)).logits)
+        expected = model.generate(input_ids=torch.tensor(ids), max_new_tokens=5, do_sample=False, pad_token_id=0)
+        assert torch.equal(loaded["tokens"], expected), family
