@@ -82,7 +82,8 @@ class CasanCache(DynamicCache):
         if tokens_to_remove:
             raise ValueError(
                 f"CasanCache.crop({tokens_to_remove}): a CASAN causal model's cache keeps running sums of the "
-                "context, which cannot be rolled back, so assisted and speculative decoding (which crop the cache) are refused."
+                "context, which cannot be rolled back, so assisted and speculative decoding (which crop the cache) "
+                "are refused."
             )
         super().crop(tokens_to_remove)
 
