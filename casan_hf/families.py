@@ -148,18 +148,14 @@ class Family:
     tiny_checkpoint_config: dict = field(default_factory=dict, compare=False)
     tiny_checkpoint_tokenizer: str = field(default="wordpiece", compare=False)
     token_id_fields: tuple = field(default=(("pad_token_id", "pad_token_id"),), compare=False)
-    head_names: tuple = tuple(head.name for head in HEADS)
+    head_names: tuple | None = None
     source_suffixes: dict = field(default_factory=dict, compare=False)
 
     @property
     def heads(self):
-        """The rows of the heads the family is built with: `HEADS` for an encoder, a causal family's own."""
-        return tuple(get_head(name) for name in self.head_names)
-
-    @property
-    def causal(self):
-        """Whether the family is a causal language model's (its context reads only the positions up to each)."""
-        return "causal-lm" in self.head_names
+        """The rows of the heads the family is built with: an encoder's are `HEADS` (`head_names` None, read when
+        asked, as the table may grow), a causal family's its own."""
+        return HEADS if self.head_names is None else tuple(get_head(name) for name in self.head_names)
 
     @property
     def model_type(self):

@@ -42,7 +42,7 @@ from transformers.pytorch_utils import Conv1D
 from .configuration_casan_causal import CasanGPT2Config, CasanLlamaConfig, CasanQwen2Config, CasanQwen3Config
 from .context import ContextPlan
 from .context_mixer import CasanContextMixer
-from .families import get_family
+from .families import get_family, get_head
 from .modeling_casan import CasanPreTrainedModel
 
 
@@ -279,6 +279,19 @@ class CasanCausalPreTrainedModel(CasanPreTrainedModel):
     (`_open_context`); generate() gets a `CasanCache`. Loading, conversion and the checks are `CasanPreTrainedModel`'s.
     """
 
+    has_token_types = False
+    family_modules = None
+
+    def __init_subclass__(cls, **kwargs):
+        """A class of a head takes what its transformers class says of its modules (over `CasanPreTrainedModel`'s,
+        which are BERT's): the base model's prefix, the modules a device map keeps whole, the outputs it records."""
+        super().__init_subclass__(**kwargs)
+        source = next((base for base in cls.__mro__ if base.__module__.startswith("transformers.models.")), None)
+        if source is not None:
+            cls.base_model_prefix = source.base_model_prefix
+            cls._no_split_modules = source._no_split_modules
+            cls._can_record_outputs = source._can_record_outputs
+
     def __init__(self, config, *args, **kwargs):
         super().__init__(config, *args, **kwargs)
         if self.base_model is not self and isinstance(self.base_model, CasanCausalPreTrainedModel):
@@ -355,71 +368,124 @@ class CasanCausalPreTrainedModel(CasanPreTrainedModel):
             model_kwargs["past_key_values"] = CasanCache(config=self.config)
 
 
-def causal_classes(family_name, transformers_classes, config_class):
-    """The CASAN classes of a causal family, by (family name, head name): each head's transformers class
-    (`transformers_classes`, by head name) with `CasanCausalPreTrainedModel`, named as the family's row names it."""
-    family = get_family(family_name)
-    classes = {}
-    for head in family.heads:
-        source = transformers_classes[head.name]
-        attributes = {
-            "__module__": __name__,
-            "__doc__": f"transformers' `{source.__name__}` with context-aware self-attention ({family.model_type}).",
-            "family": family,
-            "config_class": config_class,
-            "base_model_prefix": source.base_model_prefix,
-            "_no_split_modules": source._no_split_modules,
-            "_can_record_outputs": source._can_record_outputs,
-            "has_token_types": False,
-            "family_modules": None,
-            "casan_head": head,
-        }
-        classes[(family.name, head.name)] = type(
-            family.class_name(head), (CasanCausalPreTrainedModel, source), attributes
-        )
-    return classes
+class CasanLlamaPreTrainedModel(CasanCausalPreTrainedModel):
+    family = get_family("llama")
+    config_class = CasanLlamaConfig
+    base_model_prefix = "model"
 
 
+class CasanLlamaModel(CasanLlamaPreTrainedModel, LlamaModel):
+    """transformers' `LlamaModel` with context-aware self-attention."""
+
+    casan_head = get_head("base")
+
+
+class CasanLlamaForCausalLM(CasanLlamaPreTrainedModel, LlamaForCausalLM):
+    """transformers' `LlamaForCausalLM` with context-aware self-attention."""
+
+    casan_head = get_head("causal-lm")
+
+
+class CasanLlamaForSequenceClassification(CasanLlamaPreTrainedModel, LlamaForSequenceClassification):
+    """transformers' `LlamaForSequenceClassification` with context-aware self-attention."""
+
+    casan_head = get_head("sequence-classification")
+
+
+class CasanQwen2PreTrainedModel(CasanCausalPreTrainedModel):
+    family = get_family("qwen2")
+    config_class = CasanQwen2Config
+    base_model_prefix = "model"
+
+
+class CasanQwen2Model(CasanQwen2PreTrainedModel, Qwen2Model):
+    """transformers' `Qwen2Model` with context-aware self-attention."""
+
+    casan_head = get_head("base")
+
+
+class CasanQwen2ForCausalLM(CasanQwen2PreTrainedModel, Qwen2ForCausalLM):
+    """transformers' `Qwen2ForCausalLM` with context-aware self-attention."""
+
+    casan_head = get_head("causal-lm")
+
+
+class CasanQwen2ForSequenceClassification(CasanQwen2PreTrainedModel, Qwen2ForSequenceClassification):
+    """transformers' `Qwen2ForSequenceClassification` with context-aware self-attention."""
+
+    casan_head = get_head("sequence-classification")
+
+
+class CasanQwen3PreTrainedModel(CasanCausalPreTrainedModel):
+    family = get_family("qwen3")
+    config_class = CasanQwen3Config
+    base_model_prefix = "model"
+
+
+class CasanQwen3Model(CasanQwen3PreTrainedModel, Qwen3Model):
+    """transformers' `Qwen3Model` with context-aware self-attention."""
+
+    casan_head = get_head("base")
+
+
+class CasanQwen3ForCausalLM(CasanQwen3PreTrainedModel, Qwen3ForCausalLM):
+    """transformers' `Qwen3ForCausalLM` with context-aware self-attention."""
+
+    casan_head = get_head("causal-lm")
+
+
+class CasanQwen3ForSequenceClassification(CasanQwen3PreTrainedModel, Qwen3ForSequenceClassification):
+    """transformers' `Qwen3ForSequenceClassification` with context-aware self-attention."""
+
+    casan_head = get_head("sequence-classification")
+
+
+class CasanGPT2PreTrainedModel(CasanCausalPreTrainedModel):
+    family = get_family("gpt2")
+    config_class = CasanGPT2Config
+    base_model_prefix = "transformer"
+
+
+class CasanGPT2Model(CasanGPT2PreTrainedModel, GPT2Model):
+    """transformers' `GPT2Model` with context-aware self-attention."""
+
+    casan_head = get_head("base")
+
+
+class CasanGPT2ForCausalLM(CasanGPT2PreTrainedModel, GPT2LMHeadModel):
+    """transformers' `GPT2LMHeadModel` with context-aware self-attention."""
+
+    casan_head = get_head("causal-lm")
+
+
+class CasanGPT2ForSequenceClassification(CasanGPT2PreTrainedModel, GPT2ForSequenceClassification):
+    """transformers' `GPT2ForSequenceClassification` with context-aware self-attention."""
+
+    casan_head = get_head("sequence-classification")
+
+
+# This file's model classes, by (family name, head name) in the order of `CAUSAL_FAMILIES` x their heads;
+# `modeling_casan_auto.MODEL_CLASSES` gathers every modeling file's.
 FAMILY_CLASSES = {
-    **causal_classes(
-        "llama",
-        {"base": LlamaModel, "causal-lm": LlamaForCausalLM, "sequence-classification": LlamaForSequenceClassification},
-        CasanLlamaConfig,
-    ),
-    **causal_classes(
-        "qwen2",
-        {"base": Qwen2Model, "causal-lm": Qwen2ForCausalLM, "sequence-classification": Qwen2ForSequenceClassification},
-        CasanQwen2Config,
-    ),
-    **causal_classes(
-        "qwen3",
-        {"base": Qwen3Model, "causal-lm": Qwen3ForCausalLM, "sequence-classification": Qwen3ForSequenceClassification},
-        CasanQwen3Config,
-    ),
-    **causal_classes(
-        "gpt2",
-        {"base": GPT2Model, "causal-lm": GPT2LMHeadModel, "sequence-classification": GPT2ForSequenceClassification},
-        CasanGPT2Config,
-    ),
+    ("llama", "base"): CasanLlamaModel,
+    ("llama", "causal-lm"): CasanLlamaForCausalLM,
+    ("llama", "sequence-classification"): CasanLlamaForSequenceClassification,
+    ("qwen2", "base"): CasanQwen2Model,
+    ("qwen2", "causal-lm"): CasanQwen2ForCausalLM,
+    ("qwen2", "sequence-classification"): CasanQwen2ForSequenceClassification,
+    ("qwen3", "base"): CasanQwen3Model,
+    ("qwen3", "causal-lm"): CasanQwen3ForCausalLM,
+    ("qwen3", "sequence-classification"): CasanQwen3ForSequenceClassification,
+    ("gpt2", "base"): CasanGPT2Model,
+    ("gpt2", "causal-lm"): CasanGPT2ForCausalLM,
+    ("gpt2", "sequence-classification"): CasanGPT2ForSequenceClassification,
 }
+
 # Llama's and Qwen's sequence classifiers build their base model through `AutoModel.from_config`: it must give the
 # context-aware one, in a folder's remote code too, where nothing else registers it.
 for (_, head_name), model_class in FAMILY_CLASSES.items():
     if head_name == "base":
         AutoModel.register(model_class.config_class, model_class, exist_ok=True)
-
-CasanLlamaModel = FAMILY_CLASSES[("llama", "base")]
-CasanQwen2Model = FAMILY_CLASSES[("qwen2", "base")]
-CasanQwen3Model = FAMILY_CLASSES[("qwen3", "base")]
-CasanGPT2Model = FAMILY_CLASSES[("gpt2", "base")]
-CasanLlamaForCausalLM = FAMILY_CLASSES[("llama", "causal-lm")]
-CasanLlamaForSequenceClassification = FAMILY_CLASSES[("llama", "sequence-classification")]
-CasanQwen2ForCausalLM = FAMILY_CLASSES[("qwen2", "causal-lm")]
-CasanQwen2ForSequenceClassification = FAMILY_CLASSES[("qwen2", "sequence-classification")]
-CasanQwen3ForCausalLM = FAMILY_CLASSES[("qwen3", "causal-lm")]
-CasanQwen3ForSequenceClassification = FAMILY_CLASSES[("qwen3", "sequence-classification")]
-CasanGPT2ForCausalLM = FAMILY_CLASSES[("gpt2", "causal-lm")]
-CasanGPT2ForSequenceClassification = FAMILY_CLASSES[("gpt2", "sequence-classification")]
 
 __all__ = [
     "CasanCache",

@@ -47,6 +47,7 @@ class CasanArguments:
     gate: str | None = option_flag("gate")
     fixed_gate: float | None = option_flag("fixed_gate")
     gate_bias_init: float | None = option_flag("gate_bias_init")
+    context_start: str | None = option_flag("context_start")
     gate_per_head: bool | None = option_flag("gate_per_head")
     context_rank: PositiveInt | None = option_flag("context_rank")
     context_init_range: float | None = option_flag("context_init_range")
