@@ -39,6 +39,17 @@ OFF_IN_CAUSAL_MODELS = {
 }
 
 
+def refuse_encoder_options(names):
+    """A ValueError naming the first of `names` that is a CASAN option a causal LM does not take (the pooling of an
+    encoder's classifiers): wherever an option enters, the config and `from_pretrained`'s keyword arguments."""
+    for name in names:
+        if name in OPTION_CHECKS and name not in CAUSAL_OPTIONS:
+            raise ValueError(
+                f"`{name}` is an encoder's option (the sentence vector of its classifiers); a causal language model "
+                "classifies its last real token and takes none of them."
+            )
+
+
 def _context_fields():
     """`CasanConfig`'s fields of the causal options, as (name, type, field) for `dataclasses.make_dataclass`."""
     fields = {config_field.name: config_field for config_field in dataclasses.fields(CasanConfig)}
@@ -65,6 +76,7 @@ class _ContextOptionRules:
         finish_family_config(self)
 
     def __setattr__(self, name, value):
+        refuse_encoder_options([name])
         check = OPTION_CHECKS.get(name)
         super().__setattr__(name, value if check is None else check(value))
 

@@ -158,6 +158,11 @@ class Family:
         return HEADS if self.head_names is None else tuple(get_head(name) for name in self.head_names)
 
     @property
+    def causal(self):
+        """Whether the family is a causal language model's (its context reads only the positions up to each)."""
+        return self.head_names is not None and "causal-lm" in self.head_names
+
+    @property
     def model_type(self):
         return f"casan_{self.name}"
 

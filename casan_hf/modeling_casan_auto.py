@@ -45,7 +45,11 @@ def casan_class(family, head_name):
     """The CASAN class of `head_name` for a `Family`, or for a checkpoint's `model_type` ("roberta" or
     "casan_roberta")."""
     family = get_family(family) if isinstance(family, str) else family
-    return MODEL_CLASSES[(family.name, get_head(head_name).name)]
+    head = get_head(head_name)
+    if head not in family.heads:
+        heads = ", ".join(head.name for head in family.heads)
+        raise ValueError(f"The {family.name} family has no {head.name!r} head; its heads are {heads}.")
+    return MODEL_CLASSES[(family.name, head.name)]
 
 
 def casan_twin(model, **options):

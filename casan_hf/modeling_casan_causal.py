@@ -39,7 +39,13 @@ from transformers import (
 )
 from transformers.pytorch_utils import Conv1D
 
-from .configuration_casan_causal import CasanGPT2Config, CasanLlamaConfig, CasanQwen2Config, CasanQwen3Config
+from .configuration_casan_causal import (
+    CasanGPT2Config,
+    CasanLlamaConfig,
+    CasanQwen2Config,
+    CasanQwen3Config,
+    refuse_encoder_options,
+)
 from .context import ContextPlan
 from .context_mixer import CasanContextMixer
 from .families import get_family, get_head
@@ -313,6 +319,13 @@ class CasanCausalPreTrainedModel(CasanPreTrainedModel):
         """The self-attention module of every layer of the base model, in order."""
         layers = base.h if hasattr(base, "h") else base.layers
         return [layer.attn if hasattr(layer, "attn") else layer.self_attn for layer in layers]
+
+    @classmethod
+    def from_pretrained(cls, pretrained_model_name_or_path, *args, **kwargs):
+        """`CasanPreTrainedModel`'s, refusing an encoder's option first: transformers would hand an option the config
+        has no field for to the model's `__init__`, which fails with a TypeError."""
+        refuse_encoder_options(kwargs)
+        return super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
 
     def gradient_checkpointing_enable(self, gradient_checkpointing_kwargs=None):
         """transformers' own, refusing reentrant checkpointing: a layer's context contribution leaves it through the

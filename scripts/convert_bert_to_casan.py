@@ -1,5 +1,6 @@
 #!/usr/bin/env python
-"""Converts a BERT, RoBERTa, XLM-RoBERTa or ELECTRA (discriminator) checkpoint into a Hub-ready CASAN folder.
+"""Converts a checkpoint of a family CASAN converts (BERT, RoBERTa, XLM-RoBERTa, ELECTRA, ModernBERT, DeBERTa-v2/v3;
+the causal LMs Llama, Qwen2, Qwen3, GPT-2) into a Hub-ready CASAN folder.
 
 The folder holds the weights (safetensors), a config with `auto_map`, the model's code files, the tokenizer
 and a model card, so that `AutoModel...from_pretrained(folder, trust_remote_code=True)` loads it without
@@ -8,6 +9,11 @@ casan_hf installed and `scripts/push_to_hub.py` publishes it once it has checked
 
     python scripts/convert_bert_to_casan.py --model_name_or_path bert-base-uncased \
         --output_dir casan-bert-base --context_type deep_global --head sequence-classification --num_labels 2
+    python scripts/convert_bert_to_casan.py --model_name_or_path Qwen/Qwen3-0.6B --output_dir casan-qwen3 \
+        --context_type deep_global --context_rank 64 --head causal-lm
+
+A causal LM's context gates start scaled by exactly 0 (`context_start="zero"`), so its logits equal the source's
+until it is fine-tuned.
 """
 
 import os
@@ -16,7 +22,7 @@ from dataclasses import dataclass, field
 
 from transformers import AutoTokenizer, HfArgumentParser, PreTrainedConfig
 
-from casan_hf import FAMILIES, HEADS, casan_class, get_head
+from casan_hf import CAUSAL_FAMILIES, CAUSAL_HEADS, FAMILIES, HEADS, casan_class, get_head
 from casan_hf.cli import CasanArguments, PositiveInt
 from casan_hf.hub import (
     check_output_dir,
@@ -36,14 +42,18 @@ class ConvertArguments:
     model_name_or_path: str = field(
         metadata={
             "help": "A checkpoint of a family CASAN converts (model_type "
-            f"{', '.join(family.name for family in FAMILIES)}), or a CASAN one: local folder or Hub id."
+            f"{', '.join(family.name for family in (*FAMILIES, *CAUSAL_FAMILIES))}), or a CASAN one: local folder or "
+            "Hub id."
         }
     )
     output_dir: str = field(metadata={"help": "Where the Hub-ready folder is written."})
     overwrite: bool = field(default=False, metadata={"help": "Write into a non-empty --output_dir."})
     head: str = field(
         default="base",
-        metadata={"help": "Which model class to save.", "choices": [head.name for head in HEADS]},
+        metadata={
+            "help": "Which model class to save (a causal LM's: base, causal-lm, sequence-classification).",
+            "choices": [head.name for head in (*HEADS, *CAUSAL_HEADS)],
+        },
     )
     num_labels: PositiveInt | None = field(default=None, metadata={"help": "Labels of a classification head."})
     base_model: str | None = field(

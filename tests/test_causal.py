@@ -6,6 +6,8 @@ folder loads in a fresh process without casan_hf."""
 
 import inspect
 import json
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -323,3 +325,24 @@ def test_saved_folders_load_and_generate_in_a_fresh_process_without_casan_hf(tmp
             torch.testing.assert_close(loaded["logits"], model(input_ids=torch.tensor(ids)).logits)
         expected = model.generate(input_ids=torch.tensor(ids), max_new_tokens=5, do_sample=False, pad_token_id=0)
         assert torch.equal(loaded["tokens"], expected), family
+
+
+def test_the_converter_writes_a_causal_folder_that_loads_and_gives_the_source_logits(tmp_path):
+    """scripts/convert_bert_to_casan.py on a Llama checkpoint with its tokenizer: a Hub folder whose card is a causal
+    LM's, which loads with `AutoModelForCausalLM` and gives the source's logits; an encoder's option is refused."""
+    source = saved_source("llama", tmp_path / "llama")
+    tiny_tokenizer(tmp_path / "llama", token_types=False)
+    command = [sys.executable, "scripts/convert_bert_to_casan.py", "--model_name_or_path", str(tmp_path / "llama")]
+    subprocess.run([*command, "--output_dir", str(tmp_path / "out"), "--head", "causal-lm", "--context_type",
+                    "deep_global", "--context_rank", "4"], check=True, capture_output=True)  # fmt: skip
+    card = (tmp_path / "out" / "README.md").read_text()
+    assert "pipeline_tag: text-generation" in card and "transformers` (5.2 or later)" in card
+    assert "scaled by exactly 0" in card and "BERT" not in card.split("## Citation")[0]
+    model = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "out").eval()
+    ids = torch.tensor([[5, 9, 11, 7]])
+    with torch.no_grad():
+        assert torch.equal(model(input_ids=ids).logits, source(input_ids=ids).logits)
+    refused = subprocess.run([*command, "--output_dir", str(tmp_path / "refused"), "--head", "sequence-classification",
+                              "--classifier_pooling", "mean"], capture_output=True, text=True)  # fmt: skip
+    assert refused.returncode == 2 and "`classifier_pooling` is an encoder's option" in refused.stderr
+    assert not (tmp_path / "refused").exists()

@@ -20,7 +20,7 @@ from tiny_models import (
 from transformers import AutoModel, AutoModelForSequenceClassification, BertConfig, BertModel
 
 import casan_hf
-from casan_hf import FAMILIES, CasanForSequenceClassification, CasanModel
+from casan_hf import CAUSAL_FAMILIES, FAMILIES, CasanForSequenceClassification, CasanModel
 
 
 VARIANTS = [
@@ -71,12 +71,14 @@ def test_saved_folder_holds_the_code_and_auto_map(tmp_path):
         "compat.py",
     }
     assert {path.name for path in tmp_path.glob("*.py")} == bert_files
-    # The package's top folder holds exactly the model files: what a saved BERT, ModernBERT, DeBERTa-v2 or translation
-    # folder carries, and modeling_casan_auto.py, which gathers every modeling file's classes for the library (no
+    # The package's top folder holds exactly the model files: what a saved BERT, ModernBERT, DeBERTa-v2, causal LM or
+    # translation folder carries, and modeling_casan_auto.py, which gathers every modeling file's classes for the library (no
     # folder needs it).
     top_folder = {path.name for path in Path(casan_hf.__file__).parent.glob("*.py")} - {"__init__.py"}
     family_files = {
-        f"{module}.py" for family in FAMILIES for module in (family.modeling_module, family.configuration_module)
+        f"{module}.py"
+        for family in (*FAMILIES, *CAUSAL_FAMILIES)
+        for module in (family.modeling_module, family.configuration_module)
     }
     assert top_folder == bert_files | family_files | {
         "configuration_casan_marian.py",

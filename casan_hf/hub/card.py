@@ -44,6 +44,30 @@ ENCODER_CODE_NOTE = (
     "`casan-hf` installed, `import casan_hf` registers the model and `trust_remote_code` is not needed."
 )
 PLAIN_CODE_NOTE = "A plain BERT checkpoint: no remote code is needed."
+CAUSAL_SELF_ATTENTION = (
+    "the model's causal self-attention, in which the context of a position reads only the positions up to it"
+)
+CAUSAL_KEPT = (
+    "V, the feed-forward blocks and every weight of the source keep their names, so its checkpoint loads unchanged\n"
+    "and only the context parameters are new. The running context sums travel with the key-value cache\n"
+    "(`CasanCache`), so `generate()` with the cache gives the tokens of full forwards."
+)
+CAUSAL_CODE_NOTE = (
+    "The model code (`configuration_casan_causal.py`, `modeling_casan_causal.py` and their helpers) is saved next to\n"
+    "the weights and named in the config's `auto_map`, so `trust_remote_code=True` loads it without installing\n"
+    "anything beyond `transformers` (5.2 or later) and `torch`. Read those files before trusting them. With\n"
+    "`casan-hf` installed, `import casan_hf` registers the model and `trust_remote_code` is not needed."
+)
+CAUSAL_EXAMPLE = (
+    'batch = tokenizer(["The context of"], return_tensors="pt")',
+    "print(tokenizer.batch_decode(model.generate(**batch, max_new_tokens=20), skip_special_tokens=True))",
+)
+# What the training section says of a model converted and not trained, by whether it is a causal LM.
+CONVERTED = {
+    False: "Converted from BERT, not fine-tuned: the context parameters are freshly initialised (gate near 0).",
+    True: "Converted, not fine-tuned: the context parameters are freshly initialised, their gates scaled by exactly "
+    '0 (`context_start` "zero"), so the logits are the source model\'s.',
+}
 TRANSLATION_SELF_ATTENTION = "the encoder's self-attention"
 TRANSLATION_KEPT = (
     "V, the feed-forward blocks and the whole decoder are Marian's; only the context parameters are new."
@@ -75,6 +99,7 @@ class Layout(NamedTuple):
     tags: list
     pipeline_tag: str | None
     sections: dict
+    converted: str = CONVERTED[False]
 
 
 def escape_for_card(value):
@@ -231,7 +256,7 @@ def _render(
         model_name=name,
         architecture=type(model).__name__,
         results=_results(task, eval_metrics, dataset),
-        training=_training_table(training, warning, gates) + (f"\n\n{record}" if record else ""),
+        training=_training_table(training, layout.converted, warning, gates) + (f"\n\n{record}" if record else ""),
         casan_version=__version__,
         transformers_version=transformers_version or transformers.__version__,
         **layout.sections,
@@ -258,16 +283,17 @@ def _encoder_layout(config, head, task, name, source):
         )
         options = f"| context | none: plain {family.name}, the baseline of the CASAN runs |"
         tags = [family.name, "casan-baseline"]
+    causal = family.causal
+    code_note = (CAUSAL_CODE_NOTE if causal else ENCODER_CODE_NOTE) if casan else PLAIN_CODE_NOTE
+    example = CAUSAL_EXAMPLE if head.name == "causal-lm" else ()
     sections = dict(
         summary=summary,
         model_rows=f"| started from | {origin} |\n{options}",
-        self_attention=ENCODER_SELF_ATTENTION,
-        kept=ENCODER_KEPT,
-        load_instructions=_load_instructions(
-            ENCODER_CODE_NOTE if casan else PLAIN_CODE_NOTE, name, head.auto_class, remote_code=casan
-        ),
+        self_attention=CAUSAL_SELF_ATTENTION if causal else ENCODER_SELF_ATTENTION,
+        kept=CAUSAL_KEPT if causal else ENCODER_KEPT,
+        load_instructions=_load_instructions(code_note, name, head.auto_class, remote_code=casan, example=example),
     )
-    return Layout(tags, head.pipeline_task, sections)
+    return Layout(tags, head.pipeline_task, sections, CONVERTED[causal])
 
 
 def _translation_layout(config, name, source, started, languages):
@@ -302,7 +328,7 @@ def _rows(config, names):
 def _option_rows(config, head):
     """The CASAN options that shape this model: the context, and the pooling of a sentence-vector head."""
     names = list(option_names("context"))
-    if head.pools_sentence:
+    if head.pools_sentence and hasattr(config, "classifier_pooling"):  # a causal LM's classifier pools none
         names.append("classifier_pooling")
         names += [option.name for option in OPTIONS if config.classifier_pooling in option.poolings]
     return _rows(config, names)
@@ -365,10 +391,9 @@ def _load_instructions(note, name, auto_class, remote_code, example=()):
     return note + "\n\n" + "\n".join(code)
 
 
-def _training_table(training, warning="", gates=None):
+def _training_table(training, converted, warning="", gates=None):
     if not training:
-        text = "Converted from BERT, not fine-tuned: the context parameters are freshly initialised (gate near 0)."
-        return f"{text}\n\n**{warning}**" if warning else text
+        return f"{converted}\n\n**{warning}**" if warning else converted
     rows = [f"**{warning}**", ""] if warning else []
     rows += ["| hyper-parameter | value |", "| --- | --- |"]
     rows += [f"| {name} | `{value}` |" for name, value in training.items()]
