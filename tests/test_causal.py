@@ -346,3 +346,60 @@ def test_the_converter_writes_a_causal_folder_that_loads_and_gives_the_source_lo
                               "--classifier_pooling", "mean"], capture_output=True, text=True)  # fmt: skip
     assert refused.returncode == 2 and "`classifier_pooling` is an encoder's option" in refused.stderr
     assert not (tmp_path / "refused").exists()
+
+
+# LoRA on a causal LM (docs/METHOD.md, "Causal language models"): the context is new, so its mixers train in full
+# beside the adapters; the query and key projections hold the mixers, and PEFT puts no adapter over a module with a
+# part trained in full, so the adapters sit on the value and output projections and the MLP.
+CAUSAL_LORA = dict(
+    task_type="CAUSAL_LM",
+    target_modules=["v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
+    modules_to_save=["context_mixer"],
+)
+RELOAD_ADAPTER = """
+import torch
+from peft import AutoPeftModelForCausalLM
+model = AutoPeftModelForCausalLM.from_pretrained("adapter", trust_remote_code=True).eval()
+with torch.no_grad():
+    torch.save(model(input_ids=torch.tensor([[5, 9, 11, 7, 3]])).logits, "logits.pt")
+print(type(model.get_base_model()).__module__.split(".")[0])
+"""
+
+
+def test_a_lora_adapter_of_a_causal_lm_reloads_in_a_fresh_process_and_merges(tmp_path):
+    """An adapter (with the context mixers trained in full) of a saved converted Llama: `AutoPeftModelForCausalLM`
+    reloads it without casan_hf, with the same logits; merged, it gives them too, and cached generation still equals
+    full forwards."""
+    from peft import get_peft_model
+
+    saved_source("llama", tmp_path / "llama")
+    model_class = casan_class("llama", "causal-lm")
+    model_class.from_pretrained(tmp_path / "llama", context_type="deep_global").save_pretrained(tmp_path / "casan")
+    peft_model = get_peft_model(model_class.from_pretrained(tmp_path / "casan"), transformers_lora(CAUSAL_LORA))
+    trainable = {name for name, parameter in peft_model.named_parameters() if parameter.requires_grad}
+    assert any(".v_proj.lora_A" in name for name in trainable)
+    assert any("context_mixer" in name and name.endswith("context_scale") for name in trainable)
+    torch.manual_seed(1)
+    with torch.no_grad():  # stands in for training: every trainable weight moves
+        for parameter in peft_model.parameters():
+            if parameter.requires_grad:
+                parameter.add_(0.1 * torch.randn_like(parameter))
+    peft_model.eval()
+    ids = torch.tensor([[5, 9, 11, 7, 3]])
+    with torch.no_grad():
+        expected = peft_model(input_ids=ids).logits
+    peft_model.save_pretrained(tmp_path / "adapter")
+    assert run_without_casan_hf(RELOAD_ADAPTER, tmp_path).split() == ["transformers_modules"]
+    torch.testing.assert_close(torch.load(tmp_path / "logits.pt"), expected)
+    merged = peft_model.merge_and_unload()
+    assert type(merged) is model_class
+    with torch.no_grad():
+        torch.testing.assert_close(merged(input_ids=ids).logits, expected, atol=1e-5, rtol=1e-5)
+    settings = dict(max_new_tokens=5, do_sample=False, pad_token_id=0)
+    assert torch.equal(merged.generate(ids, **settings), merged.generate(ids, use_cache=False, **settings))
+
+
+def transformers_lora(settings):
+    from peft import LoraConfig
+
+    return LoraConfig(**settings)
