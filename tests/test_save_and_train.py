@@ -72,8 +72,8 @@ def test_saved_folder_holds_the_code_and_auto_map(tmp_path):
     }
     assert {path.name for path in tmp_path.glob("*.py")} == bert_files
     # The package's top folder holds exactly the model files: what a saved BERT, ModernBERT, DeBERTa-v2, causal LM or
-    # translation folder carries, and modeling_casan_auto.py, which gathers every modeling file's classes for the library (no
-    # folder needs it).
+    # translation folder carries, and modeling_casan_auto.py, which gathers every modeling file's classes for the
+    # library (no folder needs it).
     top_folder = {path.name for path in Path(casan_hf.__file__).parent.glob("*.py")} - {"__init__.py"}
     family_files = {
         f"{module}.py"
