@@ -100,11 +100,12 @@ test: install $(VENV_4X)/bin/.installed $(VENV_OLAH)/bin/.installed install-demo
 # What a new release can break (docs/TESTS.md, "The latest releases"): conversion and `none` against BERT, every
 # family and head, save/load and the fresh-process remote-code load, the Hub-server load, PEFT, ONNX export,
 # sentence-transformers, the translation model and generate(), the legacy folders, transformers' common tests, the
-# code copied from transformers, run_mlm.py's masks after a resume.
+# code copied from transformers, run_mlm.py's masks after a resume, the causal LMs (their cache and the private
+# generation hooks it relies on).
 LATEST_TESTS := tests/test_bert_reference.py tests/test_families.py tests/test_model_classes.py tests/test_remote_code.py \
 	tests/test_hub.py tests/test_peft.py tests/test_export_onnx.py tests/test_convert.py tests/test_translation_model.py \
 	tests/test_legacy_checkpoints.py tests/test_transformers_common.py tests/test_deberta_v2.py tests/test_copies.py \
-	tests/test_mlm_collator.py tests/test_training.py
+	tests/test_mlm_collator.py tests/test_training.py tests/test_causal.py
 
 # LATEST_TESTS on the newest releases the registry has, upgraded on every run (torch kept at its pin); the versions
 # tested are printed first.

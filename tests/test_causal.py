@@ -18,6 +18,7 @@ from transformers import DynamicCache, GenerationConfig
 from transformers.generation.utils import GenerationMixin
 
 from casan_hf import CAUSAL_FAMILIES, CasanCache, casan_class
+from casan_hf.hub.push import check_folder
 from casan_hf.modeling_casan_causal import GENERATION_HOOKS, prefix_means
 
 
@@ -329,12 +330,16 @@ def test_saved_folders_load_and_generate_in_a_fresh_process_without_casan_hf(tmp
 
 def test_the_converter_writes_a_causal_folder_that_loads_and_gives_the_source_logits(tmp_path):
     """scripts/convert_bert_to_casan.py on a Llama checkpoint with its tokenizer: a Hub folder whose card is a causal
-    LM's, which loads with `AutoModelForCausalLM` and gives the source's logits; an encoder's option is refused."""
+    LM's, which passes the push's checks, loads with `AutoModelForCausalLM` and gives the source's logits; an
+    encoder's option is refused."""
     source = saved_source("llama", tmp_path / "llama")
     tiny_tokenizer(tmp_path / "llama", token_types=False)
     command = [sys.executable, "scripts/convert_bert_to_casan.py", "--model_name_or_path", str(tmp_path / "llama")]
     subprocess.run([*command, "--output_dir", str(tmp_path / "out"), "--head", "causal-lm", "--context_type",
-                    "deep_global", "--context_rank", "4"], check=True, capture_output=True)  # fmt: skip
+                    "deep_global", "--context_rank", "4", "--model_name", "you/casan-llama", "--base_model",
+                    "meta-llama/Llama-3.2-1B"], check=True, capture_output=True)  # fmt: skip
+    # every check of the push, the load without casan_hf included, up to the Hub's own validation
+    assert "model.safetensors" in check_folder(tmp_path / "out", "you/casan-llama")
     card = (tmp_path / "out" / "README.md").read_text()
     assert "pipeline_tag: text-generation" in card and "transformers` (5.2 or later)" in card
     assert "scaled by exactly 0" in card and "BERT" not in card.split("## Citation")[0]
@@ -403,3 +408,18 @@ def transformers_lora(settings):
     from peft import LoraConfig
 
     return LoraConfig(**settings)
+
+
+@pytest.mark.parametrize("family", ["llama", "qwen3", "gpt2"])
+def test_every_attention_implementation_of_the_class_gives_the_same_logits(family):
+    """The context is mixed before the attention function, so eager, sdpa and flex_attention attend to the same mixed
+    query and key: the real tokens' logits agree to float32 rounding on a left-padded batch."""
+    ids, mask = left_padded_batch()
+    model = trained_context(family, "deep_global")
+    logits = {}
+    for implementation in ("eager", "sdpa", "flex_attention"):
+        model.set_attn_implementation(implementation)
+        with torch.no_grad():
+            logits[implementation] = model(input_ids=ids, attention_mask=mask).logits[mask.bool()]
+    for implementation in ("sdpa", "flex_attention"):
+        torch.testing.assert_close(logits[implementation], logits["eager"], rtol=1e-5, atol=1e-5)
