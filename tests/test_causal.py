@@ -423,3 +423,16 @@ def test_every_attention_implementation_of_the_class_gives_the_same_logits(famil
             logits[implementation] = model(input_ids=ids, attention_mask=mask).logits[mask.bool()]
     for implementation in ("sdpa", "flex_attention"):
         torch.testing.assert_close(logits[implementation], logits["eager"], rtol=1e-5, atol=1e-5)
+
+
+def test_a_causal_lm_compiles_to_one_graph_with_the_eager_logits():
+    """The forward's context (the base model's hook, the `CausalContextRun` its projections read) traces into one graph,
+    no break, and the compiled model gives the eager logits."""
+    ids, mask = left_padded_batch()
+    model = trained_context("llama", "deep_global")
+    with torch.no_grad():
+        expected = model(input_ids=ids, attention_mask=mask, use_cache=False).logits
+        explained = torch._dynamo.explain(model)(input_ids=ids, attention_mask=mask, use_cache=False)
+        assert (explained.graph_count, explained.graph_break_count) == (1, 0), explained.break_reasons
+        compiled = torch.compile(model)(input_ids=ids, attention_mask=mask, use_cache=False).logits
+    torch.testing.assert_close(compiled, expected, rtol=1e-5, atol=1e-5)
