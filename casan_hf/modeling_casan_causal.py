@@ -352,8 +352,11 @@ class CasanCausalPreTrainedModel(CasanPreTrainedModel):
         states = inputs.get("inputs_embeds") if states is None else states
         token_count = states.shape[1]
         mask = inputs.get("attention_mask")
-        if mask is not None and not isinstance(mask, torch.Tensor) or (mask is not None and mask.dim() != 2):
-            raise ValueError("CASAN causal models need a 2D attention_mask (batch, seq) to average the real tokens.")
+        if mask is not None and not (isinstance(mask, torch.Tensor) and mask.dim() == 2):
+            raise ValueError(
+                "CASAN causal models need a 2D attention_mask (batch, seq) to average the real tokens; got "
+                f"{f'{mask.dim()}D' if isinstance(mask, torch.Tensor) else type(mask).__name__}."
+            )
         token_mask = None if mask is None else mask[:, -token_count:]
         starts = segment_starts(inputs.get("position_ids"), token_count)
         if starts is not None and cache is not None and cache.get_seq_length() > 0:

@@ -213,6 +213,8 @@ def test_what_would_lose_the_running_sums_is_refused_by_name():
         filled.__class__ = CasanCache
         filled.context_sums = {}
         plain(input_ids=ids[:, :1], past_key_values=filled)
+    with pytest.raises(ValueError, match=r"a 2D attention_mask \(batch, seq\) to average the real tokens; got 4D"):
+        model(input_ids=ids, attention_mask=torch.ones(2, 1, 5, 5))
     with pytest.raises(ValueError, match="non-reentrant"):
         model.gradient_checkpointing_enable({"use_reentrant": True})
 
