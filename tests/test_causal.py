@@ -428,8 +428,8 @@ def test_every_attention_implementation_of_the_class_gives_the_same_logits(famil
 
 
 def test_a_causal_lm_compiles_to_one_graph_with_the_eager_logits():
-    """The forward's context (the base model's hook, the `CausalContextRun` its projections read) traces into one graph,
-    no break, and the compiled model gives the eager logits."""
+    """The forward's context (the base model's hook, the `CausalContextRun` its projections read) traces into one
+    graph, no break, and the compiled model gives the eager logits."""
     ids, mask = left_padded_batch()
     model = trained_context("llama", "deep_global")
     with torch.no_grad():
