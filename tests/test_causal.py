@@ -18,6 +18,7 @@ from transformers import DynamicCache, GenerationConfig
 from transformers.generation.utils import GenerationMixin
 
 from casan_hf import CAUSAL_FAMILIES, CasanCache, casan_class
+from casan_hf.configuration_casan_causal import MINIMUM_TRANSFORMERS_CAUSAL
 from casan_hf.hub.push import check_folder
 from casan_hf.modeling_casan_causal import GENERATION_HOOKS, prefix_means
 
@@ -438,3 +439,15 @@ def test_a_causal_lm_compiles_to_one_graph_with_the_eager_logits():
         assert (explained.graph_count, explained.graph_break_count) == (1, 0), explained.break_reasons
         compiled = torch.compile(model)(input_ids=ids, attention_mask=mask, use_cache=False).logits
     torch.testing.assert_close(compiled, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_transformers_4_refuses_a_causal_folder_with_the_minimum_version(tmp_path):
+    """A causal folder needs transformers 5.2 (its cache layers and masks): on 4.56 it stops at the config, naming the
+    minimum, as a ModernBERT folder does."""
+    from test_modernbert import TOO_OLD
+    from test_transformers4 import python_4x
+
+    python = python_4x()
+    trained_context("qwen3", "global").save_pretrained(tmp_path / "model")
+    message = run_without_casan_hf(TOO_OLD, tmp_path, python=python)
+    assert f"CASAN causal language models need transformers >= {MINIMUM_TRANSFORMERS_CAUSAL} (found 4.56" in message
