@@ -55,6 +55,8 @@ from .modeling_casan import CasanPreTrainedModel
 # The private methods of transformers' generation this file overrides, by name, with the parameters it relies on
 # (tests/test_causal.py fails when a release moves one).
 GENERATION_HOOKS = {"_prepare_cache_for_generation": ("generation_config", "model_kwargs")}
+# What a CASAN encoder's forward returns on request that a causal model's does not: refused, not ignored.
+OUTPUTS_OF_ENCODERS = {"output_context_gates", "output_head_gates", "output_local_windows"}
 # The caches generate() may be asked for that keep the running sums: none but the dynamic one ("dynamic", or None).
 CONTEXT_CACHE_IMPLEMENTATIONS = (None, "dynamic")
 
@@ -341,6 +343,12 @@ class CasanCausalPreTrainedModel(CasanPreTrainedModel):
         """The base model's forward pre-hook: the forward's `CausalContextRun` from its inputs, and a `CasanCache`
         where the forward would make a plain one."""
         inputs = self._base_signature.bind_partial(*args, **kwargs).arguments
+        unreturned = sorted(OUTPUTS_OF_ENCODERS & set(kwargs))
+        if unreturned:
+            raise ValueError(
+                f"{', '.join(unreturned)}: a CASAN causal model does not return these yet (the encoders do); leave "
+                "them out."
+            )
         cache = check_cache(inputs.get("past_key_values"))
         use_cache = inputs.get("use_cache")
         if use_cache is None:

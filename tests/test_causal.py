@@ -216,6 +216,8 @@ def test_what_would_lose_the_running_sums_is_refused_by_name():
         plain(input_ids=ids[:, :1], past_key_values=filled)
     with pytest.raises(ValueError, match=r"a 2D attention_mask \(batch, seq\) to average the real tokens; got 4D"):
         model(input_ids=ids, attention_mask=torch.ones(2, 1, 5, 5))
+    with pytest.raises(ValueError, match="output_context_gates: a CASAN causal model does not return these yet"):
+        model(input_ids=ids, output_context_gates=True)
     with pytest.raises(ValueError, match="non-reentrant"):
         model.gradient_checkpointing_enable({"use_reentrant": True})
 
