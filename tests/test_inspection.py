@@ -8,7 +8,7 @@ import pytest
 import torch
 from tiny_models import TINY, tiny_config
 from tiny_tokenizer import tiny_tokenizer
-from transformers import BertConfig, BertForSequenceClassification, BertModel, GPT2Config
+from transformers import BertConfig, BertForSequenceClassification, BertModel, GPT2Config, T5Config
 
 from casan_hf import (
     CasanForMaskedLM,
@@ -196,7 +196,8 @@ def test_multiple_choice_scores_the_text_and_an_encoder_predicts_nothing(tokeniz
 @pytest.mark.parametrize(
     "config,message",
     [
-        (GPT2Config(n_layer=1, n_embd=8, n_head=2), "Checkpoint has model_type 'gpt2'; CASAN models load 'bert'"),
+        (T5Config(num_layers=1, d_model=8, num_heads=2), "Checkpoint has model_type 't5'; CASAN models load 'bert'"),
+        (GPT2Config(n_layer=1, n_embd=8, n_head=2), "A gpt2 checkpoint is a causal language model, whose gates"),
         (
             BertConfig(**TINY, architectures=["BertForPreTraining"]),
             "'BertForPreTraining' is not a head that can be inspected; a bert checkpoint can be one of CasanModel, "

@@ -19,8 +19,13 @@ def architecture_heads():
 def checkpoint_head(config):
     """The `Head` a checkpoint's `architectures` names (the base model when it names none), or a ValueError
     naming the architecture and the heads that can be inspected. Refuses model types outside CASAN's families
-    (through `get_family`) first."""
+    (through `get_family`), and the causal families, first."""
     family = get_family(config.model_type)
+    if family.causal:
+        raise ValueError(
+            f"A {config.model_type} checkpoint is a causal language model, whose gates and attention cannot be "
+            f"inspected yet; the encoders' can ({', '.join(family.name for family in families.FAMILIES)})."
+        )
     if not config.architectures:
         return next(head for head in families.HEADS if head.bare)
     heads = architecture_heads()
