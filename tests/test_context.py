@@ -240,3 +240,23 @@ def test_layers_without_context_still_feed_later_layers(context_type):
     else:
         assert torch.equal(context[0], torch.cat(sources, dim=-1))
     assert plan.layer_context(1, sources) == ()
+
+
+@pytest.mark.parametrize("family", [family.name for family in FAMILIES])
+@pytest.mark.parametrize("gate", ["dynamic", "fixed"])
+def test_a_context_starting_at_zero_gives_the_model_without_it_exactly(family, gate):
+    """`context_start="zero"` scales every gate by a learned factor from 0: an encoder's outputs are those of the same
+    weights without the context, to the bit, and its gates are reported as 0; the factor then trains."""
+    torch.manual_seed(0)
+    model_class = casan_class(family, "base")
+    casan = model_class(tiny_config(family, context_type="deep_global", context_start="zero", gate=gate)).eval()
+    plain = model_class(tiny_config(family, context_type="none")).eval()
+    plain.load_state_dict(casan.state_dict(), strict=False)
+    input_ids, attention_mask = padded_batch(LENGTHS)
+    outputs = run(casan, input_ids, attention_mask)
+    assert torch.equal(outputs.last_hidden_state, run(plain, input_ids, attention_mask).last_hidden_state)
+    assert all(not gates.any() for gates in outputs.context_gates)
+    casan.train()
+    casan(input_ids, attention_mask=attention_mask).last_hidden_state.sum().backward()
+    scales = [p.grad for name, p in casan.named_parameters() if name.endswith("context_scale")]
+    assert scales and all(grad.abs().sum() > 0 for grad in scales)
