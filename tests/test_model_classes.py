@@ -10,7 +10,7 @@ import re
 import transformers
 
 from casan_hf import FAMILY_CONFIGS
-from casan_hf.families import CAUSAL_FAMILIES, FAMILIES, HEADS
+from casan_hf.families import CAUSAL_FAMILIES, FAMILIES
 from casan_hf.modeling_casan import CasanPreTrainedModel
 from casan_hf.modeling_casan_auto import MODEL_CLASSES
 
