@@ -415,6 +415,14 @@ def write_sample(model, tokenizer, data_args, output_dir):
         json.dump(sample, handle, indent=2, ensure_ascii=False)
 
 
+def tokenizer_files(model_args):
+    """The local tokenizer file the run read, whose sha256 `run_start.json` keeps beside the text's: a tokenizer
+    trained for a study is its data too."""
+    folder = model_args.tokenizer_name or model_args.model_name_or_path
+    path = os.path.join(folder, "tokenizer.json") if folder is not None else ""
+    return [path] if os.path.isfile(path) else []
+
+
 def card_arguments(model_args, casan_training, data_args, training_args, files, block_size):
     """What the card says besides the model, scores and gates: what the run started from, the text, the
     hyper-parameters."""
@@ -468,7 +476,7 @@ def main():
         training_args,
         model.config.to_dict(),
         resumed_from=checkpoint,
-        data_files=list(files.values()),
+        data_files=[*files.values(), *tokenizer_files(model_args)],
         arguments=run_arguments(*arguments),
     )
 

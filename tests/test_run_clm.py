@@ -136,7 +136,7 @@ def test_a_new_model_trains_from_scratch_on_one_file_with_a_held_out_part(
     sample = read_json(output_dir / "sample.json")
     assert sample["prompt"] == "ROMEO:" and isinstance(sample["continuation"], str)
     started = read_json(output_dir / "run_start.json")
-    assert list(started["data"]["files"]) == ["train.txt"]
+    assert sorted(started["data"]["files"]) == ["tokenizer.json", "train.txt"]
 
 
 # Six steps, a checkpoint every two, dropout on: the kill comes inside step 3.
