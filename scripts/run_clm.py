@@ -179,13 +179,14 @@ def data_files(data_args, training_args):
         if not os.path.isfile(path):
             raise ValueError(f"The {split} file {path!r} does not exist.")
     if "validation" in files and not training_args.do_train:
-        files.pop("train", None)
+        files.pop("train", None)  # read for nothing else
     return files
 
 
-def load_text(files, data_args, cache_dir):
-    """The lines of each split (`{"train", "validation", "test"}` as the run needs them), with the validation lines
-    held out of the training file's start where no validation file is given, as transformers' example does."""
+def load_text(files, data_args, training, cache_dir):
+    """The lines of each split (`{"train", "validation", "test"}` as the run needs them; "train" only when
+    `training`), with the validation lines held out of the training file's start where no validation file is given,
+    as transformers' example does, whether or not the run evaluates: the training lines do not depend on it."""
     raw = load_dataset("text", data_files=files, keep_linebreaks=data_args.keep_linebreaks, cache_dir=cache_dir)
     splits = dict(raw)
     if "train" in splits and "validation" not in files:
@@ -198,6 +199,8 @@ def load_text(files, data_args, cache_dir):
             )
         splits["validation"] = splits["train"].select(range(held_out))
         splits["train"] = splits["train"].select(range(held_out, lines))
+    if not training:
+        splits.pop("train", None)
     return splits
 
 
@@ -324,7 +327,7 @@ def prepare(model_args, casan_args, casan_training, data_args, scaling_args, tra
         check_causal_checkpoint(model_args)
     checkpoint = find_checkpoint(training_args, data_args.overwrite_output_dir, data_args.resume_weights_only)
     with training_args.main_process_first(desc="loading the text"):
-        text = load_text(files, data_args, model_args.cache_dir)
+        text = load_text(files, data_args, training_args.do_train, model_args.cache_dir)
     set_seed(training_args.seed)
     model, tokenizer, block_size = load_model_and_tokenizer(model_args, casan_args, data_args, scaling_args)
     check_training_options(model, casan_training)
