@@ -253,7 +253,9 @@ class ContextConv1D(Conv1D):
         if not self.context_mixer:
             return projected
         context = run.layer_context(self.layer_index)
-        query, key, value = projected.split(self.nf // 3, dim=-1)
+        # Each a copy of its own: a gate per head views the states head by head, which a slice of the fused output
+        # cannot be viewed as.
+        query, key, value = (part.contiguous() for part in projected.split(self.nf // 3, dim=-1))
         if "query" in self.context_mixer:
             query = mix_target(self.context_mixer["query"], "query", query, context)
         if "key" in self.context_mixer:

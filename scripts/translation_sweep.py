@@ -25,8 +25,16 @@ import sys
 from pathlib import Path
 
 from casan_hf.cli.extras import TRAINING, require_packages
-from casan_hf.cli.resume import last_complete_checkpoint
-from casan_hf.studies import Arm, Run, add_sweep_arguments, arm_argument, run_study, study_variants
+from casan_hf.studies import (
+    Arm,
+    Run,
+    add_sweep_arguments,
+    arm_argument,
+    parse_grid_args,
+    run_study,
+    start_or_resume,
+    study_variants,
+)
 from casan_hf.studies.translation import TWIN, collect, comparisons, tables
 from casan_hf.translation import MODEL_SIZES
 
@@ -71,10 +79,7 @@ def make_parser():
 
 def parse_args(argv=None):
     """One grid's flags, checked (a `--study` is expanded by `main` first)."""
-    parser = make_parser()
-    args, args.run_translation_args = parser.parse_known_args(argv)
-    if Arm(TWIN) not in args.arms:
-        parser.error(f"--arms must include {TWIN!r}: every CASAN run is paired with its twin of the same seed.")
+    args, args.run_translation_args = parse_grid_args(make_parser(), argv, TWIN)
     return args
 
 
@@ -92,13 +97,6 @@ def run_settings(args):
         "num_beams": args.num_beams,
         "run_translation_args": args.run_translation_args,
     }
-
-
-def start_or_resume(out):
-    """The flags that resume a run from the last complete checkpoint its folder holds (a run cut off by a kill
-    loses at most an epoch), or start it anew over whatever an earlier attempt left there."""
-    checkpoint = last_complete_checkpoint(out)[0] if out.is_dir() else None
-    return ["--overwrite_output_dir"] if checkpoint is None else ["--resume_from_checkpoint", checkpoint]
 
 
 def commands(args, settings, arm, seed, out):

@@ -138,7 +138,7 @@ def test_the_context_reads_no_future_token(family, context):
 def test_cached_decoding_gives_the_logits_of_a_full_forward(family, context):
     """A left-padded prompt, then one token at a time through the `CasanCache`: every step's logits are those of a full
     forward over the same tokens (to float32 rounding), and the padding changes no real token's logits."""
-    model = trained_context(family, context, gate_per_head=family == "qwen3")
+    model = trained_context(family, context, gate_per_head=family in ("qwen3", "gpt2"))
     ids, mask = left_padded_batch()
     steps = torch.randint(3, VOCAB, (2, 4))
     with torch.no_grad():

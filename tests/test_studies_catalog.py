@@ -17,6 +17,7 @@ from tooling.catalog import STUDIES, study_command_lines, swept_studies
 MACHINE_FLAGS = {
     "glue": ["--model_name_or_path", "minilm", "--glue_dir", "glue"],
     "translation": ["--data_dir", "multi30k"],
+    "clm": ["--text_file", "input.txt"],
 }
 
 

@@ -150,6 +150,19 @@ STUDIES = {
             ),
             figure="docs/images/translation_study_small_gpu.png",
         ),
+        # A small Llama from scratch on TinyShakespeare (docs/CAUSAL.md): the prefix context at the authors' start.
+        Study(
+            "clm-tinyshakespeare-cpu",
+            "clm",
+            "docs/results/clm_tinyshakespeare_cpu.json",
+            grids=(
+                flags(
+                    "--model_size micro --max_steps 1500 --seeds 1 2 3 4 5 --arms none "
+                    "global:gate_bias_init=0,gate_per_head deep_global:gate_bias_init=0,gate_per_head"
+                ),
+            ),
+            figure="docs/images/clm_study_tinyshakespeare_cpu.png",
+        ),
         # The GLUE grid at `cls` pooling on an H100 (docs/RESULTS.md), every run fine-tuned only, made by a sweep
         # before its records kept their recipe and settings.
         Study(

@@ -19,7 +19,7 @@ from huggingface_hub import ModelCard, ModelCardData
 from .. import __version__, model_cards
 from ..configuration_casan_marian import CasanMarianConfig
 from ..context import is_casan_parameter
-from ..families import get_family, get_head
+from ..families import CAUSAL_FAMILIES, get_family, get_head
 from ..glue.tasks import GLUE_HUB_ID, GLUE_TASKS
 from ..options import OPTIONS, option_names
 from .folder import is_hub_id
@@ -90,6 +90,22 @@ TRANSLATION_SIZES = (
 )
 # What a translation card says of a model that started from no checkpoint (and so names no `base_model`).
 FROM_SCRATCH = "trained from scratch"
+# A causal language model: whose self-attention takes the context, what is kept, what loading its code asks.
+CAUSAL_SELF_ATTENTION = "each layer's causal self-attention, where the context of a position is its prefix"
+CAUSAL_KEPT = (
+    "V, the feed-forward blocks and every weight of the family's model keep their names, so its checkpoints load\n"
+    "unchanged and only the context parameters are new."
+)
+CAUSAL_CODE_NOTE = (
+    "The model code (`configuration_casan_causal.py`, `modeling_casan_causal.py` and their helpers) is saved next to\n"
+    "the weights and named in the config's `auto_map`, so `trust_remote_code=True` loads it without installing\n"
+    f"anything beyond `transformers` ({CAUSAL_FAMILIES[0].minimum_transformers} or later) and `torch`. Read those "
+    "files before trusting them."
+)
+CAUSAL_EXAMPLE = (
+    'batch = tokenizer(["The"], return_tensors="pt")',
+    "print(tokenizer.batch_decode(model.generate(**batch, max_new_tokens=40), skip_special_tokens=True))",
+)
 CASAN_TAGS = ("casan", "casan-{context_type}", "context-aware-self-attention")
 
 
@@ -237,6 +253,8 @@ def _render(
 
     if isinstance(model.config, CasanMarianConfig):
         layout = _translation_layout(model.config, name, source, started, languages)
+    elif get_family(type(model.config).model_type) in CAUSAL_FAMILIES:
+        layout = _causal_layout(model.config, head, name, source, started)
     else:
         layout = _encoder_layout(model.config, head, task, name, source)
     card_data = ModelCardData(
@@ -294,6 +312,36 @@ def _encoder_layout(config, head, task, name, source):
         load_instructions=_load_instructions(code_note, name, head.auto_class, remote_code=casan, example=example),
     )
     return Layout(tags, head.pipeline_task, sections, CONVERTED[causal])
+
+
+def _causal_layout(config, head, name, source, started):
+    """A causal language model of one of the causal families: CASAN, or the family's own (a `--baseline` run's
+    twin), from a checkpoint or from scratch."""
+    family = get_family(type(config).model_type)
+    casan = type(config).model_type == family.model_type
+    if source:
+        origin = f"`{source}`"
+    else:
+        origin = "a local checkpoint" if started else FROM_SCRATCH
+    if casan:
+        summary = f"A {family.name} causal language model with context-aware self-attention ({config.context_type!r} "
+        summary += f"context), {'trained from scratch' if origin == FROM_SCRATCH else f'started from {origin}'}."
+        options = _rows(config, option_names("context"))
+        tags = [tag.format(context_type=config.context_type) for tag in CASAN_TAGS] + [family.name]
+        note = CAUSAL_CODE_NOTE
+    else:
+        summary = f"Plain {family.name} ({origin}), trained with the same script and settings as its CASAN twins."
+        options = f"| context | none: plain {family.name}, the baseline of the CASAN runs |"
+        tags = [family.name, "casan-baseline"]
+        note = f"A plain {family.name} checkpoint: no remote code is needed."
+    sections = dict(
+        summary=summary,
+        model_rows=f"| started from | {origin} |\n{options}",
+        self_attention=CAUSAL_SELF_ATTENTION,
+        kept=CAUSAL_KEPT,
+        load_instructions=_load_instructions(note, name, head.auto_class, remote_code=casan, example=CAUSAL_EXAMPLE),
+    )
+    return Layout(tags, head.pipeline_task, sections)
 
 
 def _translation_layout(config, name, source, started, languages):

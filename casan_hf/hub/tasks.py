@@ -21,6 +21,7 @@ METRICS = {
     "pearson": Metric("Pearson correlation", 4),
     "spearmanr": Metric("Spearman correlation", 4),
     "perplexity": Metric("Perplexity", 4),
+    "cross_entropy": Metric("Cross-entropy (nats per token)", 4),
     "bleu": Metric("BLEU", 2),
     "chrf": Metric("chrF", 2),
 }

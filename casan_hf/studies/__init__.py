@@ -6,7 +6,17 @@ studies, and the docs and cards rendered from their records, are its tooling (`t
 from .arms import CONTEXT_OPTIONS, Arm, arm_argument, arm_order, arm_words, check_cells, parse_arm, study_variants
 from .figure import paired_figure
 from .gates import final_gates, mean_gates
-from .grid import Run, SettingsMismatch, add_sweep_arguments, load_results, run_study, run_sweep, write_atomically
+from .grid import (
+    Run,
+    SettingsMismatch,
+    add_sweep_arguments,
+    load_results,
+    parse_grid_args,
+    run_study,
+    run_sweep,
+    start_or_resume,
+    write_atomically,
+)
 from .paired import (
     Comparison,
     beyond_the_spread,
@@ -40,9 +50,11 @@ __all__ = [
     "paired_figure",
     "paired_interval",
     "paired_table",
+    "parse_grid_args",
     "parse_arm",
     "run_study",
     "run_sweep",
+    "start_or_resume",
     "study_variants",
     "won",
     "write_atomically",

@@ -20,6 +20,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..cli.resume import last_complete_checkpoint
+from .arms import Arm
 from .figure import paired_figure
 
 
@@ -43,6 +45,23 @@ class Run:
     @property
     def log(self):
         return self.folder.with_suffix(".log")
+
+
+def parse_grid_args(parser, argv, twin):
+    """One grid's flags parsed by a sweep's `parser` (a `--study` is expanded before), and the flags it does not
+    know, which go to the training script; a usage error where the arms lack the `twin`."""
+    args, extra = parser.parse_known_args(argv)
+    if Arm(twin) not in args.arms:
+        parser.error(f"--arms must include {twin!r}: every CASAN run is paired with its twin of the same seed.")
+    return args, extra
+
+
+def start_or_resume(out):
+    """A run's flags of a training script that resume it from the last complete checkpoint its folder `out` holds
+    (a run cut off by a kill loses at most the steps since), or start it anew over whatever an earlier attempt left
+    there."""
+    checkpoint = last_complete_checkpoint(out)[0] if out.is_dir() else None
+    return ["--overwrite_output_dir"] if checkpoint is None else ["--resume_from_checkpoint", checkpoint]
 
 
 def load_results(path):
