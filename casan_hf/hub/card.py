@@ -44,25 +44,8 @@ ENCODER_CODE_NOTE = (
     "`casan-hf` installed, `import casan_hf` registers the model and `trust_remote_code` is not needed."
 )
 PLAIN_CODE_NOTE = "A plain BERT checkpoint: no remote code is needed."
-CAUSAL_SELF_ATTENTION = (
-    "the model's causal self-attention, in which the context of a position reads only the positions up to it"
-)
-CAUSAL_KEPT = (
-    "V, the feed-forward blocks and every weight of the source keep their names, so its checkpoint loads unchanged\n"
-    "and only the context parameters are new. The running context sums travel with the key-value cache\n"
-    "(`CasanCache`), so `generate()` with the cache gives the tokens of full forwards."
-)
-CAUSAL_CODE_NOTE = (
-    "The model code (`configuration_casan_causal.py`, `modeling_casan_causal.py` and their helpers) is saved next to\n"
-    "the weights and named in the config's `auto_map`, so `trust_remote_code=True` loads it without installing\n"
-    "anything beyond `transformers` (5.2 or later) and `torch`. Read those files before trusting them. With\n"
-    "`casan-hf` installed, `import casan_hf` registers the model and `trust_remote_code` is not needed."
-)
-CAUSAL_EXAMPLE = (
-    'batch = tokenizer(["The context of"], return_tensors="pt")',
-    "print(tokenizer.batch_decode(model.generate(**batch, max_new_tokens=20), skip_special_tokens=True))",
-)
-# What the training section says of a model converted and not trained, by whether it is a causal LM.
+# What the training section says of a model converted and not trained, by whether it is a causal LM (a causal
+# conversion is exact).
 CONVERTED = {
     False: "Converted from BERT, not fine-tuned: the context parameters are freshly initialised (gate near 0).",
     True: "Converted, not fine-tuned: the context parameters are freshly initialised, their gates scaled by exactly "
@@ -94,7 +77,8 @@ FROM_SCRATCH = "trained from scratch"
 CAUSAL_SELF_ATTENTION = "each layer's causal self-attention, where the context of a position is its prefix"
 CAUSAL_KEPT = (
     "V, the feed-forward blocks and every weight of the family's model keep their names, so its checkpoints load\n"
-    "unchanged and only the context parameters are new."
+    "unchanged and only the context parameters are new. The running context sums travel with the key-value cache\n"
+    "(`CasanCache`), so `generate()` with the cache gives the tokens of full forwards."
 )
 CAUSAL_CODE_NOTE = (
     "The model code (`configuration_casan_causal.py`, `modeling_casan_causal.py` and their helpers) is saved next to\n"
@@ -301,17 +285,16 @@ def _encoder_layout(config, head, task, name, source):
         )
         options = f"| context | none: plain {family.name}, the baseline of the CASAN runs |"
         tags = [family.name, "casan-baseline"]
-    causal = family.causal
-    code_note = (CAUSAL_CODE_NOTE if causal else ENCODER_CODE_NOTE) if casan else PLAIN_CODE_NOTE
-    example = CAUSAL_EXAMPLE if head.name == "causal-lm" else ()
     sections = dict(
         summary=summary,
         model_rows=f"| started from | {origin} |\n{options}",
-        self_attention=CAUSAL_SELF_ATTENTION if causal else ENCODER_SELF_ATTENTION,
-        kept=CAUSAL_KEPT if causal else ENCODER_KEPT,
-        load_instructions=_load_instructions(code_note, name, head.auto_class, remote_code=casan, example=example),
+        self_attention=ENCODER_SELF_ATTENTION,
+        kept=ENCODER_KEPT,
+        load_instructions=_load_instructions(
+            ENCODER_CODE_NOTE if casan else PLAIN_CODE_NOTE, name, head.auto_class, remote_code=casan
+        ),
     )
-    return Layout(tags, head.pipeline_task, sections, CONVERTED[causal])
+    return Layout(tags, head.pipeline_task, sections)
 
 
 def _causal_layout(config, head, name, source, started):
@@ -341,7 +324,7 @@ def _causal_layout(config, head, name, source, started):
         kept=CAUSAL_KEPT,
         load_instructions=_load_instructions(note, name, head.auto_class, remote_code=casan, example=CAUSAL_EXAMPLE),
     )
-    return Layout(tags, head.pipeline_task, sections)
+    return Layout(tags, head.pipeline_task, sections, CONVERTED[True])
 
 
 def _translation_layout(config, name, source, started, languages):
@@ -376,7 +359,7 @@ def _rows(config, names):
 def _option_rows(config, head):
     """The CASAN options that shape this model: the context, and the pooling of a sentence-vector head."""
     names = list(option_names("context"))
-    if head.pools_sentence and hasattr(config, "classifier_pooling"):  # a causal LM's classifier pools none
+    if head.pools_sentence:
         names.append("classifier_pooling")
         names += [option.name for option in OPTIONS if config.classifier_pooling in option.poolings]
     return _rows(config, names)
