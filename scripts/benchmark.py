@@ -6,6 +6,7 @@
     python scripts/benchmark.py --device cuda --dtype bfloat16        # on a GPU
     python scripts/benchmark.py --compile reduce-overhead --device cuda   # each model also compiled (CUDA graphs)
     OMP_NUM_THREADS=1 python scripts/benchmark.py --proxy             # the host-bound proxy of a GPU step
+    python scripts/benchmark.py --causal --repeats 5 --json runs/causal.json   # causal LMs: prefill and decode
 
 For each size and sequence length the models are built once with the same weights; for each mode they
 run round-robin after warm-up. `ratio` is CASAN's median tokens/s over BERT's (`cpu ratio`: the same
@@ -31,9 +32,19 @@ own eager run. Compilation (and CUDA-graph recording) happens in the warm-up rou
 BERT-base's depth at width 64, batch 1 x sequence 8, one thread, thread CPU time, in eager inference, eager
 training and compiled inference, `--proxy-runs` times; it takes the `--proxy-*` flags, `--compile-backend` and
 `--json`, and none of the others; it measures BERT only, and refuses another `--family`.
+
+`--causal` measures instead what CASAN costs a causal language model (casan_hf/benchmark/causal.py): a random Llama
+(`LlamaForCausalLM`, by default hidden 512, 8 layers, 8 heads, 4 key-value heads, feed-forward 1536, vocabulary 8192:
+the `--causal-*` flags) beside a copy of it and its CASAN models with the same weights (`none`, the control, `global`,
+`deep_global` at full rank and at `--rank`, `deep` at `--rank`), at batch 1 in two phases: prefill (tokens/s over a
+`--causal-context`-token prompt, filling the cache) and decode (tokens/s over `--causal-new-tokens` single-token steps
+through the cache at that context), with the issue's targets beside the ratios, and the cache state one sequence holds
+(keys and values, and CASAN's running context sums, per layer). Beside the `--causal-*` flags it takes `--rank`,
+`--attn`, `--device`, `--dtype`, `--threads`, `--warmup`, `--repeats` and `--json`.
 """
 
 import argparse
+import dataclasses
 import json
 import logging
 import os
@@ -42,7 +53,7 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
-from casan_hf.benchmark import proxy
+from casan_hf.benchmark import causal, proxy
 from casan_hf.benchmark.flops import counts_floor
 from casan_hf.benchmark.runner import (
     DEFAULT_FAMILY,
@@ -142,8 +153,11 @@ def parse_args():
         "--proxy-block", type=PositiveInt, default=proxy.BLOCK, help="steps of one model in a row in each round"
     )
     group.add_argument("--proxy-runs", type=PositiveInt, default=3, help="whole measurements; medians over them")
+    add_causal_args(parser)
     args = parser.parse_args()
-    check_proxy_args(parser, args)
+    check_own_setups(parser, args)
+    check_proxy_shape(parser, args)
+    check_causal_shape(parser, args)
     check_attention(parser, args)
     if args.quick:
         args.sizes, args.seq_lens, args.batch_size, args.repeats = [MINILM], [128], 1, 2
@@ -157,25 +171,55 @@ def parse_args():
     return args
 
 
-def check_proxy_args(parser, args):
-    """The proxy has a setup of its own: the other measurement flags beside `--proxy`, or `--proxy-*` flags
-    without it, are refused rather than ignored."""
-    shared = {"help", "proxy", "json", "compile_backend"}
-    changed = [
-        action.option_strings[0]
+def add_causal_args(parser):
+    """`--causal` and its `--causal-*` flags, one per field of `causal.CausalShape`, with its default and help."""
+    group = parser.add_argument_group("the causal language models (--causal)")
+    group.add_argument("--causal", action="store_true", help="measure a Llama's prefill and decode instead")
+    for field in dataclasses.fields(causal.CausalShape):
+        flag = "--causal-" + field.name.replace("_", "-")
+        group.add_argument(
+            flag, type=PositiveInt, default=field.default, help=f"{field.metadata['help']} (default {field.default})"
+        )
+
+
+# The measurements with a setup of their own, by flag: the family each measures, and the flags it shares with the
+# others (the rest of its setup are its own `--NAME-*` flags).
+OWN_SETUPS = {
+    "proxy": ("BERT", {"json", "compile_backend"}),
+    "causal": ("Llama", {"json", "rank", "attn", "device", "dtype", "threads", "warmup", "repeats"}),
+}
+
+
+def check_own_setups(parser, args):
+    """The proxy and the causal models have setups of their own: the other measurement flags beside `--proxy` or
+    `--causal`, or their own flags without it, are refused rather than ignored."""
+    changed = {
+        action.dest: action.option_strings[0]
         for action in parser._actions
-        if action.dest not in shared and getattr(args, action.dest) != action.default
-    ]
-    proxy_flags = [flag for flag in changed if flag.startswith("--proxy-")]
-    other_flags = [flag for flag in changed if not flag.startswith("--proxy-")]
+        if action.dest != "help" and getattr(args, action.dest) != action.default
+    }
+    own_flags = {name: [flag for dest, flag in changed.items() if dest.startswith(f"{name}_")] for name in OWN_SETUPS}
+    for name, flags in own_flags.items():
+        if flags and not getattr(args, name):
+            parser.error(f"{' '.join(flags)}: only with --{name}")
+    for name, (family, shared) in OWN_SETUPS.items():
+        if not getattr(args, name):
+            continue
+        if args.family != DEFAULT_FAMILY:
+            parser.error(f"--{name} measures {family} only; it does not take --family {args.family}")
+        other_flags = [
+            flag
+            for dest, flag in changed.items()
+            if dest != name and flag not in own_flags[name] and dest not in shared
+        ]
+        if other_flags:
+            parser.error(f"--{name} has a setup of its own and does not take {' '.join(other_flags)} (see --{name}-*)")
+
+
+def check_proxy_shape(parser, args):
+    """`--proxy`'s BERT must fit its positions, and its heads (one per 64) must split its width."""
     if not args.proxy:
-        if proxy_flags:
-            parser.error(f"{' '.join(proxy_flags)}: only with --proxy")
         return
-    if args.family != DEFAULT_FAMILY:
-        parser.error(f"--proxy measures BERT only; it does not take --family {args.family}")
-    if other_flags:
-        parser.error(f"--proxy has a setup of its own and does not take {' '.join(other_flags)} (see --proxy-*)")
     if args.proxy_seq > 512:
         parser.error(f"--proxy-seq {args.proxy_seq}: at most 512 (BERT's positions)")
     heads = max(1, args.proxy_hidden // 64)
@@ -183,16 +227,34 @@ def check_proxy_args(parser, args):
         parser.error(f"--proxy-hidden {args.proxy_hidden}: not a multiple of its {heads} heads (one per 64)")
 
 
+def check_causal_shape(parser, args):
+    """`--causal`'s Llama must be one: its heads split the hidden size, its key-value heads the heads, and each head's
+    width is even (rotary positions turn pairs of features)."""
+    if not args.causal:
+        return
+    if args.rank == 0:
+        parser.error("--causal times deep and deep_global at --rank: give a positive rank, not 0")
+    if args.causal_hidden % args.causal_heads or args.causal_hidden // args.causal_heads % 2:
+        parser.error(
+            f"--causal-hidden {args.causal_hidden}: not an even width per head of its {args.causal_heads} heads"
+        )
+    if args.causal_heads % args.causal_kv_heads:
+        parser.error(
+            f"--causal-kv-heads {args.causal_kv_heads}: does not divide the {args.causal_heads} heads (--causal-heads)"
+        )
+
+
 def check_attention(parser, args):
     """`--attn` must be a backend the family has; left out, it is the family's first (sdpa where it has it)."""
     if args.proxy:
         return
-    allowed = attention_backends(args.family)
+    family = causal.FAMILY if args.causal else args.family
+    allowed = attention_backends(family)
     if args.attn is None:
         args.attn = allowed[0]
     elif args.attn not in allowed:
         parser.error(
-            f"--attn {args.attn}: the {args.family} family has no {args.attn} attention in transformers; "
+            f"--attn {args.attn}: the {family} family has no {args.attn} attention in transformers; "
             f"use --attn {' or '.join(allowed)}"
         )
 
@@ -210,28 +272,47 @@ def run_proxy(args):
     return records
 
 
+def run_causal(args, device, dtype):
+    """The causal language models' tables (`causal.format_tables`); returns their records."""
+    fields = dataclasses.fields(causal.CausalShape)
+    shape = causal.CausalShape(**{field.name: getattr(args, f"causal_{field.name}") for field in fields})
+    steps = len(causal.PHASES) * (args.warmup + 1 + args.repeats) * len(causal.causal_variants(args.rank))
+    progress = tqdm(total=steps, unit="step")
+    records = causal.measure(shape, args.rank, args.attn, dtype, device, args.warmup, args.repeats, progress)
+    progress.close()
+    for phase in causal.PHASES:
+        group = [record for record in records if record["mode"] == phase]
+        print(f"\n{causal.phase_title(group[0])}:\n{format_table(group)}")
+    print(f"\n{causal.format_cache_table(records)}")
+    return records
+
+
 def format_table(records):
-    """The group's table; with compiled models, `x eager` is each one's speed over its own eager run. Where
-    flops.py does not count the family's arithmetic (the records' floors are None), the floor columns are left
-    out and a last line says why."""
+    """The group's table; with compiled models, `x eager` is each one's speed over its own eager run, and with targets
+    (the causal models' records), each row's target ratio. Where flops.py does not count the family's arithmetic
+    (the records' floors are None), the floor columns are left out and a last line says why."""
     compiled = any(record["compile_mode"] for record in records)
     floors = records[0]["flop_floor"] is not None
+    targets = "target" in records[0]
     header = (
         f"{'model':<40} {'params':>8} {'+params':>8} {'tokens/s':>9} {'ms':>8} {'cpu ms':>8} "
         f"{'peak MB':>8} {'ratio':>6} {'cpu ratio':>9}"
         + (f" {'flop floor':>10} {'floor':>6}" if floors else "")
         + (f" {'x eager':>7}" if compiled else "")
+        + (f" {'target':>6}" if targets else "")
     )
     source_params = records[0]["params"]
     lines = [header]
     for record in records:
         peak = "n/a" if record["peak_mem_mb"] is None else f"{record['peak_mem_mb']:.0f}"
+        target = "" if record.get("target") is None else f"{record['target']:.2f}"
         lines.append(
             f"{record['model']:<40} {record['params'] / 1e6:>7.1f}M {record['params'] / source_params - 1:>+8.1%} "
             f"{record['tokens_per_s']:>9.0f} {record['ms_per_step']:>8.1f} {record['cpu_ms_per_step']:>8.1f} "
             f"{peak:>8} {record['ratio_vs_bert']:>6.3f} {record['cpu_ratio_vs_bert']:>9.3f}"
             + (f" {record['flop_floor']:>10.3f} {record['floor']:>6.3f}" if floors else "")
             + (f" {record['speedup_vs_eager']:>7.3f}" if compiled else "")
+            + (f" {target:>6}" if targets else "")
         )
     if not floors:
         lines.append(
@@ -264,6 +345,11 @@ def main():
         else torch.device(args.device)
     )
     dtype = DTYPES[args.dtype]
+    if args.causal:
+        records = run_causal(args, device, dtype)
+        if args.json:
+            write_json(args.json, records)
+        return
     variants = default_variants(
         args.rank,
         args.context_types,

@@ -209,9 +209,15 @@ def test_proxy_times_every_model_and_mode_beside_the_controls(tmp_path):
             ["--family", "deberta-v2", "--attn", "sdpa"],
             "--attn sdpa: the deberta-v2 family has no sdpa attention in transformers; use --attn eager",
         ),
+        (["--causal", "--sizes", "minilm"], "--causal has a setup of its own and does not take --sizes"),
+        (["--proxy", "--causal-layers", "2"], "--causal-layers: only with --causal"),
+        (["--causal", "--family", "roberta"], "--causal measures Llama only; it does not take --family roberta"),
+        (["--causal", "--rank", "0"], "--causal times deep and deep_global at --rank: give a positive rank, not 0"),
+        (["--causal", "--causal-kv-heads", "3"], "--causal-kv-heads 3: does not divide the 8 heads"),
+        (["--causal", "--causal-hidden", "36", "--causal-heads", "4"], "not an even width per head of its 4 heads"),
     ],
 )
-def test_proxy_refuses_bad_flags(argv, message, monkeypatch, capsys):
+def test_own_setups_refuse_bad_flags(argv, message, monkeypatch, capsys):
     from conftest import load_script
 
     monkeypatch.setattr(sys, "argv", ["benchmark.py", *argv])
@@ -301,3 +307,75 @@ def test_training_step_profile_compiles_each_model(capsys):
     output = capsys.readouterr().out
     assert "compiled (default, eager)" in output.splitlines()[0]
     assert "## bert: unprofiled step" in output and "## casan global (mixer: pytorch): unprofiled step" in output
+
+
+CAUSAL_RUN = ["--causal", "--causal-hidden", "32", "--causal-layers", "2", "--causal-heads", "4", "--causal-kv-heads",
+              "2", "--causal-intermediate", "64", "--causal-vocab", "64", "--causal-context", "16",
+              "--causal-new-tokens", "2", "--rank", "8", "--warmup", "0", "--repeats", "1",
+              "--device", "cpu"]  # fmt: skip
+CAUSAL_MODELS = ["llama", "llama (control copy)", "casan none (control)", "casan global", "casan deep_global",
+                 "casan deep_global r8", "casan deep r8"]  # fmt: skip
+
+
+def test_causal_run_times_prefill_and_decode_beside_the_controls(tmp_path, monkeypatch, capsys):
+    """`--causal` at a toy Llama (2 layers, a 16-token prompt, 2 new tokens): a record per model and phase, the
+    controls among them, the targets beside global's rows, and the cache state per layer (keys and values; CASAN's
+    running sums where a global kind keeps them)."""
+    from conftest import load_script, run_main
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    path = tmp_path / "causal.json"
+    run_main(load_script("benchmark"), [*CAUSAL_RUN, "--json", path])
+    records = json.loads(path.read_text())
+    assert [(record["mode"], record["model"]) for record in records] == [
+        (phase, model) for phase in ("prefill", "decode") for model in CAUSAL_MODELS
+    ]
+    key_values = 2 * 2 * (32 // 4) * 16 * 4  # keys and values, 2 kv heads of 8 features, 16 tokens, float32
+    sums = (32 + 1) * 4  # the running sum of the layer inputs and the count, float32
+    for record in records:
+        assert record["family"] == "llama" and record["shape"]["layers"] == 2 and record["weights"] == "random"
+        assert record["device"] == "cpu" and record["dtype"] == "float32" and record["attn_implementation"] == "sdpa"
+        assert (record["seq_len"], record["batch_size"], record["repeats"]) == (16, 1, 1)
+        assert record["new_tokens"] == (2 if record["mode"] == "decode" else 0)
+        assert record["tokens_per_s"] > 0 and record["cpu_ms_per_step"] > 0 and record["ratio_vs_bert"] > 0
+        assert record["params"] == records[0]["params"] + record["context_params"]
+        assert record["kv_cache_bytes"] == [key_values] * 2
+        global_kind = record["context_type"] in ("global", "deep_global")
+        assert record["context_state_bytes"] == [sums if global_kind else 0] * 2
+        assert (record["context_params"] > 0) == (record["context_type"] not in (None, "none"))
+        if record["model"] == "llama":
+            assert record["ratio_vs_bert"] == record["cpu_ratio_vs_bert"] == 1.0
+    targets = {(record["model"], record["mode"]): record["target"] for record in records if record["target"]}
+    assert targets == {("casan global", "prefill"): 0.93, ("casan global", "decode"): 0.95}  # deep_global's: rank 64
+    output = capsys.readouterr().out
+    assert "prefill: 16-token prompt" in output and "decode: 2 tokens after a 16-token prompt" in output
+    assert "cache state per sequence" in output and "casan none (control)" in output
+
+
+def test_a_rewound_cache_decodes_as_a_fresh_one():
+    """Each timed decode step starts from the prompt's cache, rewound: the keys and values cut back and CASAN's
+    running sums put back, so that decoding again gives the logits of the first decode."""
+    import torch
+
+    from casan_hf.benchmark.causal import CausalShape, causal_inputs, causal_models, prefill, rewind
+    from casan_hf.benchmark.runner import Variant
+
+    shape = CausalShape(hidden=32, layers=2, heads=4, kv_heads=2, intermediate=64, vocab=64, context=8, new_tokens=3)
+    variants = [Variant("llama"), Variant("casan deep_global", "deep_global")]
+    models = causal_models(shape, variants, "sdpa", torch.float32, torch.device("cpu"))
+    inputs = causal_inputs(shape, torch.device("cpu"))
+    for model in models.values():
+        cache = prefill(model, inputs["prompt"])
+        context_sums = dict(getattr(cache, "context_sums", {}))
+        decoded = []
+        for _ in range(2):
+            rewind(cache, shape.context, context_sums)
+            with torch.no_grad():
+                logits = [
+                    model(input_ids=token.view(1, 1), past_key_values=cache).logits
+                    for token in inputs["new_tokens"][0]
+                ]
+            decoded.append(torch.cat(logits, dim=1))
+        assert cache.get_seq_length() == shape.context + shape.new_tokens
+        torch.testing.assert_close(decoded[1], decoded[0], rtol=0, atol=0)
+        assert len(context_sums) == (2 if hasattr(cache, "context_sums") else 0)

@@ -171,17 +171,17 @@ def source_model(size, attn_implementation, dtype, family=DEFAULT_FAMILY):
     return model_class._from_config(config, attn_implementation=attn_implementation, dtype=dtype), "random"
 
 
-def build_model(variant, reference, attn_implementation, dtype):
-    """A model of `variant` holding `reference`'s weights: a copy of the source model, or the CASAN base model of
-    its family (whose context and output-gate parameters keep their own init, from a fixed seed: the same in a
-    variant and its twin on the PyTorch path)."""
+def build_model(variant, reference, attn_implementation, dtype, head="base"):
+    """A model of `variant` holding `reference`'s weights: a copy of the source model, or the CASAN model of its
+    family with the same `head` (the base model by default; whose context and output-gate parameters keep their own
+    init, from a fixed seed: the same in a variant and its twin on the PyTorch path)."""
     if variant.context_type is None:
         model = type(reference)._from_config(reference.config, attn_implementation=attn_implementation, dtype=dtype)
     else:
         family = get_family(reference.config.model_type)
         config = FAMILY_CONFIGS[family.name].from_dict({**reference.config.to_dict(), **variant.casan_options()})
         torch.manual_seed(0)
-        model = casan_class(family, "base")._from_config(config, attn_implementation=attn_implementation, dtype=dtype)
+        model = casan_class(family, head)._from_config(config, attn_implementation=attn_implementation, dtype=dtype)
         if variant.fused_mixer is not None:
             set_fused_mixer(model, variant.fused_mixer)
     missing, unexpected = model.load_state_dict(reference.state_dict(), strict=False)
@@ -289,6 +289,7 @@ def benchmark_group(
     cpu_clock=time.process_time,
     seed=None,
     block=1,
+    step_maker=make_step,
 ):
     """Times every model on the same inputs round-robin, `repeats` rounds of `block` steps in a row each; returns
     `{label: (wall_s list, cpu_s list, peak_mb)}`.
@@ -301,9 +302,12 @@ def benchmark_group(
     `benchmark.proxy`, BERT's control copy after BERT ran 3-4% faster eager, 15% compiled), and one step at a
     time favours the models whose code others share (BERT's copy runs BERT's very compiled graph); in blocks, all
     but a block's first step run warm, as every step of a training run does.
+
+    `step_maker(model, inputs, mode)` makes each model's step: `make_step` (an encoder's inference or training
+    step) by default, `causal.make_causal_step` for the causal language models' prefill and decode.
     """
     shuffle = None if seed is None else random.Random(seed).sample
-    steps = {variant.label: make_step(models[variant.label], inputs, mode) for variant in variants}
+    steps = {variant.label: step_maker(models[variant.label], inputs, mode) for variant in variants}
     labels = [variant.label for variant in variants]
     for _ in range(warmup):
         for label in labels:

@@ -1,0 +1,249 @@
+"""What context-aware self-attention costs a causal language model (used by scripts/benchmark.py --causal): a Llama
+language model (transformers' `LlamaForCausalLM`, random weights) beside its CASAN models with the same weights, in
+the two phases of generation, each at batch 1:
+
+- prefill: one forward over a `context`-token prompt that fills the cache and computes the last position's logits
+  alone, as generate()'s first step does (`logits_to_keep=1`); tokens/s over the prompt;
+- decode: `new_tokens` single-token forwards through the cache after that prompt, as generate()'s later steps make
+  them; tokens/s over the new tokens. Every timed step starts from the prompt's cache (`rewind`), so that each
+  decodes at the same context.
+
+The models run round-robin with medians, wall and process CPU time (`runner.benchmark_group`), beside two controls
+that must tie with Llama: a copy of it and CASAN `none`. Beside the times, the cache state one sequence holds after the
+prompt: the keys and values, and CASAN's running context sums (`CasanCache.context_sums`), per layer, in bytes.
+"""
+
+import statistics
+from dataclasses import asdict, dataclass, field
+
+import torch
+from transformers import DynamicCache, LlamaConfig, LlamaForCausalLM
+
+from ..modeling_casan_causal import CasanCache
+from .runner import Variant, benchmark_group, build_model, count_params, default_variants, weights_mb
+
+
+# The family timed: Llama, whose layout (separate query and key projections, rotary positions, grouped-query
+# attention) Qwen2 and Qwen3 share.
+FAMILY = "llama"
+PHASES = ("prefill", "decode")
+# The issue's targets, as a ratio to Llama's tokens/s in the same run, by (context type, context rank) and phase.
+TARGETS = {
+    ("global", None): {"prefill": 0.93, "decode": 0.95},
+    ("deep_global", 64): {"prefill": 0.90, "decode": 0.90},
+}
+
+
+@dataclass(frozen=True)
+class CausalShape:
+    """The Llama timed and its input. By default a small Llama a CPU runs in a few minutes: grouped-query attention
+    (half as many key-value heads as heads), Llama's feed-forward width (2/3 of 4 x hidden, rounded up to 256), and a
+    vocabulary of 8,192, so that the output layer does not outweigh the layers CASAN changes (32,000 words would be
+    a third of the weights at this width)."""
+
+    hidden: int = field(default=512, metadata={"help": "hidden size"})
+    layers: int = field(default=8, metadata={"help": "layers"})
+    heads: int = field(default=8, metadata={"help": "attention heads"})
+    kv_heads: int = field(default=4, metadata={"help": "key-value heads (grouped-query attention)"})
+    intermediate: int = field(default=1536, metadata={"help": "feed-forward width"})
+    vocab: int = field(default=8192, metadata={"help": "vocabulary size"})
+    context: int = field(default=512, metadata={"help": "prompt length: the prefill's tokens, the decode's context"})
+    new_tokens: int = field(default=32, metadata={"help": "tokens decoded after the prompt in each timed decode step"})
+
+    def config(self):
+        return LlamaConfig(
+            hidden_size=self.hidden,
+            num_hidden_layers=self.layers,
+            num_attention_heads=self.heads,
+            num_key_value_heads=self.kv_heads,
+            intermediate_size=self.intermediate,
+            vocab_size=self.vocab,
+            max_position_embeddings=self.context + self.new_tokens,
+        )
+
+    @property
+    def label(self):
+        return f"llama {self.hidden}x{self.layers}, {self.heads} heads, {self.kv_heads} kv heads"
+
+
+def causal_variants(rank):
+    """Llama, its control copy, CASAN `none` (the control), `global`, `deep_global` at full rank and at `rank`, and
+    `deep` at `rank` (at full rank, deep's context, every earlier layer's states per token, is not a model to use)."""
+    return default_variants(
+        rank, ("none", "global", "deep_global"), family=FAMILY, extra=(Variant(f"casan deep r{rank}", "deep", rank),)
+    )
+
+
+def causal_models(shape, variants, attn_implementation, dtype, device):
+    """`{label: model}`, every language model with the weights of one random Llama of `shape`, in eval mode."""
+    torch.manual_seed(0)
+    reference = LlamaForCausalLM._from_config(shape.config(), attn_implementation=attn_implementation, dtype=dtype)
+    return {
+        variant.label: build_model(variant, reference, attn_implementation, dtype, head="causal-lm").to(device).eval()
+        for variant in variants
+    }
+
+
+def causal_inputs(shape, device):
+    """The prompt `(1, context)` and the tokens decoded after it `(1, new_tokens)`: random ids, fixed, the same for
+    every model (not each model's own greedy choice, so that every model decodes the same tokens)."""
+    generator = torch.Generator().manual_seed(0)
+    ids = torch.randint(0, shape.vocab, (1, shape.context + shape.new_tokens), generator=generator).to(device)
+    return {"prompt": ids[:, : shape.context], "new_tokens": ids[:, shape.context :]}
+
+
+def prefill(model, prompt):
+    """The prompt's forward as generate()'s first step runs it; returns the cache it filled."""
+    with torch.no_grad():
+        outputs = model(input_ids=prompt, attention_mask=torch.ones_like(prompt), use_cache=True, logits_to_keep=1)
+    return outputs.past_key_values
+
+
+def rewind(cache, length, context_sums):
+    """`cache` cut back to its first `length` tokens: the keys and values by transformers' own crop, and a
+    `CasanCache`'s running sums put back as they were there (`context_sums`), the rollback its own crop refuses
+    because it keeps no earlier sums."""
+    DynamicCache.crop(cache, length - cache.get_seq_length())
+    if isinstance(cache, CasanCache):
+        cache.context_sums = dict(context_sums)
+
+
+def make_causal_step(model, inputs, phase):
+    """One timed step of `phase`: the prompt's prefill, or the decode of every new token after the prompt's cache
+    (made here, once; each step first rewinds the cache to it, which costs no arithmetic)."""
+    prompt = inputs["prompt"]
+    if phase == "prefill":
+        return lambda: prefill(model, prompt)
+    new_tokens = inputs["new_tokens"]
+    cache = prefill(model, prompt)
+    context_sums = dict(getattr(cache, "context_sums", {}))
+    mask = torch.ones(1, prompt.shape[1] + new_tokens.shape[1], dtype=prompt.dtype, device=prompt.device)
+
+    def step():
+        rewind(cache, prompt.shape[1], context_sums)
+        with torch.no_grad():
+            for index in range(new_tokens.shape[1]):
+                model(
+                    input_ids=new_tokens[:, index : index + 1],
+                    attention_mask=mask[:, : prompt.shape[1] + index + 1],
+                    past_key_values=cache,
+                    use_cache=True,
+                )
+
+    return step
+
+
+def cache_state_bytes(model, prompt):
+    """What the cache of one sequence holds after `prompt` (batch 1), per layer, in bytes: `(keys and values, running
+    context sums and counts)`; the sums are CASAN's (a `global` kind's, none for `deep` or `none`)."""
+    cache = prefill(model, prompt)
+    context_sums = getattr(cache, "context_sums", {})
+    key_values = [layer.keys.nbytes + layer.values.nbytes for layer in cache.layers]
+    sums = [sum(tensor.nbytes for tensor in context_sums.get(index, ())) for index in range(len(cache.layers))]
+    return key_values, sums
+
+
+def measure(shape, rank, attn_implementation, dtype, device, warmup, repeats, progress=None):
+    """Times every model of `causal_variants(rank)` in both phases; one record per model and phase."""
+    variants = causal_variants(rank)
+    models = causal_models(shape, variants, attn_implementation, dtype, device)
+    inputs = causal_inputs(shape, device)
+    cache_bytes = {label: cache_state_bytes(model, inputs["prompt"]) for label, model in models.items()}
+    records = []
+    for phase in PHASES:
+        if progress is not None:
+            progress.set_description(f"{shape.label}: {phase}")
+        results = benchmark_group(
+            models, variants, inputs, phase, device, warmup, repeats, progress, step_maker=make_causal_step
+        )
+        records += phase_records(results, models, variants, shape, phase, cache_bytes)
+    for record in records:
+        record.update(
+            device=str(device), dtype=str(dtype).removeprefix("torch."), attn_implementation=attn_implementation
+        )
+    return records
+
+
+def phase_records(results, models, variants, shape, phase, cache_bytes):
+    """One JSON-ready record per model of one phase, with the encoders' records' fields (ratios over Llama's medians
+    in the same run, named as theirs, `ratio_vs_bert`; no floor: flops.py counts BERT's layers), `target` the issue's
+    where it sets one (else None), and the cache state per layer."""
+    source = variants[0].label
+    source_wall, source_cpu = (statistics.median(times) for times in results[source][:2])
+    tokens = shape.context if phase == "prefill" else shape.new_tokens
+    records = []
+    for variant in variants:
+        wall, cpu, step_mb = results[variant.label]
+        key_values, sums = cache_bytes[variant.label]
+        params = count_params(models[variant.label])
+        records.append(
+            {
+                "family": FAMILY,
+                "size": shape.label,
+                "shape": asdict(shape),
+                "model": variant.label,
+                "context_type": variant.context_type,
+                "context_rank": variant.context_rank,
+                "compile_mode": None,
+                "mode": phase,
+                "seq_len": shape.context,
+                "new_tokens": shape.new_tokens if phase == "decode" else 0,
+                "batch_size": 1,
+                "weights": "random",
+                "tokens_per_s": tokens / statistics.median(wall),
+                "ms_per_step": 1000 * statistics.median(wall),
+                "cpu_ms_per_step": 1000 * statistics.median(cpu),
+                "repeats": len(wall),
+                "peak_mem_mb": None if step_mb is None else weights_mb(models[variant.label]) + step_mb,
+                "step_mem_mb": step_mb,
+                "params": params,
+                "context_params": params - count_params(models[source]),
+                "ratio_vs_bert": source_wall / statistics.median(wall),
+                "cpu_ratio_vs_bert": source_cpu / statistics.median(cpu),
+                "speedup_vs_eager": 1.0,
+                "flop_floor": None,
+                "floor": None,
+                "flops_per_byte": None,
+                "target": TARGETS.get((variant.context_type, variant.context_rank), {}).get(phase),
+                "kv_cache_bytes": key_values,
+                "context_state_bytes": sums,
+                "threads": torch.get_num_threads(),
+                "torch": torch.__version__,
+            }
+        )
+    return records
+
+
+def format_cache_table(records):
+    """The cache state one sequence holds after the prompt, per model: its keys and values and CASAN's running sums,
+    per layer and in all."""
+    first = records[0]
+    lines = [
+        f"cache state per sequence after the {first['seq_len']}-token prompt, bytes (per layer, and all layers)",
+        f"{'model':<40} {'kv / layer':>11} {'sums / layer':>12} {'kv':>11} {'sums':>8} {'sums / kv':>9}",
+    ]
+    for record in records:
+        if record["mode"] != first["mode"]:
+            continue
+        key_values, sums = record["kv_cache_bytes"], record["context_state_bytes"]
+        lines.append(
+            f"{record['model']:<40} {per_layer(key_values):>11} {per_layer(sums):>12} {sum(key_values):>11} "
+            f"{sum(sums):>8} {sum(sums) / sum(key_values):>9.2%}"
+        )
+    return "\n".join(lines)
+
+
+def phase_title(record):
+    """What a phase's table times, from one of its records."""
+    tokens = f"{record['seq_len']}-token prompt"
+    if record["mode"] == "decode":
+        tokens = f"{record['new_tokens']} tokens after a {tokens}"
+    return (
+        f"{record['size']} ({record['weights']} weights), {record['mode']}: {tokens}, batch 1, {record['device']} "
+        f"{record['dtype']} {record['attn_implementation']}, {record['threads']} threads"
+    )
+
+
+def per_layer(sizes):
+    """A per-layer list of sizes as one number where every layer's is the same, else the range."""
+    return str(sizes[0]) if len(set(sizes)) == 1 else f"{min(sizes)}-{max(sizes)}"
