@@ -355,9 +355,13 @@ class CasanCausalPreTrainedModel(CasanPreTrainedModel):
         use_cache = inputs.get("use_cache")
         if use_cache is None:
             use_cache = self.config.use_cache
-        if cache is None and use_cache:
+        if cache is None and use_cache:  # where the forward would make a plain cache, in the caller's place
             cache = CasanCache(config=self.config)
-            kwargs["past_key_values"] = cache
+            position = list(self._base_signature.parameters).index("past_key_values")
+            if len(args) > position:
+                args = (*args[:position], cache, *args[position + 1 :])
+            else:
+                kwargs["past_key_values"] = cache
         states = inputs.get("input_ids")
         states = inputs.get("inputs_embeds") if states is None else states
         token_count = states.shape[1]

@@ -194,6 +194,15 @@ def test_generation_continues_from_a_prompt_s_cache():
     assert torch.equal(continued, model.generate(input_ids=ids, attention_mask=mask, **settings))
 
 
+def test_the_base_model_called_with_its_arguments_by_position_gets_a_casan_cache():
+    """Llama's base model takes (input_ids, attention_mask, position_ids, past_key_values) by position as by name: the
+    cache it would make is a `CasanCache`, in the caller's place."""
+    model = trained_context("llama", "global")
+    ids, mask = left_padded_batch()
+    with torch.no_grad():
+        assert isinstance(model.base_model(ids, mask, None, None).past_key_values, CasanCache)
+
+
 def test_what_would_lose_the_running_sums_is_refused_by_name():
     model = trained_context("llama", "global")
     ids, mask = left_padded_batch()
