@@ -19,7 +19,8 @@ from transformers.utils import CONFIG_NAME
 
 from ..context import is_casan_parameter
 from ..hub import is_hub_id, render_model_card, render_translation_card, write_model_card
-from ..hub.push import FolderCheckError, check_repo_id, push_folder
+from ..hub.checks import FolderCheckError
+from ..hub.push import check_repo_id, push_folder
 from .gates import GateMonitor
 from .preemption import Preempted, PreemptionAndResume
 
