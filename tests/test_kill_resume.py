@@ -525,3 +525,26 @@ def test_a_run_saving_the_model_only_is_refused_on_resume_until_told_to_resume_i
     assert "Pass --resume_weights_only" in exit_code and "***** Running training *****" not in log
     exit_code, log = run_here(module, [*command, "--resume_weights_only"], tmp_path / "reached")
     assert exit_code == 0 and "checkpoint-3 (step 3 of 6); to train from the start instead" in log, log[-4000:]
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_a_resume_that_trains_no_step_keeps_the_finished_runs_training_figures(name, tmp_path, commands):
+    """Signalled in the final save (before the training's figures are written), then, resumed at the last step, in
+    the final evaluation, then finished: each resume trains no step, and train_results.json, all_results.json and
+    the log history hold the figures of the six steps the first run trained, not a loss and speeds of 0."""
+    module, output_dir = load_script(name), tmp_path / "out"
+    command = commands(name, output_dir)
+    for stop in [*AFTER_TRAINING, None]:
+        exit_code, log = run_here(module, command, tmp_path / "reached", stop)
+        assert exit_code == (0 if stop is None else PREEMPTED_EXIT_CODE), log[-4000:]
+        if stop == AFTER_TRAINING[0]:
+            assert not (output_dir / "train_results.json").exists()
+            kept = read_json(output_dir / "checkpoint-6" / "train_figures.json")
+            assert kept["train_loss"] > 0 and kept["train_samples_per_second"] > 0
+    written = read_json(output_dir / "train_results.json")
+    assert {key: written[key] for key in kept} == kept
+    assert {key: read_json(output_dir / "all_results.json")[key] for key in kept} == kept
+    (ended,) = [
+        record for record in read_json(output_dir / "trainer_state.json")["log_history"] if "train_loss" in record
+    ]
+    assert ended["train_loss"] == kept["train_loss"]
