@@ -548,3 +548,32 @@ def test_a_resume_that_trains_no_step_keeps_the_finished_runs_training_figures(n
         record for record in read_json(output_dir / "trainer_state.json")["log_history"] if "train_loss" in record
     ]
     assert ended["train_loss"] == kept["train_loss"]
+
+
+def test_a_resume_with_options_that_shape_the_model_or_optimizer_is_refused_and_other_changes_are_said(
+    tmp_path, commands
+):
+    """Stopped at step 3, the run is resumed by commands that differ from its own. The local bias (which loaded with
+    missing keys and died in torch's optimizer: `loaded state dict contains a parameter group that doesn't match`),
+    another learning rate or seed are refused in one line before any work, naming each option's old and new value
+    and the way out; another evaluation interval and more steps are said and the run resumes."""
+    module, output_dir = load_script("run_glue"), tmp_path / "out"
+    command = commands("run_glue", output_dir)
+    assert run_here(module, command, tmp_path / "reached", ("sigterm", 2))[0] == PREEMPTED_EXIT_CODE
+    refused = {
+        ("--local_bias", "query", "--local_layers", "0"): "local_bias None -> 'query', local_layers None -> [0]",
+        ("--learning_rate", "1e-3", "--seed", "8"): "learning_rate 0.0001 -> 0.001, seed 7 -> 8",
+    }
+    for options, said in refused.items():
+        exit_code, _ = run_here(module, [*command, *options], tmp_path / "reached")
+        assert exit_code == (
+            f"run_glue.py: error: {output_dir}/checkpoint-3 was trained with other options than this run's: {said}; "
+            "resume with the old values, or pass --overwrite_output_dir to train from scratch."
+        )
+    assert checkpoints(output_dir) == ["checkpoint-2", "checkpoint-3"]
+    exit_code, log = run_here(module, [*command, "--eval_steps", "3", "--max_steps", "8"], tmp_path / "reached")
+    assert exit_code == 0, log[-4000:]
+    said = "max_steps 6 -> 8, eval_steps 2 -> 3."
+    assert f"Resuming {output_dir}/checkpoint-3 with changed settings the checkpoint does not depend on: {said}" in log
+    started = read_json(output_dir / "run_start.json")
+    assert [resume["arguments"]["TrainingArguments"]["max_steps"] for resume in started["resumes"]] == [8]
