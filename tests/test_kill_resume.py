@@ -577,3 +577,20 @@ def test_a_resume_with_options_that_shape_the_model_or_optimizer_is_refused_and_
     assert f"Resuming {output_dir}/checkpoint-3 with changed settings the checkpoint does not depend on: {said}" in log
     started = read_json(output_dir / "run_start.json")
     assert [resume["arguments"]["TrainingArguments"]["max_steps"] for resume in started["resumes"]] == [8]
+
+
+def test_two_processes_stop_within_a_step_of_the_signal_whatever_the_logging_interval(tmp_path, commands):
+    """run_glue in two gloo processes logging, evaluating and saving every 500 steps (the scripts' default loss
+    interval reaches 500), SIGTERM to rank 1 alone inside step 5 of 12 (epochs of four steps): the processes' vote
+    at every step's end stops both at the end of step 6, the step after the signal's (before, they were asked only
+    at the steps that log, evaluate or save and at epoch ends: step 8 here, 500 in a long epoch)."""
+    output_dir = tmp_path / "out"
+    rare = ["--logging_steps", "500", "--eval_steps", "500", "--save_steps", "500", "--max_steps", "12"]
+    command = [*TWO_PROCESSES, *commands("run_glue", output_dir)[1:], *rare]
+    process, pid, log_path = stopped(command, tmp_path, "signal@1", 4)
+    os.kill(pid, signal.SIGTERM)
+    exit_code, log = finished(process, log_path)
+    assert "Process 1: received SIGTERM; saving step 6 and stopping." in log, log[-4000:]
+    assert "Process 0: another process received a signal; saving step 6 and stopping." in log
+    assert exit_code == 1 and f"failed (exitcode: {PREEMPTED_EXIT_CODE})" in log, log[-4000:]
+    assert_stopped_and_saved(log, output_dir, 6, processes=2)
