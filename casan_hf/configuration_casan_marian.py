@@ -101,7 +101,6 @@ class CasanMarianConfig(MarianConfig):
     mixes_context = CasanConfig.mixes_context
     context_size = CasanConfig.context_size
     has_local_bias = CasanConfig.has_local_bias
-    check_local_bias_reads_its_options = CasanConfig.check_local_bias_reads_its_options
 
 
 __all__ = ["CasanMarianConfig"]
