@@ -16,8 +16,8 @@ vote at the end of every step (`StopVote`: an asynchronous all-reduce of one int
 end of the next step, when it has long arrived: no device sync, no wait on the others), so every process stops at
 the same step, at most one step after the one the signal came in, whatever the logging interval; they are also
 asked at once (accelerate's trigger) at the steps where Trainer logs, evaluates or saves, which read the loss on the
-host already, at epoch ends and once after the last step. docs/ROBUSTNESS.md states the bound and
-the vote's host cost.
+host already, at epoch ends and once after the last step. docs/ROBUSTNESS.md states the bound and the vote's host
+cost.
 """
 
 import contextlib
@@ -80,8 +80,8 @@ class StopVote:
 class PreemptionAndResume(TrainerCallback):
     """Inside `noting_signals()`, a SIGTERM or SIGUSR1 is noted, not acted on at once; at the end of the optimizer
     step it arrived in (in several processes, of that step where Trainer logs, evaluates or saves there, else of the
-    step after it: `StopVote`), training stops in every process of
-    the run (`accelerator`): `stopped_at` is that step and `signal_name` the signal.
+    step after it: `StopVote`), training stops in every process of the run (`accelerator`): `stopped_at` is that
+    step and `signal_name` the signal.
     `CasanTrainer` then saves Trainer's checkpoint of that step at the end of training, unless Trainer's own save
     options saved it with everything done at that step (`is_saved`). `collator`, if it has `resume_at(batches)`,
     is told at the start of training how many batches the steps done drew (`batches_drawn`)."""
