@@ -38,6 +38,30 @@ def finish_family_config(config):
     config.check_context_options()
 
 
+def check_local_bias_reads_its_options(config):
+    """Refuses what of `config`'s local bias (any family's CASAN config) would do nothing, without a word: a bias that
+    reaches no layer (`local_layers` None, the lower half, of a one-layer model), and a `local_window` or
+    `local_bias_start` other than its default that the chosen bias never reads."""
+    if config.local_bias is not None and not any(map(config.has_local_bias, range(config.num_hidden_layers))):
+        raise ValueError(
+            f"local_bias={config.local_bias!r} reaches no layer: `local_layers` None means the lower half "
+            f"(layers 0 .. L/2 - 1), and the model has {config.num_hidden_layers} layer(s); name its layers with "
+            "`local_layers` (e.g. [0])."
+        )
+    defaults = option_defaults()
+    unread = {
+        "local_window": (config.local_bias != "fixed", "only local_bias='fixed' reads a window"),
+        "local_bias_start": (config.local_bias is None, "the bias is off"),
+    }
+    for name, (never_read, why) in unread.items():
+        value = getattr(config, name)
+        if never_read and value != defaults[name]:
+            raise ValueError(
+                f"`{name}` {value!r} has no effect with local_bias={config.local_bias!r} ({why}): leave it at "
+                f"its default {defaults[name]!r}, or choose a local bias that reads it."
+            )
+
+
 @dataclass_config
 class CasanConfig(BertConfig):
     r"""
@@ -126,6 +150,7 @@ class CasanConfig(BertConfig):
                     f"`local_layers` {too_deep} out of range: the model has {self.num_hidden_layers} layers "
                     f"(allowed indices 0..{self.num_hidden_layers - 1})."
                 )
+        check_local_bias_reads_its_options(self)
         if not self.context_targets and gives_context and not self.output_gate_context:
             raise ValueError(
                 f"context_targets=[] mixes the {self.context_type!r} context into neither query nor key: name a "
@@ -265,11 +290,16 @@ def converted_start(kwargs, saved, config_class):
     converting = saved.get("model_type") != config_class.model_type and "config" not in kwargs
     if not converting:
         return kwargs
-    starts = dict(start for option, start in EXACT_STARTS.items() if kwargs.get(option) is not None)
+    starts = exact_starts(kwargs)
     context_type = kwargs.get("context_type", config_class().context_type)
     if CONTEXT_KINDS[context_type].gives_context:
         starts.update(getattr(config_class, "conversion_starts", {}))
     return {**starts, **kwargs}
+
+
+def exact_starts(options):
+    """`{start option: exact start}` of each module that `options` ask for and that has one (`EXACT_STARTS`)."""
+    return dict(start for option, start in EXACT_STARTS.items() if options.get(option) is not None)
 
 
 SAFETENSORS_NAME = "model.safetensors"

@@ -6,7 +6,7 @@ do not carry it.
 """
 
 from . import families
-from .configuration_casan import EXACT_STARTS
+from .configuration_casan import exact_starts
 from .context import is_casan_parameter
 from .families import CAUSAL_FAMILIES, FAMILIES, HEADS, get_family, get_head
 from .modeling_casan import FAMILY_CLASSES as BERT_STYLE_CLASSES
@@ -66,9 +66,9 @@ def casan_twin(model, **options):
     if unknown:
         raise ValueError(f"casan_twin takes CASAN options, one of {', '.join(OPTION_CHECKS)}; got {unknown}.")
     family, head = sources[source_name]
-    # A conversion: an output gate starts at exactly 1 and a local bias at 0 unless told otherwise, as
+    # A conversion: an output gate asked for starts at exactly 1 and a local bias at 0 unless told otherwise, as
     # `from_pretrained` starts them.
-    starts = dict(EXACT_STARTS.values())
+    starts = exact_starts(options)
     config = FAMILY_CONFIGS[family.name].from_dict(model.config.to_dict(), **{**starts, **options})
     config._attn_implementation = model.config._attn_implementation
     twin = casan_class(family, head.name)(config)

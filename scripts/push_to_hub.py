@@ -1,13 +1,14 @@
 #!/usr/bin/env python
 """Checks a Hub-ready folder and makes a Hub repository's branch hold exactly its files, in one commit
-(`casan_hf.hub.push`, docs/HUB.md): the files are copied once into a staging folder that every check reads and the
-upload sends (no link followed, hidden files, Trainer's private files and the run record left out, nothing that
-unpickles); weights in safetensors; `config.json` with an `auto_map` and every code file it needs (a plain
-transformers model needs none); a model card whose metadata parses and the Hub accepts, whose `base_model` is a Hub
-id, whose scores are the folder's results files' and whose examples load the repository pushed to; no local path in
-any text file; a load without casan_hf that gives the folder's outputs. Files of the branch the folder does not hold
-are deleted (`--keep PATTERN` keeps them). A folder that fails a check is refused in one line, naming the file or
-field, before the repository is created or anything is sent.
+(`casan_hf.hub.checks`, `casan_hf.hub.push`, docs/HUB.md): the files are copied once into a staging folder that
+every check reads and the upload sends (no link followed, hidden files, Trainer's private files and the run record
+left out, nothing that unpickles, no credential); weights in safetensors; `config.json` with an `auto_map` and every
+code file it needs (a plain transformers model needs none); a model card whose metadata parses and the Hub accepts,
+whose `base_model` is a Hub id, whose scores are the folder's results files' and whose examples load the repository
+pushed to (`--render_card` renders them for it in what is sent); no local path in any text file; a load without
+casan_hf that gives the folder's outputs. Files of the branch the folder does not hold are deleted (`--keep PATTERN`
+keeps them). A folder that fails a check is refused in one line, naming the file or field, before the repository is
+created or anything is sent.
 
     python scripts/push_to_hub.py outputs/minilm-casan-deep_global-mrpc --repo_id you/casan-mrpc --dry_run
 """
@@ -38,6 +39,12 @@ def main(argv=None):
     parser.add_argument(
         "--dry_run", action="store_true", help="Check the folder and list what the commit would add, change, delete."
     )
+    parser.add_argument(
+        "--render_card",
+        action="store_true",
+        help="Send the model card rendered for --repo_id (its name and the model its examples load), as a folder "
+        "converted or trained under another name needs; the folder's own card is left as it is.",
+    )
     args = parser.parse_args(argv)
     try:
         plan, commit = push_folder(
@@ -48,6 +55,7 @@ def main(argv=None):
             keep_patterns=args.keep,
             max_file_bytes=None if args.allow_large_files else MAX_FILE_BYTES,
             dry_run=args.dry_run,
+            render_card=args.render_card,
         )
     except FolderCheckError as error:
         print(f"push_to_hub.py: {args.folder} is not pushed: {error}", file=sys.stderr)

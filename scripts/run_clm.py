@@ -325,7 +325,10 @@ def prepare(model_args, casan_args, casan_training, data_args, scaling_args, tra
     files = data_files(data_args, training_args)
     if model_args.model_name_or_path is not None:
         check_causal_checkpoint(model_args)
-    checkpoint = find_checkpoint(training_args, data_args.overwrite_output_dir, data_args.resume_weights_only)
+    arguments = run_arguments(model_args, casan_args, casan_training, data_args, scaling_args, training_args)
+    checkpoint = find_checkpoint(
+        training_args, data_args.overwrite_output_dir, data_args.resume_weights_only, arguments
+    )
     with training_args.main_process_first(desc="loading the text"):
         text = load_text(files, data_args, training_args.do_train, model_args.cache_dir)
     set_seed(training_args.seed)

@@ -180,7 +180,10 @@ def prepare(model_args, casan_args, casan_training, data_args, scaling_args, tra
             "default) every input is max_seq_length long already: pass --pad_to_max_length False."
         )
     check_positive(data_args, "max_train_samples", "max_eval_samples", unit="number of examples")
-    checkpoint = find_checkpoint(training_args, data_args.overwrite_output_dir, data_args.resume_weights_only)
+    arguments = run_arguments(model_args, casan_args, casan_training, data_args, scaling_args, training_args)
+    checkpoint = find_checkpoint(
+        training_args, data_args.overwrite_output_dir, data_args.resume_weights_only, arguments
+    )
     with training_args.main_process_first(desc="loading the data"):
         glue_data = load_glue_data(
             data_args.task_name,

@@ -189,7 +189,10 @@ def prepare(model_args, casan_args, casan_training, data_args, scaling_args, tra
             "--unfreeze_after_steps runs in one process only: distributed training keeps in step only the "
             "parameters that train from the start."
         )
-    checkpoint = find_checkpoint(training_args, data_args.overwrite_output_dir, data_args.resume_weights_only)
+    arguments = run_arguments(model_args, casan_args, casan_training, data_args, scaling_args, training_args)
+    checkpoint = find_checkpoint(
+        training_args, data_args.overwrite_output_dir, data_args.resume_weights_only, arguments
+    )
     with training_args.main_process_first(desc="loading the text"):
         texts = load_texts(data_args, model_args.cache_dir)
     set_seed(training_args.seed)

@@ -202,7 +202,10 @@ def prepare(model_args, casan_args, casan_training, data_args, scaling_args, tra
         missing = missing_packages_message("Scoring BLEU and chrF (--predict_with_generate)", ["sacrebleu"])
         if missing is not None:
             raise ValueError(missing)
-    checkpoint = find_checkpoint(training_args, data_args.overwrite_output_dir, data_args.resume_weights_only)
+    arguments = run_arguments(model_args, casan_args, casan_training, data_args, scaling_args, training_args)
+    checkpoint = find_checkpoint(
+        training_args, data_args.overwrite_output_dir, data_args.resume_weights_only, arguments
+    )
     files = {
         split: path
         for split, path in (

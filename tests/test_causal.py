@@ -19,7 +19,7 @@ from transformers.generation.utils import GenerationMixin
 
 from casan_hf import CAUSAL_FAMILIES, CasanCache, casan_class
 from casan_hf.configuration_casan_causal import MINIMUM_TRANSFORMERS_CAUSAL
-from casan_hf.hub.push import check_folder
+from casan_hf.hub.checks import check_folder
 from casan_hf.modeling_casan_causal import GENERATION_HOOKS, prefix_means
 
 

@@ -3,6 +3,7 @@ the user's csv/json files and from the Hub (a stand-in for `load_dataset`, no ne
 clear ValueError for every bad input."""
 
 import json
+import math
 import re
 
 import pytest
@@ -258,6 +259,22 @@ BAD_FILES = {
         r"'{path}' line 2 has no label in column 'label'",
     ),
     "unknown extension": ("train.txt", "fine\tpos\n", r"'{path}': data files are read by their extension"),
+    "csv text missing": (
+        "train.csv",
+        "sentence,label\nfine,pos\n ,neg\n",
+        r"'{path}' line 3 has no text in column 'sentence' \(' '\): write its text, one string, or remove the example",
+    ),
+    "tsv text missing": ("train.tsv", "sentence\tlabel\nfine\tpos\n\tneg\n", r"'{path}' line 3 has no text in column"),
+    "csv NaN label": (
+        "train.csv",
+        "sentence,label\nfine,0.5\nslow,NaN\n",
+        r"'{path}' line 3 has the label 'NaN', not a finite number: write a number or a label name",
+    ),
+    "tsv NaN label": (
+        "train.tsv",
+        "sentence\tlabel\nfine\t0.5\nslow\tinf\n",
+        r"'{path}' line 3 has the label 'inf', not",
+    ),
 }
 
 
@@ -269,3 +286,47 @@ def test_bad_data_files_are_refused_in_one_line(tmp_path, case):
     with pytest.raises(ValueError, match="^" + message.format(path=re.escape(str(path)))) as error:
         load_glue_data(train_file=str(path), need_eval=False)
     assert "\n" not in str(error.value)
+
+
+# Each value of a JSON file that the training cannot take, as the second example of a JSON-lines file and of a JSON
+# array: the two examples, and what the refusal says of it (after "'<file>' line 2 " or "example 2 ").
+BAD_JSON_VALUES = {
+    "null text": ({"sentence": None, "label": "neg"}, "has no text in column 'sentence' (null): write its text"),
+    "missing text": ({"label": "neg"}, "has no text in column 'sentence' (missing)"),
+    "nested text": ({"sentence": ["slow", "dull"], "label": "neg"}, "has no text in column 'sentence' (['slow', "),
+    "mixed label types": (
+        {"sentence": "slow", "label": "0"},
+        "has the label '0' (text) where {where} 1 has 1 (number): write every label alike, all as text or all as",
+    ),
+    "boolean label": ({"sentence": "slow", "label": False}, "has the label False, a JSON boolean, which is no label"),
+    "nested label": ({"sentence": "slow", "label": {"name": "neg"}}, "has the label {{'name': 'neg'}}, a nested"),
+    "NaN label": ({"sentence": "slow", "label": math.nan}, "has the label nan, not a finite number"),
+}
+
+
+@pytest.mark.parametrize("extension", [".jsonl", ".json"])
+@pytest.mark.parametrize("case", BAD_JSON_VALUES)
+def test_json_values_the_training_cannot_take_are_refused_in_one_line(tmp_path, case, extension):
+    """Before: `AttributeError: 'Json' object has no attribute 'dtype'` (mixed label types), the tokenizer's
+    `TypeError` (a null text), a contradictory label set (booleans)."""
+    second, said = BAD_JSON_VALUES[case]
+    first = {"sentence": "fine", "label": 1 if case == "mixed label types" else "pos"}
+    path = tmp_path / f"train{extension}"
+    lines = extension == ".jsonl"
+    path.write_text("\n".join(map(json.dumps, (first, second))) if lines else json.dumps([first, second]))
+    where = "line" if lines else "example"
+    with pytest.raises(ValueError) as error:
+        load_glue_data(train_file=str(path), need_eval=False)
+    assert str(error.value).startswith(f"'{path}' {where} 2 {said.format(where=where)}"), str(error.value)
+    assert "\n" not in str(error.value)
+
+
+@pytest.mark.parametrize("extension", [".csv", ".tsv"])
+def test_true_and_false_labels_of_a_delimited_file_are_its_label_names(tmp_path, extension):
+    """pandas reads them as booleans; before, `labels outside the label set: ['false', 'true']; allowed: ['False',
+    'True']`."""
+    separator = "," if extension == ".csv" else "\t"
+    path = tmp_path / f"train{extension}"
+    path.write_text(f"sentence{separator}label\nfine{separator}true\nslow{separator}false\n")
+    data = load_glue_data(train_file=str(path), need_eval=False)
+    assert data.label_names == ["false", "true"] and data.datasets["train"]["label"] == [1, 0]

@@ -25,7 +25,7 @@ from transformers import pipeline
 
 from casan_hf import FAMILIES, CasanMarianConfig, CasanMarianMTModel, casan_class
 from casan_hf.cli.run_start import RUN_START_NAME
-from casan_hf.hub.push import upload_files
+from casan_hf.hub.checks import upload_files
 
 
 HUB_LOADS = (Path(__file__).with_name("hub_loads.py")).read_text()

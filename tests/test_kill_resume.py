@@ -525,3 +525,72 @@ def test_a_run_saving_the_model_only_is_refused_on_resume_until_told_to_resume_i
     assert "Pass --resume_weights_only" in exit_code and "***** Running training *****" not in log
     exit_code, log = run_here(module, [*command, "--resume_weights_only"], tmp_path / "reached")
     assert exit_code == 0 and "checkpoint-3 (step 3 of 6); to train from the start instead" in log, log[-4000:]
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_a_resume_that_trains_no_step_keeps_the_finished_runs_training_figures(name, tmp_path, commands):
+    """Signalled in the final save (before the training's figures are written), then, resumed at the last step, in
+    the final evaluation, then finished: each resume trains no step, and train_results.json, all_results.json and
+    the log history hold the figures of the six steps the first run trained, not a loss and speeds of 0."""
+    module, output_dir = load_script(name), tmp_path / "out"
+    command = commands(name, output_dir)
+    for stop in [*AFTER_TRAINING, None]:
+        exit_code, log = run_here(module, command, tmp_path / "reached", stop)
+        assert exit_code == (0 if stop is None else PREEMPTED_EXIT_CODE), log[-4000:]
+        if stop == AFTER_TRAINING[0]:
+            assert not (output_dir / "train_results.json").exists()
+            kept = read_json(output_dir / "checkpoint-6" / "train_figures.json")
+            assert kept["train_loss"] > 0 and kept["train_samples_per_second"] > 0
+    written = read_json(output_dir / "train_results.json")
+    assert {key: written[key] for key in kept} == kept
+    assert {key: read_json(output_dir / "all_results.json")[key] for key in kept} == kept
+    (ended,) = [
+        record for record in read_json(output_dir / "trainer_state.json")["log_history"] if "train_loss" in record
+    ]
+    assert ended["train_loss"] == kept["train_loss"]
+
+
+def test_a_resume_with_options_that_shape_the_model_or_optimizer_is_refused_and_other_changes_are_said(
+    tmp_path, commands
+):
+    """Stopped at step 3, the run is resumed by commands that differ from its own. The local bias (which loaded with
+    missing keys and died in torch's optimizer: `loaded state dict contains a parameter group that doesn't match`),
+    another learning rate or seed are refused in one line before any work, naming each option's old and new value
+    and the way out; another evaluation interval and more steps are said and the run resumes."""
+    module, output_dir = load_script("run_glue"), tmp_path / "out"
+    command = commands("run_glue", output_dir)
+    assert run_here(module, command, tmp_path / "reached", ("sigterm", 2))[0] == PREEMPTED_EXIT_CODE
+    refused = {
+        ("--local_bias", "query", "--local_layers", "0"): "local_bias None -> 'query', local_layers None -> [0]",
+        ("--learning_rate", "1e-3", "--seed", "8"): "learning_rate 0.0001 -> 0.001, seed 7 -> 8",
+    }
+    for options, said in refused.items():
+        exit_code, _ = run_here(module, [*command, *options], tmp_path / "reached")
+        assert exit_code == (
+            f"run_glue.py: error: {output_dir}/checkpoint-3 was trained with other options than this run's: {said}; "
+            "resume with the old values, or pass --overwrite_output_dir to train from scratch."
+        )
+    assert checkpoints(output_dir) == ["checkpoint-2", "checkpoint-3"]
+    exit_code, log = run_here(module, [*command, "--eval_steps", "3", "--max_steps", "8"], tmp_path / "reached")
+    assert exit_code == 0, log[-4000:]
+    said = "max_steps 6 -> 8, eval_steps 2 -> 3."
+    assert f"Resuming {output_dir}/checkpoint-3 with changed settings the checkpoint does not depend on: {said}" in log
+    started = read_json(output_dir / "run_start.json")
+    assert [resume["arguments"]["TrainingArguments"]["max_steps"] for resume in started["resumes"]] == [8]
+
+
+def test_two_processes_stop_within_a_step_of_the_signal_whatever_the_logging_interval(tmp_path, commands):
+    """run_glue in two gloo processes logging, evaluating and saving every 500 steps (the scripts' default loss
+    interval reaches 500), SIGTERM to rank 1 alone inside step 5 of 12 (epochs of four steps): the processes' vote
+    at every step's end stops both at the end of step 6, the step after the signal's (before, they were asked only
+    at the steps that log, evaluate or save and at epoch ends: step 8 here, 500 in a long epoch)."""
+    output_dir = tmp_path / "out"
+    rare = ["--logging_steps", "500", "--eval_steps", "500", "--save_steps", "500", "--max_steps", "12"]
+    command = [*TWO_PROCESSES, *commands("run_glue", output_dir)[1:], *rare]
+    process, pid, log_path = stopped(command, tmp_path, "signal@1", 4)
+    os.kill(pid, signal.SIGTERM)
+    exit_code, log = finished(process, log_path)
+    assert "Process 1: received SIGTERM; saving step 6 and stopping." in log, log[-4000:]
+    assert "Process 0: another process received a signal; saving step 6 and stopping." in log
+    assert exit_code == 1 and f"failed (exitcode: {PREEMPTED_EXIT_CODE})" in log, log[-4000:]
+    assert_stopped_and_saved(log, output_dir, 6, processes=2)

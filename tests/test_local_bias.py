@@ -103,6 +103,11 @@ def marian_encoder(window, **options):
 MODELS = {"bert": bert_model, "marian": marian_encoder}
 
 
+def narrow_window(window):
+    """A fixed window of 3 tokens where the local bias `window` reads one (`local_window`), else no option."""
+    return {"local_window": 3.0} if window == "fixed" else {}
+
+
 def randomise_scale(model):
     """Moves every local scale off its start of 0, so that the bias shows."""
     with torch.no_grad():
@@ -115,7 +120,7 @@ def randomise_scale(model):
 @pytest.mark.parametrize("window", WINDOWS)
 @pytest.mark.parametrize("family", MODELS)
 def test_attention_weights_are_the_papers_equations_token_by_token(family, window, start):
-    model, attention_name, projections = MODELS[family](window, local_bias_start=start, local_window=3.0)
+    model, attention_name, projections = MODELS[family](window, local_bias_start=start, **narrow_window(window))
     randomise_scale(model)
     config = model.config
     layers = config.num_hidden_layers
@@ -280,6 +285,14 @@ def test_a_converted_checkpoint_keeps_its_outputs_exactly(tmp_path):
         (dict(local_bias="fixed", local_window=0.0), "`local_window` must be a number in [1, 4096]"),
         (dict(local_bias="fixed", local_window=math.nan), "`local_window` must be a number in [1, 4096]"),
         (dict(local_bias="query", local_bias_start="half"), "`local_bias_start` must be one of 'full', 'zero'"),
+        (dict(local_bias="query", num_hidden_layers=1), "local_bias='query' reaches no layer: `local_layers` None"),
+        (
+            dict(local_bias="query", local_layers=[0], num_hidden_layers=1, local_window=5.0),
+            "`local_window` 5.0 has no effect with local_bias='query' (only local_bias='fixed' reads a window)",
+        ),
+        (dict(local_bias="layer", local_window=5.0), "`local_window` 5.0 has no effect with local_bias='layer'"),
+        (dict(local_window=5.0), "`local_window` 5.0 has no effect with local_bias=None"),
+        (dict(local_bias_start="zero"), "`local_bias_start` 'zero' has no effect with local_bias=None (the bias"),
     ],
 )
 def test_bad_local_options_are_refused_naming_the_value_and_what_is_allowed(options, message):
@@ -295,8 +308,8 @@ def test_every_family_adds_the_papers_bias_to_its_own_logits(family, window):
     equations on the layer's (mixed) query and key: layer 0, whose input is the same with and without the bias."""
     torch.manual_seed(0)
     config = tiny_config(
-        family, context_type="global", local_bias=window, local_layers=[0], local_window=3.0,
-        attn_implementation="eager",
+        family, context_type="global", local_layers=[0], attn_implementation="eager", local_bias=window,
+        **narrow_window(window),
     )  # fmt: skip
     model = casan_class(get_family(family), "base")(config).eval()
     attention = next(module for module in model.modules() if getattr(module, "local_bias", None) is not None)

@@ -1,15 +1,20 @@
-"""What is checked before a folder goes up (`casan_hf.hub.push`, `scripts/push_to_hub.py`): a folder failing a check is
-refused in one line before anything is sent or any repository created, the message naming the file or field (one
-case per fault); what is left out of an upload, at any depth; a plain transformers folder (a `--baseline` run) and a
-checked CASAN folder pass; `--dry_run` lists, line by line, what the commit adds, changes and deletes against the
-branch, and sends nothing; a commit the Hub refuses leaves no repository the push created. tests/test_hub.py
-pushes to a Hub server and loads by repo id."""
+"""What is checked before a folder goes up (`casan_hf.hub.checks`, `scripts/push_to_hub.py`): a folder failing a
+check is refused in one line before anything is sent or any repository created, the message naming the file or
+field (one case per fault); what is left out of an upload, at any depth; a plain transformers folder (a `--baseline`
+run) and a checked CASAN folder pass; `--dry_run` lists, line by line, what the commit adds, changes and deletes
+against the branch, and sends nothing; a commit the Hub refuses leaves no repository the push created;
+`--render_card` sends a converted folder's card rendered for the repository. tests/test_hub.py pushes to a Hub
+server and loads by repo id."""
 
+import bz2
+import gzip
 import json
+import lzma
 import os
 import pickle
 import re
 import shutil
+import zipfile
 
 import numpy
 import pytest
@@ -21,7 +26,8 @@ from transformers import BertConfig, BertForSequenceClassification
 
 from casan_hf import casan_class
 from casan_hf.hub import render_model_card
-from casan_hf.hub.push import FolderCheckError, check_folder, push_folder, results_scores, upload_files
+from casan_hf.hub.checks import FolderCheckError, check_folder, results_scores, upload_files
+from casan_hf.hub.push import push_folder
 from casan_hf.hub.tasks import RESULTS_FILES, RESULTS_KEYS, results_suffix
 
 
@@ -95,12 +101,36 @@ def damage(folder, case, tmp_path):
     if case == "a pickle named .safetensors":
         torch.save({"x": torch.ones(2)}, folder / "extra.safetensors")
         return "extra.safetensors: not a readable safetensors file ("
+    if case == "a protocol 0 pickle under a neutral name":
+        (folder / "state.dat").write_bytes(pickle.dumps({"mean": [0.5]}, protocol=0))
+        return "state.dat: unpickles when loaded"
+    if case == "a protocol 1 pickle":
+        (folder / "state.dat").write_bytes(pickle.dumps({"mean": [0.5]}, protocol=1))
+        return "state.dat: unpickles when loaded"
+    if case in COMPRESSED:
+        name, compress = COMPRESSED[case]
+        (folder / name).write_bytes(compress(pickle.dumps({"mean": [0.5]}, protocol=0)))
+        return f"{name}: unpickles when loaded"
+    if case == "a zip holding a protocol 0 pickle":
+        with zipfile.ZipFile(folder / "state.zip", "w") as archive:
+            archive.writestr("state", pickle.dumps([1, 2], protocol=0))
+        return "state.zip: unpickles when loaded"
     if case == "a .npy of objects":
         numpy.save(folder / "labels.npy", numpy.array([{"a": 1}], dtype=object), allow_pickle=True)
         return "labels.npy: unpickles when loaded"
     if case == "a file symlink to outside":
         (folder / "notes.txt").symlink_to(outside / "secret.txt")
         return f"notes.txt: a symbolic link (to '{outside / 'secret.txt'}'); an upload sends nothing from outside"
+    if case == "a hard link to a file outside":
+        os.link(outside / "secret.txt", folder / "notes.txt")
+        return (
+            "notes.txt: a hard link (2 links to its bytes, 1 of them among the files sent); an upload sends nothing "
+            "from outside the folder"
+        )
+    if case in CREDENTIALS:
+        name, text, said = CREDENTIALS[case]
+        (folder / name).write_text(f"# notes\n{text}\n")
+        return f"{name} line 2: holds a credential ({said}), and none goes up"
     if case == "a folder symlink to outside":
         (folder / "extra").symlink_to(outside)
         return "extra: a symbolic link"
@@ -180,14 +210,38 @@ def damage(folder, case, tmp_path):
     raise ValueError(case)
 
 
+# A compressed pickle, as joblib and pandas write and open it: the file's name, and how it is compressed.
+COMPRESSED = {
+    "a gzipped pickle": ("scaler.pkl.gz", gzip.compress),
+    "a bz2 pickle": ("state.bz2", bz2.compress),
+    "an xz pickle under a neutral name": ("state.dat", lzma.compress),
+}
+# Made-up credentials of the forms the push refuses (built here, so that no scanner takes this file for a leak): the
+# file, its line, and how the refusal names and masks it.
+HUB_TOKEN = "hf_" + "aB3dE6gH9jK2mN5pQ8sT1vW4yZ7bC0eF3h"
+AWS_KEY = "AKIA" + "IOSFODNN7EXAMPLE"
+PRIVATE_KEY = "-----BEGIN RSA " + "PRIVATE KEY-----"
+CREDENTIALS = {
+    "a Hub token in env": ("env", f"HF_TOKEN={HUB_TOKEN}", "Hugging Face Token: hf_a" + "*" * 33),
+    "a Hub token in notes": ("notes.txt", f"pushed with {HUB_TOKEN} on Monday", "Hugging Face Token: hf_a" + "*" * 33),
+    "an AWS key": ("notes.txt", f"aws_access_key_id = {AWS_KEY}", "AWS Access Key: AKIA" + "*" * 16),
+    "a private key": ("deploy.pem", PRIVATE_KEY, "Private Key: BEGI" + "*" * 17),
+}
+
 CASES = [
     "pickled weights",
     "a joblib pickle",
     "a pickle under another name, in a subfolder",
     "torch.save under another name",
     "a pickle named .safetensors",
+    "a protocol 0 pickle under a neutral name",
+    "a protocol 1 pickle",
+    *COMPRESSED,
+    "a zip holding a protocol 0 pickle",
     "a .npy of objects",
     "a file symlink to outside",
+    "a hard link to a file outside",
+    *CREDENTIALS,
     "a folder symlink to outside",
     "a file over the limit",
     "no safetensors",
@@ -387,16 +441,16 @@ def test_a_push_deletes_what_the_folder_does_not_hold(folder, monkeypatch):
 
 def test_what_is_sent_is_the_copy_that_was_checked(folder, monkeypatch):
     """The folder changes after the file list is decided: the upload sends the staged bytes, not the new ones."""
-    import casan_hf.hub.push
+    import casan_hf.hub.checks
 
     hub = record_uploads(monkeypatch)
-    check = casan_hf.hub.push.check_no_local_paths
+    check = casan_hf.hub.checks.check_no_local_paths
 
     def change_the_folder_meanwhile(stage, files, original):
         check(stage, files, original)
         (folder / "README.md").write_text(f"written after the checks, naming {folder}\n")
 
-    monkeypatch.setattr(casan_hf.hub.push, "check_no_local_paths", change_the_folder_meanwhile)
+    monkeypatch.setattr(casan_hf.hub.checks, "check_no_local_paths", change_the_folder_meanwhile)
     card = (folder / "README.md").read_text()
     push_folder(folder, REPO)
     assert hub.uploads[0]["card"] == card
@@ -432,3 +486,23 @@ def test_left_out_files_and_links_never_reach_the_stage(folder, tmp_path):
     (folder / ".git").mkdir()
     os.symlink(tmp_path, folder / ".git" / "outside")
     assert not any(name.startswith(".git") for name in upload_files(folder))
+
+
+def test_render_card_sends_a_card_naming_the_folder_rendered_for_the_repository(folder, capsys, monkeypatch):
+    """A card that names the folder (the converter's default, --model_name unset) is refused with the flag as the way
+    out; with `--render_card` the card sent is the one the converter renders for the repository, and the folder's
+    own card is left as it is."""
+    model = casan_class("bert", "sequence-classification").from_pretrained(folder)
+    folder_card = render_model_card(model, folder.name, base_model=SOURCE)
+    (folder / "README.md").write_text(folder_card)
+    hub = record_uploads(monkeypatch)
+    with pytest.raises(SystemExit):
+        load_script("push_to_hub").main([str(folder), "--repo_id", REPO])
+    assert capsys.readouterr().err.endswith(
+        f"README.md: its load example names '{folder.name}', not the repository pushed to '{REPO}'; push with "
+        f"--render_card, which renders the card's name and examples for '{REPO}' in what is sent (the folder's own "
+        "card stays as it is), or render the card with that model name (--hub_model_id, --model_name).\n"
+    )
+    load_script("push_to_hub").main([str(folder), "--repo_id", REPO, "--render_card"])
+    assert hub.uploads[0]["card"] == render_model_card(model, REPO, base_model=SOURCE)
+    assert (folder / "README.md").read_text() == folder_card

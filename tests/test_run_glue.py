@@ -24,7 +24,7 @@ from tiny_models import OUTPUT_TOLERANCE
 from transformers import AutoTokenizer
 
 from casan_hf import CasanForSequenceClassification
-from casan_hf.hub.push import upload_files
+from casan_hf.hub.checks import upload_files
 
 
 HUB_FILES = HUB_MODEL_FILES | {

@@ -15,8 +15,9 @@ import transformers
 from transformers import TrainerCallback
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
+from ..hub.folder import RUN_START_NAME
 
-RUN_START_NAME = "run_start.json"
+
 RUN_TIME_NAME = "run_time.json"
 
 

@@ -198,9 +198,10 @@ def _load_files(task, train_file, validation_file, need_train, need_eval, cache_
         if not os.path.isfile(path):
             raise ValueError(f"{split} file {path!r} does not exist.")
         files[split] = path
+    text_columns = columns.text or (task.text_columns if task is not None else None)
     splits = DatasetDict(
         {
-            split: _own_file_columns(read_data_file(path, columns.label, cache_dir), path, task, columns)
+            split: _own_file_columns(read_data_file(path, columns.label, cache_dir, text_columns), path, task, columns)
             for split, path in files.items()
         }
     )
@@ -344,19 +345,21 @@ def _normalise_untasked(splits, files, need_eval, text_columns=None):
     if dtype in ("float32", "float64"):
         scored = DatasetDict({split: _to_scores(dataset, files[split]) for split, dataset in splits.items()})
         return GlueData(scored, text_columns, None, eval_splits, _files_id(files), None)
-    values = splits[reference].unique("label")
-    numeric = all(isinstance(value, int) for value in values)
-    label_names = [str(value) for value in sorted(values, key=int if numeric else str)]
+    # The names as the labels read once cast to text (a .csv's true/false, which pandas reads as booleans, are
+    # 'true' and 'false' there, not Python's 'True' and 'False'), in order of their numbers where they are integers.
+    as_text = {split: dataset.cast_column("label", Value("string")) for split, dataset in splits.items()}
+    numeric = splits[reference].features["label"].dtype.startswith("int")
+    label_names = sorted(as_text[reference].unique("label"), key=int if numeric else str)
     labelled = DatasetDict(
         {
             split: _to_label_ids(
-                dataset.cast_column("label", Value("string")),
+                as_text[split],
                 label_names,
                 files[split],
                 text_columns,
                 accept_ids=False,
             )
-            for split, dataset in splits.items()
+            for split in splits
         }
     )
     return GlueData(labelled, text_columns, label_names, eval_splits, _files_id(files), None)

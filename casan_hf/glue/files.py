@@ -5,13 +5,16 @@ before `datasets` reads it.
 - `.tsv`: tab-separated, a header row first, nothing quoted (as GLUE ships its files);
 - `.json` / `.jsonl`: one JSON object a line (a `.json` file may also hold one JSON array of objects).
 
-What `datasets` and pandas would stop on with a traceback (an empty file, a header alone, a row that does not
-parse, a comma file named `.tsv` or a tab file named `.csv`), and a row without a label, which they would read as
-a missing value, is a ValueError here in one line naming the file, the line and what to do.
+What `datasets`, pandas or the tokenizer would stop on with a traceback (an empty file, a header alone, a row that
+does not parse, a comma file named `.tsv` or a tab file named `.csv`, a missing, null or nested value, labels of
+mixed types), and what they would read as something else (a row without a label, a missing value; a NaN label), is
+a ValueError here in one line naming the file, the line, the value and what to do. A JSON boolean is no label (a
+file of `true`/`false` labels writes them as text, which a .csv or .tsv file does already).
 """
 
 import csv
 import json
+import math
 import os
 from dataclasses import dataclass
 
@@ -53,10 +56,10 @@ def file_format(path):
     return FORMATS[extension]
 
 
-def read_data_file(path, label_column="label", cache_dir=None):
+def read_data_file(path, label_column="label", cache_dir=None, text_columns=None):
     """The examples of `path` as a `Dataset`, its columns as the file names them, once `check_data_file` passed."""
     data_format = file_format(path)
-    check_data_file(path, label_column)
+    check_data_file(path, label_column, text_columns)
     if data_format is JSON:
         return load_dataset("json", data_files={"data": path}, cache_dir=cache_dir)["data"]
     return load_dataset(
@@ -70,18 +73,20 @@ def read_data_file(path, label_column="label", cache_dir=None):
     )["data"]
 
 
-def check_data_file(path, label_column="label"):
+def check_data_file(path, label_column="label", text_columns=None):
     """A ValueError, in one line naming `path`, the line and what to do, for a file that cannot be read as its
-    extension says or holds an example without a value in `label_column`."""
+    extension says, holds an example without a value in `label_column`, or a value the training cannot take
+    (`_check_values`; `text_columns` None: every column but the label is text)."""
     data_format = file_format(path)
     try:
         with open(path, encoding="utf-8-sig", newline="") as handle:
             if data_format is JSON:
-                _check_json(path, handle.read(), label_column)
+                rows, where = _check_json(path, handle.read(), label_column)
             else:
-                _check_delimited(path, data_format, handle, label_column)
+                rows, where = _check_delimited(path, data_format, handle, label_column), "line"
     except UnicodeDecodeError as error:
         raise ValueError(f"{path!r} is not UTF-8 text ({error}): save it as UTF-8.") from None
+    _check_values(path, rows, label_column, text_columns, where)
 
 
 def _other_format(data_format):
@@ -104,11 +109,11 @@ def _check_delimited(path, data_format, handle, label_column):
                 f"rename it to .{other.name}."
             )
         width, label_at = len(header), header.index(label_column) if label_column in header else None
-        examples, unlabelled = 0, []
+        examples, unlabelled = [], []
         for row in rows:
             if not row:
                 continue
-            examples += 1
+            examples.append((rows.line_num, dict(zip(header, row, strict=False))))
             if len(row) != width:
                 raise ValueError(
                     f"{path!r} line {rows.line_num}: {len(row)} field(s) where the header has {width} ({header}): "
@@ -124,6 +129,7 @@ def _check_delimited(path, data_format, handle, label_column):
     if not examples:
         raise ValueError(f"{path!r} has a header row but no examples: add one example a line below it.")
     _refuse_unlabelled(path, unlabelled, label_column)
+    return examples
 
 
 def _fix_fields(data_format):
@@ -139,7 +145,7 @@ def _check_json(path, text, label_column):
         raise ValueError(f"{path!r} is empty: write one JSON object a line, {example}.")
     if text.lstrip().startswith("["):
         try:
-            rows = [(f"example {index}", row) for index, row in enumerate(json.loads(text), 1)]
+            rows = [(index, row) for index, row in enumerate(json.loads(text), 1)]
         except json.JSONDecodeError as error:
             raise ValueError(
                 f"{path!r} does not parse as a JSON array ({error}): write one JSON object a line, {example}."
@@ -150,7 +156,7 @@ def _check_json(path, text, label_column):
             if not line.strip():
                 continue
             try:
-                rows.append((f"line {number}", json.loads(line)))
+                rows.append((number, json.loads(line)))
             except json.JSONDecodeError as error:
                 raise ValueError(
                     f"{path!r} line {number} is not JSON ({error.msg}, column {error.colno}): write one JSON object "
@@ -158,16 +164,66 @@ def _check_json(path, text, label_column):
                 ) from None
     if not rows:
         raise ValueError(f"{path!r} holds no examples: write one JSON object a line, {example}.")
+    where = "example" if text.lstrip().startswith("[") else "line"
     unlabelled = []
-    for where, row in rows:
+    for number, row in rows:
         if not isinstance(row, dict):
             raise ValueError(
-                f"{path!r} {where} is a JSON {type(row).__name__}, not an object: write one object an example, "
-                f"{example}."
+                f"{path!r} {where} {number} is a JSON {type(row).__name__}, not an object: write one object an "
+                f"example, {example}."
             )
         if row.get(label_column) is None or (isinstance(row[label_column], str) and not row[label_column].strip()):
-            unlabelled.append(where.removeprefix("line ").removeprefix("example "))
-    _refuse_unlabelled(path, unlabelled, label_column, where="example" if text.lstrip().startswith("[") else "line")
+            unlabelled.append(number)
+    _refuse_unlabelled(path, unlabelled, label_column, where)
+    return rows, where
+
+
+def _label_kind(value):
+    """What a label is written as: "text" or "number"; or, for a value that is no label, why not."""
+    if isinstance(value, bool):
+        return 'a JSON boolean, which is no label name: write it as text ("true") or as a number'
+    if isinstance(value, (dict, list)):
+        return f"a nested JSON {type(value).__name__}, where a label is one name or number"
+    try:
+        finite = math.isfinite(float(value))
+    except ValueError:
+        return "text"
+    if not finite:
+        return "not a finite number: write a number or a label name"
+    return "text" if isinstance(value, str) else "number"
+
+
+def _check_values(path, rows, label_column, text_columns, where="line"):
+    """Every example's values are what the training reads: each text column the file has (`text_columns`; None:
+    every column but the label, which may also hold numbers) holds text, and each label is text or a finite number,
+    written alike on every line (a file mixing `1` and `"0"` fails in `datasets`' JSON reader), not a JSON boolean,
+    not nested. A ValueError names the first offending line and its value."""
+    present = dict.fromkeys(name for _, row in rows for name in row)  # a column absent throughout: the reader's
+    named = text_columns is not None
+    columns = [name for name in text_columns or present if name in present and name != label_column]
+    first = None
+    for number, row in rows:
+        for column in columns:
+            value = row.get(column)
+            blank = value is None or isinstance(value, (dict, list)) or (isinstance(value, str) and not value.strip())
+            if blank or (named and not isinstance(value, str)):
+                shown = "missing" if column not in row else "null" if value is None else repr(value)
+                raise ValueError(
+                    f"{path!r} {where} {number} has no text in column {column!r} ({shown}): write its text, one "
+                    "string, or remove the example."
+                )
+        if label_column not in row:
+            continue
+        label = row[label_column]
+        kind = _label_kind(label)
+        if kind not in ("text", "number"):
+            raise ValueError(f"{path!r} {where} {number} has the label {label!r}, {kind}.")
+        first = first or (number, label, kind)
+        if kind != first[2]:
+            raise ValueError(
+                f"{path!r} {where} {number} has the label {label!r} ({kind}) where {where} {first[0]} has "
+                f"{first[1]!r} ({first[2]}): write every label alike, all as text or all as numbers."
+            )
 
 
 def _refuse_unlabelled(path, unlabelled, label_column, where="line"):

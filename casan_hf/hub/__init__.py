@@ -1,8 +1,8 @@
 """The Hub-ready folder: what `push_to_hub` uploads and what anyone loads with `trust_remote_code=True`: the
 folder itself (`folder`), its model card (`card`, one template for every run; `tasks`, what the card's scores
 measure), for a converted sentence-transformers model the pipeline beside the encoder (`sentence_transformers`),
-and the checks a folder passes before it is uploaded, with the upload (`push`; `fresh_process`, the process
-without casan_hf in which the folder must load)."""
+what a push sends and the checks it passes (`checks`; `fresh_process`, the process without casan_hf in which the
+folder must load), and the commit that uploads it (`push`)."""
 
 from .card import (
     escape_for_card,

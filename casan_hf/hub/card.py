@@ -9,6 +9,7 @@ model's layout (an encoder of one of the families, or the translation model). Th
 (model, source and dataset names, languages, training values) are escaped in one place, `_render`.
 """
 
+import re
 from importlib import resources
 from string import Template
 from typing import NamedTuple
@@ -90,6 +91,8 @@ CAUSAL_EXAMPLE = (
     'batch = tokenizer(["The"], return_tensors="pt")',
     "print(tokenizer.batch_decode(model.generate(**batch, max_new_tokens=40), skip_special_tokens=True))",
 )
+# A model a card's example loads, by name: `from_pretrained("<name>"`.
+LOADED_NAME = re.compile(r"""from_pretrained\(\s*["']([^"']+)["']""")
 CASAN_TAGS = ("casan", "casan-{context_type}", "context-aware-self-attention")
 
 
@@ -206,6 +209,23 @@ def render_translation_card(
         record=record,
         transformers_version=transformers_version,
     )
+
+
+def card_for_repository(text, repo_id):
+    """The card `text` as rendered for the repository `repo_id`: its name (metadata and title) and every model its
+    examples load are `repo_id`, the rest as it was. A converted folder's card names the folder; pushing it under
+    another name needs no new conversion or training."""
+    card = ModelCard(text)
+    name = escape_for_card(repo_id)
+    text = card.text
+    for found in reversed(list(LOADED_NAME.finditer(text))):
+        text = text[: found.start(1)] + name + text[found.end(1) :]
+    if card.data.model_name is not None:
+        title = re.compile(rf"^# {re.escape(escape_for_card(card.data.model_name))}$", re.MULTILINE)
+        text = title.sub(lambda _: f"# {name}", text, count=1)
+    card.data.model_name = repo_id
+    card.text = text
+    return str(card)
 
 
 def _render(

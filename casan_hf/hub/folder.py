@@ -10,6 +10,9 @@ from huggingface_hub.utils import validate_repo_id
 
 
 MODEL_CARD_NAME = "README.md"
+# The record of what a run received (`cli.run_start`), written into its output folder and never pushed: it holds
+# the command line, with this machine's paths.
+RUN_START_NAME = "run_start.json"
 
 
 def is_hub_id(name):

@@ -11,17 +11,21 @@ Resume: a run resumed from a checkpoint draws the batches the unbroken run drew 
 told how many that run had drawn, by Trainer's own epoch arithmetic), and one resumed from the checkpoint of its
 last step trains no further and does not end that epoch again.
 
-The signal check costs an unsignalled run nothing: in one process it reads a Python flag; in several it asks every
-process (accelerate's trigger, one all-reduce read on the host) only at the steps where Trainer logs, evaluates or
-saves, which read the loss on the host already, at epoch ends and once after the last step. In a run of several
-processes a signal therefore stops the run at the next such step (`--logging_steps`, `--save_steps`), where every
-process stops and saves the same checkpoint.
+The signal check costs an unsignalled run nothing in one process: it reads a Python flag. In several, the processes
+vote at the end of every step (`StopVote`: an asynchronous all-reduce of one integer over a CPU group, read at the
+end of the next step, when it has long arrived: no device sync, no wait on the others), so every process stops at
+the same step, at most one step after the one the signal came in, whatever the logging interval; they are also
+asked at once (accelerate's trigger) at the steps where Trainer logs, evaluates or saves, which read the loss on the
+host already, at epoch ends and once after the last step. docs/ROBUSTNESS.md states the bound and the vote's host
+cost.
 """
 
 import contextlib
 import logging
 import signal
 
+import torch
+import torch.distributed as dist
 from transformers import TrainerCallback
 
 
@@ -49,10 +53,35 @@ def batches_drawn(global_step, batches_per_epoch, accumulation_steps, skips_data
     return epochs * batches_per_epoch + (steps * accumulation_steps if skips_data else 0)
 
 
+class StopVote:
+    """The processes' vote on stopping, one a step: each casts whether it has noted a signal at the end of a step
+    (an all-reduce of one integer, asynchronous, over a gloo group: the default one, or a CPU group beside NCCL's),
+    and reads the sum at the end of the next step, so no process waits on another or on its device. Every process
+    reads the same sum at the same step."""
+
+    def __init__(self):
+        self.group = None if dist.get_backend() == "gloo" else dist.new_group(backend="gloo")
+        self.votes = None
+        self.pending = None
+
+    def cast(self, signalled):
+        self.votes = torch.tensor([int(signalled)])
+        self.pending = dist.all_reduce(self.votes, group=self.group, async_op=True)
+
+    def result(self):
+        """Whether the vote cast last found a signal in some process (False where none is pending)."""
+        if self.pending is None:
+            return False
+        self.pending.wait()
+        self.pending = None
+        return bool(self.votes.item())
+
+
 class PreemptionAndResume(TrainerCallback):
     """Inside `noting_signals()`, a SIGTERM or SIGUSR1 is noted, not acted on at once; at the end of the optimizer
-    step it arrived in (in several processes, the next step where Trainer logs, evaluates or saves), training stops
-    in every process of the run (`accelerator`): `stopped_at` is that step and `signal_name` the signal.
+    step it arrived in (in several processes, of that step where Trainer logs, evaluates or saves there, else of the
+    step after it: `StopVote`), training stops in every process of the run (`accelerator`): `stopped_at` is that
+    step and `signal_name` the signal.
     `CasanTrainer` then saves Trainer's checkpoint of that step at the end of training, unless Trainer's own save
     options saved it with everything done at that step (`is_saved`). `collator`, if it has `resume_at(batches)`,
     is told at the start of training how many batches the steps done drew (`batches_drawn`)."""
@@ -65,6 +94,7 @@ class PreemptionAndResume(TrainerCallback):
         self.resumed_at_the_end = False
         self.noting = False  # inside noting_signals(): a signal may still come while the run's end is written
         self.saved_step = None  # the step of the last checkpoint, while nothing has been logged or evaluated since
+        self.vote = None  # several processes: their vote on stopping, cast at every step's end
 
     def note_signal(self, signum, frame):
         if self.signal_name is None:
@@ -92,9 +122,9 @@ class PreemptionAndResume(TrainerCallback):
             self.accelerator.set_trigger()
         return self.accelerator.check_trigger()
 
-    def stops(self, args, state):
-        """Whether the run stops at this step (`signalled`); if so, says so and notes the step."""
-        if not self.signalled():
+    def stops(self, args, state, signalled=None):
+        """Whether the run stops at this step (`signalled`, unless given); if so, says so and notes the step."""
+        if not (self.signalled() if signalled is None else signalled):
             return False
         self.stopped_at = state.global_step
         received = f"received {self.signal_name}" if self.signal_name else "another process received a signal"
@@ -102,15 +132,25 @@ class PreemptionAndResume(TrainerCallback):
         return True
 
     def asks_here(self, control):
-        """Whether this step end is one where the processes are asked: every step in one process; in several, the
-        steps where Trainer logs, evaluates or saves (`DefaultFlowCallback` has set `control`). The end of training
-        asks them all (`stopped_at_the_end`)."""
+        """Whether this step end is one where the processes are asked at once (besides their vote): every step in
+        one process; in several, the steps where Trainer logs, evaluates or saves (`DefaultFlowCallback` has set
+        `control`), which read the loss on the host already. The end of training asks them all
+        (`stopped_at_the_end`)."""
         return (
             self.accelerator.num_processes == 1 or control.should_log or control.should_evaluate or control.should_save
         )
 
+    def voted_to_stop(self):
+        """In several processes, at a step's end: the vote cast at the last step's end, and this step's cast."""
+        stop = self.vote.result()
+        if not stop:
+            self.vote.cast(self.signal_name is not None)
+        return stop
+
     def on_train_begin(self, args, state, control, train_dataloader=None, **kwargs):
         self.stopped_at = None
+        several = self.accelerator.num_processes > 1 and dist.is_available() and dist.is_initialized()
+        self.vote = StopVote() if several else None
         self.resumed_at_the_end = state.global_step >= state.max_steps
         if hasattr(self.collator, "resume_at") and train_dataloader is not None:
             self.collator.resume_at(
@@ -123,7 +163,8 @@ class PreemptionAndResume(TrainerCallback):
             )
 
     def on_step_end(self, args, state, control, **kwargs):
-        if self.asks_here(control) and self.stops(args, state):
+        voted = self.vote is not None and self.voted_to_stop()
+        if self.stops(args, state, True) if voted else self.asks_here(control) and self.stops(args, state):
             control.should_training_stop = True
 
     def on_epoch_end(self, args, state, control, **kwargs):
@@ -153,7 +194,8 @@ class PreemptionAndResume(TrainerCallback):
     def stopped_at_the_end(self, args, state):
         """At the end of training, in every process: whether the run stopped, at a step's end or now, for a signal
         that came after the last step's end."""
-        return self.stopped_at is not None or self.stops(args, state)
+        voted = self.vote is not None and self.vote.result()  # the last step's vote, drained in every process
+        return self.stopped_at is not None or self.stops(args, state, True if voted else None)
 
     def raise_if_signalled(self, checkpoint, what):
         """After `what` (a part of the run's end), in every process: `Preempted` if a process has noted a signal;

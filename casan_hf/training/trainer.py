@@ -6,6 +6,7 @@ The context parameters are new where every other weight is pretrained; Context-G
 they start near sigmoid(gate_bias_init) = 0.018 and a context that stays unused keeps them there.
 """
 
+import json
 import logging
 import os
 import shutil
@@ -14,12 +15,13 @@ from pathlib import Path
 
 import transformers
 from transformers import Seq2SeqTrainer, Trainer, TrainerCallback
-from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, sort_checkpoints
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, TrainOutput, sort_checkpoints
 from transformers.utils import CONFIG_NAME
 
 from ..context import is_casan_parameter
 from ..hub import is_hub_id, render_model_card, render_translation_card, write_model_card
-from ..hub.push import FolderCheckError, check_repo_id, push_folder
+from ..hub.checks import FolderCheckError
+from ..hub.push import check_repo_id, push_folder
 from .gates import GateMonitor
 from .preemption import Preempted, PreemptionAndResume
 
@@ -33,6 +35,9 @@ KEPT_FOR_THE_END_TEXT = (
     "This checkpoint of the run's last step is kept until the run's end (best model, final save and evaluation) is "
     "written: a run stopped before then resumes from it without training a step.\n"
 )
+# The training's figures (its loss and speeds over the steps trained), written into the checkpoint of the last step
+# by the run that trained them and read back by a run resumed there, which trains no step.
+TRAINED_FIGURES = "train_figures.json"
 # The Trainer methods that are not transformers' documented API and that CasanTrainer overrides or calls: a release
 # that renames one would leave an override dead without a word, so they are checked when a CasanTrainer is built.
 TRAINER_METHODS_RELIED_ON = ("_finalize_training", "_save_checkpoint", "_push_from_checkpoint", "get_batch_samples")
@@ -273,7 +278,27 @@ class CasanTrainer(Trainer):
             output = super()._finalize_training(trial, *args, **kwargs)
         finally:
             self.args.save_total_limit = save_total_limit
+        output = self.figures_of_the_steps_trained(output, checkpoint)
         self.preemption.raise_if_signalled(checkpoint, "the end of training (the best model's loading)")
+        return output
+
+    def figures_of_the_steps_trained(self, output, checkpoint):
+        """`output` (Trainer's `TrainOutput`) with the figures of the steps the run trained: kept in `checkpoint`, the
+        last step's (`TRAINED_FIGURES`), by the run that trained them; read back from it by a run resumed there,
+        whose own are a loss and speeds of 0 over no step (empty where that checkpoint kept none: a run stopped
+        inside its last step never reached its end); the log history's record of the training's end likewise."""
+        kept = Path(checkpoint, TRAINED_FIGURES)
+        if self.preemption.resumed_at_the_end:
+            metrics = json.loads(kept.read_text(encoding="utf-8")) if kept.is_file() else {}
+            # Trainer's record of the training's end: the trained figures (`train_*`) in place of those over no step
+            # (its epoch and floating-point operations are the run's whole count, kept).
+            history = self.state.log_history
+            at = max(index for index, record in enumerate(history) if "train_runtime" in record)
+            over_no_step = {name for name in output.metrics if name.startswith("train_")}
+            history[at] = {**{k: v for k, v in history[at].items() if k not in over_no_step}, **metrics}
+            return TrainOutput(output.global_step, metrics.get("train_loss"), metrics)
+        if self.args.should_save and os.path.isdir(checkpoint):
+            kept.write_text(json.dumps(output.metrics), encoding="utf-8")
         return output
 
     def release_the_end_checkpoint(self):
@@ -344,7 +369,9 @@ class CasanSeq2SeqTrainer(CasanTrainer, Seq2SeqTrainer):
 
 
 def train_and_save(trainer, checkpoint, train_samples):
-    """Trains (from `checkpoint`, None: from the start), saves the model and logs and saves the training metrics.
+    """Trains (from `checkpoint`, None: from the start), saves the model and logs and saves the training metrics:
+    those of the steps trained, also where the run resumed at its last step and trained none
+    (`CasanTrainer.figures_of_the_steps_trained`), so that a finished run's results are never overwritten with 0s.
     With `--push_to_hub` the model is saved by the push at the end of the run, once the card holds the scores
     (`save_model` would push too). Inside `trainer.preemption.noting_signals()` a SIGTERM or SIGUSR1 saves a
     checkpoint at the end of the step it came in and raises `preemption.Preempted`, as it does after the final
@@ -353,6 +380,12 @@ def train_and_save(trainer, checkpoint, train_samples):
     if not trainer.args.push_to_hub:
         trainer.save_model()  # weights, config with auto_map, code files, tokenizer, training_args.bin
     trainer.preemption.raise_if_signalled(trainer.end_checkpoint, "the final save")
+    if not train_result.metrics:
+        logger.warning(
+            f"Resumed at the last step from {trainer.end_checkpoint}, which kept no training figures (the run stopped "
+            "inside that step): train_results.json is not written, and no figure of 0 over no step stands for them."
+        )
+        return
     metrics = {**train_result.metrics, "train_samples": train_samples}
     trainer.log_metrics("train", metrics)
     trainer.save_metrics("train", metrics)
