@@ -163,7 +163,12 @@ def test_numeric_options_are_bounded_on_every_path_and_the_error_states_the_boun
     needs = READ_WITH.get(name, {})
     assert getattr(CasanConfig(**needs, **{name: low}), name) == low
     assert getattr(CasanConfig(**needs, **{name: high}), name) == high
-    config_classes = [*FAMILY_CONFIGS.values(), *([CasanMarianConfig] if name in option_names("context") else [])]
+    # every config that declares the option (a causal LM's declares the context options only)
+    config_classes = [
+        config_class
+        for config_class in (*FAMILY_CONFIGS.values(), CasanMarianConfig)
+        if name in {field.name for field in dataclasses.fields(config_class)}
+    ]
     CasanConfig(**TINY, **needs).save_pretrained(tmp_path)
     saved = json.loads((tmp_path / "config.json").read_text())
     stated = f"`{name}` must be "
