@@ -18,7 +18,7 @@ TASK ?= mrpc
 CONTEXT ?= deep_global
 OUTPUT_DIR ?= outputs/minilm-casan-$(CONTEXT)-$(TASK)
 
-.PHONY: install install-demo browser test test-latest glue docs
+.PHONY: install install-demo browser test test-latest glue docs docs-site
 
 $(BIN)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -90,10 +90,17 @@ PYTEST_PROCESSES := -n 2 --dist loadfile
 CONTROLS := BertCommonTest ModernBertCommonTest DebertaV2CommonTest
 WITHOUT_CONTROLS := $(foreach control,$(CONTROLS),--deselect tests/test_transformers_common.py::$(control))
 
-# Lint and format are checked first: CI enforces them (ruff is pinned in constraints.txt).
+# The docs site (mkdocs.yml) into site/, strictly: a broken link, a page left out or a reference that does not
+# resolve fails the build. NO_MKDOCS_2_WARNING silences mkdocs-material's notice about mkdocs 2 (docs/CODE.md).
+docs-site: install
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
+# Lint and format are checked first: CI enforces them (ruff is pinned in constraints.txt); then the docs site,
+# which tests/test_docs_site.py opens in a browser.
 test: install $(VENV_4X)/bin/.installed $(VENV_OLAH)/bin/.installed install-demo browser
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(MAKE) docs-site
 	$(call transformers_tests,$(BIN))
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q $(PYTEST_PROCESSES) $(WITHOUT_CONTROLS)
 
