@@ -41,7 +41,7 @@ LOOSE = {
             "(sigmoid(-4) = 0.018)",
             "(sigmoid(-4) = 1.8 %)",
         ),
-        "record: docs/BENCHMARKS.md, its tables of inference speed": (
+        "record: docs/BENCHMARKS_HISTORY.md, its tables of inference speed": (
             "0.91x BERT's",
             "0.92x for `deep_global`",
         ),
