@@ -17,6 +17,9 @@ GLUE_DIR ?= ../shared/glue
 TASK ?= mrpc
 CONTEXT ?= deep_global
 OUTPUT_DIR ?= outputs/minilm-casan-$(CONTEXT)-$(TASK)
+# More run_glue.py flags for `make glue`, after its own (the later wins): GLUE_FLAGS="--max_train_samples 32
+# --max_steps 2" for a quick try (tests/test_readme_commands.py runs it so).
+GLUE_FLAGS ?=
 
 .PHONY: install install-demo browser test test-latest glue docs docs-site
 
@@ -142,7 +145,7 @@ glue: install
 		--context_type $(CONTEXT) --task_name $(TASK) $(GLUE_SOURCE) \
 		--do_train --do_eval --max_seq_length 128 --per_device_train_batch_size 32 \
 		--learning_rate 5e-5 --num_train_epochs 3 --seed 42 \
-		--output_dir $(OUTPUT_DIR)
+		--output_dir $(OUTPUT_DIR) $(GLUE_FLAGS)
 
 # Every results table, verdict and quoted figure of README.md, docs/RESULTS.md and docs/TRANSLATION.md, rendered
 # from the committed records (docs/TESTS.md, "Figures in the docs").
