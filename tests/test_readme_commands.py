@@ -12,6 +12,7 @@ import shlex
 import subprocess
 import sys
 import textwrap
+import time
 from dataclasses import dataclass
 
 import pytest
@@ -47,7 +48,7 @@ RUNS = {
     ),
     "make test": Run(skip="the suite that runs this test"),
     "python scripts/glue_sweep.py": Run(
-        flags=("--seeds", "42", "--max_train_samples", "rte=8", "--num_train_epochs", "0.05")
+        flags=("--seeds", "42", "--max_train_samples", "rte=8", "--num_train_epochs", "0.05", "--max_seq_length", "32")
     ),
     "python scripts/run_glue.py": Run(
         flags=("--max_train_samples", "8", "--max_eval_samples", "8", "--max_steps", "1")
@@ -74,7 +75,7 @@ RUNS = {
     "python scripts/convert_bert_to_casan.py": Run(flags=("--base_model", "sentence-transformers/all-MiniLM-L6-v2")),
     "python scripts/export_onnx.py": Run(),
     "python scripts/plot_attention.py": Run(),
-    "python scripts/benchmark.py": Run(),
+    "python scripts/benchmark.py": Run(flags=("--modes", "inference", "--rank", "0")),
     "make install-demo": Run(skip="the explorer's environment; tests/test_explorer_browser.py serves the explorer"),
     ".venv-demo/bin/python scripts/explore.py": Run(skip="a server that runs until stopped: test_explorer_browser.py"),
     "python scripts/push_to_hub.py": Run(needs_hub="the Hub's validation of README.md failed (OfflineModeIsEnabled"),
@@ -130,14 +131,16 @@ def test_readme_commands_run_in_the_order_written(tmp_path, minilm_path):
             needs_hub = "OfflineModeIsEnabled"  # the checkpoint and the data by Hub id
         command = as_run(argv, out) + list(run.flags if not needs_hub else ())
         env = {**environment, **{name: value.format(out=out) for name, value in run.env}}
+        started = time.monotonic()
         done = subprocess.run(command, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=600)
+        took = f"{time.monotonic() - started:.0f} s"
         output = (done.stdout + done.stderr)[-3000:]
         if needs_hub:
             assert done.returncode != 0 and needs_hub in output, f"{shlex.join(argv)}:\n{output}"
-            print(f"stops where it needs the Hub: {shlex.join(argv)}")
+            print(f"stops where it needs the Hub ({took}): {shlex.join(argv)}")
         else:
             assert done.returncode == 0, f"{shlex.join(command)}:\n{output}"
-            print(f"ran: {shlex.join(argv)}")
+            print(f"ran ({took}): {shlex.join(argv)}")
 
 
 @pytest.mark.parametrize("placeholder", PLACEHOLDERS)
