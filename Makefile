@@ -17,8 +17,11 @@ GLUE_DIR ?= ../shared/glue
 TASK ?= mrpc
 CONTEXT ?= deep_global
 OUTPUT_DIR ?= outputs/minilm-casan-$(CONTEXT)-$(TASK)
+# More run_glue.py flags for `make glue`, after its own (the later wins): GLUE_FLAGS="--max_train_samples 32
+# --max_steps 2" for a quick try (tests/test_readme_commands.py runs it so).
+GLUE_FLAGS ?=
 
-.PHONY: install install-demo browser test test-latest glue docs
+.PHONY: install install-demo browser test test-latest glue docs docs-site
 
 $(BIN)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -90,10 +93,17 @@ PYTEST_PROCESSES := -n 2 --dist loadfile
 CONTROLS := BertCommonTest ModernBertCommonTest DebertaV2CommonTest
 WITHOUT_CONTROLS := $(foreach control,$(CONTROLS),--deselect tests/test_transformers_common.py::$(control))
 
-# Lint and format are checked first: CI enforces them (ruff is pinned in constraints.txt).
+# The docs site (mkdocs.yml) into site/, strictly: a broken link, a page left out or a reference that does not
+# resolve fails the build. NO_MKDOCS_2_WARNING silences mkdocs-material's notice about mkdocs 2 (docs/CODE.md).
+docs-site: install
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
+# Lint and format are checked first: CI enforces them (ruff is pinned in constraints.txt); then the docs site,
+# which tests/test_docs_site.py opens in a browser.
 test: install $(VENV_4X)/bin/.installed $(VENV_OLAH)/bin/.installed install-demo browser
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(MAKE) docs-site
 	$(call transformers_tests,$(BIN))
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q $(PYTEST_PROCESSES) $(WITHOUT_CONTROLS)
 
@@ -136,7 +146,7 @@ glue: install
 		--context_type $(CONTEXT) --task_name $(TASK) $(GLUE_SOURCE) \
 		--do_train --do_eval --max_seq_length 128 --per_device_train_batch_size 32 \
 		--learning_rate 5e-5 --num_train_epochs 3 --seed 42 \
-		--output_dir $(OUTPUT_DIR)
+		--output_dir $(OUTPUT_DIR) $(GLUE_FLAGS)
 
 # Every results table, verdict and quoted figure of README.md, docs/RESULTS.md and docs/TRANSLATION.md, rendered
 # from the committed records (docs/TESTS.md, "Figures in the docs").

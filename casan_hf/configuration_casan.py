@@ -409,7 +409,7 @@ def _options_docstring():
     return "\n".join(entries)
 
 
-CasanConfig.__doc__ += _options_docstring() + "\n"
+CasanConfig.__doc__ = CasanConfig.__doc__.rstrip(" ") + _options_docstring() + "\n"  # the entries under its "Args:"
 
 
 __all__ = ["CasanConfig", "CasanElectraConfig", "CasanRobertaConfig", "CasanXLMRobertaConfig"]

@@ -120,23 +120,24 @@ class TokenPositions:
     """Where each token sits among its sentence's real tokens, for the local bias (`local_bias.py`), computed once per
     forward by the encoder (`ContextPlan.layer_keywords`): `positions`
     `(batch, n)`, 0-based, counting real tokens only (so left and right padding give the unpadded positions);
-    `lengths` `(batch, 1)`, the number of real tokens I; `mean_weights` `(batch, 1, n)` averaging the real tokens
-    (None without padding), for the layer-specific window's mean key. All float32."""
+    `lengths` `(batch, 1)`, the number of real tokens I, both float32; `mean_weights` `(batch, 1, n)` averaging the
+    real tokens (None without padding), for the layer-specific window's mean key, in the model's dtype, so that a
+    float64 model's mean key is float64's."""
 
     positions: torch.Tensor
     lengths: torch.Tensor
     mean_weights: torch.Tensor | None
 
     @classmethod
-    def of(cls, token_mask, batch, n, device):
+    def of(cls, token_mask, batch, n, device, dtype):
         """The positions of a batch of `batch` sentences of `n` tokens, `token_mask` its `(batch, n)` 0/1 mask of the
-        real tokens (None: all are real)."""
+        real tokens (None: all are real), in a model computing in `dtype`."""
         if token_mask is None:
             positions = torch.arange(n, device=device, dtype=torch.float32).expand(batch, n)
             return cls(positions, torch.full((batch, 1), float(n), device=device), None)
         real = token_mask.to(torch.float32)
         positions = (real.cumsum(dim=1) - 1).clamp(min=0)
-        return cls(positions, real.sum(dim=1, keepdim=True), mean_weights(token_mask, torch.float32))
+        return cls(positions, real.sum(dim=1, keepdim=True), mean_weights(token_mask, dtype))
 
 
 @dataclass(frozen=True)
@@ -169,7 +170,11 @@ class ContextPlan:
         all are real): the tokens' `token_positions` where some layer adds the local bias, computed once a forward."""
         if not self.local_bias:
             return {}
-        return {"token_positions": TokenPositions.of(token_mask, *hidden_states.shape[:2], hidden_states.device)}
+        return {
+            "token_positions": TokenPositions.of(
+                token_mask, *hidden_states.shape[:2], hidden_states.device, hidden_states.dtype
+            )
+        }
 
     def context_source(self, feeds, hidden_states, weights):
         """What a layer input contributes to the context: the input itself for a per-token kind (deep), its masked

@@ -41,7 +41,7 @@ LOOSE = {
             "(sigmoid(-4) = 0.018)",
             "(sigmoid(-4) = 1.8 %)",
         ),
-        "record: docs/BENCHMARKS.md, its tables of inference speed": (
+        "record: docs/BENCHMARKS_HISTORY.md, its tables of inference speed": (
             "0.91x BERT's",
             "0.92x for `deep_global`",
         ),
@@ -155,6 +155,126 @@ LOOSE = {
             "weights 1.2e-5 apart",
             "4.4862 with 1 thread and 4.4881 with 2",
             "the record's 4.4847",
+        ),
+    },
+}
+
+
+# Every verdict in words about an arm (`test_prose_numbers.VERDICT_WORD`: pays, worse, level, better, costs, "buys
+# nothing", "adds nothing", "no effect" and the like) that README.md, docs/RESULTS.md and docs/TRANSLATION.md state
+# outside their rendered blocks and quotes, by a phrase that holds it, listed with what it says:
+# `verdict: STUDY ARM METRIC is WORD[; ...]`, the translation rule's verdict of that arm (`quote: ... verdict`,
+# `against ARM` allowed), computed from the records; `verdicts: STUDY[, STUDY] none pays`, no arm of those studies
+# pays by the rule; `no verdict: WHY`, the word said of no arm's result (the rule's definition, a question, a plan,
+# a speed whose figures are rendered). A reversed verdict no longer holds its listed phrase, and a changed record
+# no longer gives the listed verdict: either fails
+# `test_every_verdict_in_words_is_listed_and_is_its_records`.
+LOCAL = 'translation-micro-deep-local none:local_bias="query" test_cross_entropy'
+LOCAL_COMBINED = (
+    'translation-micro-deep-local deep_global:gate_bias_init=0.0,gate_per_head=true,local_bias="query" '
+    "test_cross_entropy"
+)
+RULE = "no verdict: the decision rule written before the runs, or the plan it sets"
+QUESTION = "no verdict: a question the section asks"
+COSTS = "no verdict: what the context costs in time, whose figures are rendered from the benchmark's records"
+VERDICTS = {
+    "README.md": {
+        COSTS: (
+            "What each kind costs at BERT-base",
+            "The costs are rendered from the benchmark's records",
+            "at a cost near `global`'s; `global` costs least",
+            "CASAN costs +8%",
+            "its equations and costs",
+            "how the costs came down",
+        ),
+        "verdicts: translation-micro-deep, translation-micro-start, translation-micro-deep-output-gate, "
+        "translation-micro-deep-local none pays": ("None of them has paid at the sizes studied here",),
+        QUESTION: ("Results: does the context pay?",),
+        RULE: (
+            "an arm *pays* if its paired difference",
+            "it is *worse* if that interval lies entirely above zero; otherwise *level*",
+        ),
+        "no verdict: advice, the run that tells on one's own data": ("with your pooling) pays for that",),
+        "verdicts: translation-micro-deep-local none pays": ('"The local bias") does not pay where it was measured',),
+        f"verdict: {LOCAL} is worse": (
+            "the local bias alone is worse than the twin in test cross-entropy",
+            "and the cost is about the smallest the study could detect",
+        ),
+        f"verdict: {LOCAL_COMBINED} is level": ("with `deep_global` and the authors' gate it is level",),
+    },
+    "docs/RESULTS.md": {
+        QUESTION: ("Does the context pay? Five seeds", "Whether the context pays once it is taught"),
+        "no verdict: the significance level of the power's formula": ("at the 5% level",),
+        COSTS: ("What the context costs is measured side by side",),
+        "no verdict: a heading; its table renders the verdicts": ("what it costs in quality",),
+    },
+    "docs/TRANSLATION.md": {
+        QUESTION: (
+            "the study of whether the context pays on this task",
+            "Which start is the better default from scratch",
+            "Does the context pay? The study on the CPU",
+            "This study asks whether either pays where",
+            "This study asks whether it pays here",
+            "this study cannot say whether the bias pays there",
+        ),
+        COSTS: ("its cost is measured by the benchmark",),
+        "verdicts: translation-micro-deep none pays": (
+            "if bias 0 pays at micro, where it does not at micro-deep",
+            "(the paper's design) and none paid",
+        ),
+        RULE: (
+            "if it does not pay at micro either, the start alone does not make the context pay",
+            "an arm's context *pays on this task* if",
+            "The conclusion says which arms pay",
+            "if none pays, it says so",
+            "if the authors' start pays and today's does not",
+            "an arm *pays* if its paired difference",
+            "it is *worse* if the interval is entirely above zero; otherwise it is *level*",
+            'a level arm is reported as "no difference larger than the power", not as "no effect"',
+            'not as "no effect"',
+            "if the local bias pays and the combination does not add to it",
+            "if neither pays, it says so",
+        ),
+        "no verdict: the metric's direction": ("(nats; lower is better)",),
+        "no verdict: the significance level of the power's formula": ("at the 5% level",),
+        "verdict: translation-micro-deep deep_global:gate_bias_init=0.0,gate_per_head=true test_cross_entropy "
+        "is level": ("in its keys and it buys nothing measurable",),
+        "verdict: translation-micro-start deep_global:gate_bias_init=0.0 test_cross_entropy is level": (
+            "neither start is better than the other beyond the spread",
+        ),
+        "verdicts: translation-micro-deep, translation-micro-start none pays": (
+            "on this task the context costs time and buys nothing measurable, from either start",
+        ),
+        "verdicts: translation-micro-start none pays": ("the start alone does not make the context pay**",),
+        "verdict: translation-micro-deep-output-gate "
+        'global:context_targets=[],output_gate="elementwise",output_gate_context=true test_cross_entropy is level; '
+        "translation-micro-deep-output-gate "
+        'global:context_targets=[],output_gate="elementwise",output_gate_context=true test_cross_entropy against '
+        'none:output_gate="elementwise" is level': (
+            "the sentence context adds nothing the runs could detect.**",
+            "the context adds nothing the runs could detect. -",
+        ),
+        "no verdict: the papers' motivation for the study": ("what tends to pay where data and models are small",),
+        f"verdict: {LOCAL} is worse": (
+            "**The local bias alone is worse than the twin:**",
+            "The cost is about the smallest the study could detect",
+            "alone it costs a little",
+        ),
+        'verdict: translation-micro-deep-local none:local_bias="query" test_bleu is level': (
+            "and test BLEU is level",
+        ),
+        f"verdict: {LOCAL_COMBINED} is level": (
+            "the authors' gate) is level with the twin:**",
+            "what it leaves room for is a cost",
+        ),
+        f'verdict: {LOCAL_COMBINED} against none:local_bias="query" is level': (
+            "**The combination is level with the local bias alone:**",
+        ),
+        "no verdict: the length bins, each within its interval; the second table renders them": (
+            "the local bias is level with the twin on the longer sentences",
+        ),
+        "verdicts: translation-micro-deep-local none pays": (
+            "the local bias as the paper starts it does not pay, alone or with the deep-global context",
         ),
     },
 }

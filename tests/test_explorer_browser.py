@@ -3,7 +3,8 @@ MiniLM it came from) from the demo environment, and headless Chromium (Debian's,
 by Selenium) types a sentence, runs it, reads the page, switches layer and head, and saves a screenshot. A Space
 folder written for the same two checkpoints serves its own app.py, whose checkpoint boxes take no typing.
 
-Debian's chromium and chromium-driver come from `make browser` (part of `make test`); nothing is downloaded.
+Debian's chromium and chromium-driver come from `make browser` (part of `make test`); nothing is downloaded
+(`headless_chromium.py`).
 """
 
 import os
@@ -15,8 +16,7 @@ import urllib.request
 import pytest
 import torch
 from conftest import REPO_ROOT, load_script
-from selenium import webdriver
-from selenium.webdriver.chrome.service import Service
+from headless_chromium import headless_chromium
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions
 from selenium.webdriver.support.ui import WebDriverWait
@@ -24,19 +24,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 from casan_hf.inspection import inspect_attention, load_for_inspection, predict
 
 
-CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 DEMO_PYTHON = REPO_ROOT / ".venv-demo" / "bin" / "python"
-CHROMIUM_FLAGS = (
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--window-size=1400,1800",
-)
 SENTENCE = "A gripping, funny film that never drags."
 CONTEXT_LAYERS = (0, 1, 2, 3)  # of MiniLM's 6: layers 4 and 5 take no context, and are drawn grey
 LAYER, HEAD = 2, 3
@@ -135,16 +123,8 @@ def space_server(checkpoints, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory):
-    for path in (CHROMIUM, CHROMEDRIVER):
-        if not os.path.exists(path):
-            pytest.fail(f"{path} not found: `make browser` installs Debian's chromium and chromium-driver.")
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in (*CHROMIUM_FLAGS, f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}"):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(options=options, service=Service(CHROMEDRIVER))
-    yield driver
-    driver.quit()
+    with headless_chromium(tmp_path_factory.mktemp("chromium-profile"), window="1400,1800") as driver:
+        yield driver
 
 
 def run(browser, text, model=None):

@@ -155,16 +155,33 @@ def test_a_padded_sentence_gets_the_unpadded_sentences_outputs(family, window):
         torch.testing.assert_close(padded[row, :length], alone[0], **TOLERANCE)
 
 
+@pytest.mark.parametrize("family", MODELS)
+def test_a_float64_model_s_layer_windows_are_float64_s(family):
+    """The "layer" window of a padded sentence averages its keys with weights in the model's dtype: in float64 its
+    windows are the unpadded sentence's (a plain mean of the keys) to float64's rounding, where float32 weights
+    moved them by 3e-11 here."""
+    model, _, _ = MODELS[family]("layer")
+    model.double()
+    input_ids, attention_mask = padded_batch(LENGTHS)
+    with torch.no_grad():
+        padded = model(input_ids=input_ids, attention_mask=attention_mask, output_local_windows=True)
+        for row, length in enumerate(LENGTHS):
+            alone = model(input_ids=input_ids[row : row + 1, :length], output_local_windows=True)
+            for padded_windows, windows in zip(padded.local_windows, alone.local_windows, strict=True):
+                assert padded_windows.dtype == torch.float64
+                torch.testing.assert_close(padded_windows[row, 1, :, :length], windows[0, 1], atol=1e-13, rtol=1e-13)
+
+
 def test_positions_count_the_real_tokens_on_either_side_of_the_padding():
     """Left padding too: the bias's positions and length are those of the unpadded sentence (the model's own position
     embeddings are another matter: BERT's and Marian's count the padding)."""
     from casan_hf.context import TokenPositions
 
     mask = torch.tensor([[0, 0, 1, 1, 1], [1, 1, 1, 0, 0], [1, 1, 1, 1, 1]])
-    positions = TokenPositions.of(mask, 3, 5, "cpu")
+    positions = TokenPositions.of(mask, 3, 5, "cpu", torch.float32)
     assert positions.positions[0, 2:].tolist() == positions.positions[1, :3].tolist() == [0.0, 1.0, 2.0]
     assert positions.lengths.flatten().tolist() == [3.0, 3.0, 5.0]
-    unpadded = TokenPositions.of(None, 1, 5, "cpu")
+    unpadded = TokenPositions.of(None, 1, 5, "cpu", torch.float32)
     assert torch.equal(unpadded.positions[0], positions.positions[2]) and unpadded.lengths.item() == 5.0
 
 
@@ -233,7 +250,7 @@ def test_the_local_scale_and_centre_gradients_match_finite_differences():
     module.initialize(0.5)
     with torch.no_grad():
         module.scale.uniform_(0.5, 1.5)
-    positions = TokenPositions.of(torch.tensor([[1, 1, 1, 1, 0]]), 1, 5, "cpu")
+    positions = TokenPositions.of(torch.tensor([[1, 1, 1, 1, 0]]), 1, 5, "cpu", torch.float64)
     query = torch.randn(1, 5, config.hidden_size, dtype=torch.float64, requires_grad=True)
 
     def bias(query, scale):

@@ -69,9 +69,9 @@ OPERATOR_CEILINGS = {
 @pytest.mark.parametrize("path", OPERATOR_CEILINGS)
 def test_context_operators_per_layer_stay_under_their_ceilings(path):
     """What the context adds per layer (BERT-base's depth, a small width), forward and backward of a training
-    step: at most today's counts (docs/BENCHMARKS.md), so that a change that adds kernels to every layer shows here.
-    The gate and mix are differentiated by autograd (5 operators a layer more in the backward than the hand-written
-    backward it replaced, for less host time: docs/BENCHMARKS.md, "The host-bound proxy")."""
+    step: at most today's counts (docs/BENCHMARKS_HISTORY.md), so that a change that adds kernels to every layer
+    shows here. The gate and mix are differentiated by autograd (5 operators a layer more in the backward than the
+    hand-written backward it replaced, for less host time: docs/BENCHMARKS_HISTORY.md, "The host-bound proxy")."""
     if path == "fused":
         pytest.importorskip("triton", reason="triton is in the test extra: `make install` installs it")
     config = small_bert_config(hidden_size=32)

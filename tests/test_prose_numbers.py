@@ -13,13 +13,13 @@ import statistics
 import pytest
 import torch
 from conftest import REPO_ROOT
-from doc_figures import LOOSE
+from doc_figures import LOOSE, VERDICTS
 from scipy import stats
 
 from casan_hf import CasanConfig, CasanForSequenceClassification, CasanModel
 from casan_hf.studies import detectable_difference
 from tooling.catalog import study_records
-from tooling.quotes import quoted
+from tooling.quotes import quoted, verdicts_summary
 from tooling.render import DOCS, RENDER, block, render
 from tooling.results import StudyResults
 
@@ -42,6 +42,14 @@ RESULT_AFTER = re.compile(r" ?(?:±|x\b)| (?:[\w-]+ )?(?:runs?|minutes?|hours?|s
 RESULT_BEFORE = re.compile(r"± $")
 VERSION_AFTER = re.compile(r"\b(?:Python|torch|transformers|datasets|evaluate|sacrebleu|accelerate|arXiv) $")
 STATISTICS_LEVELS = ("95", "80", "5")
+# A count of seeds won or lost ("below the twin at 0 of 5 seeds"): a result, a quote's `won` when it is one.
+SEEDS_WON = re.compile(r"(?<![\w.])\d+ of \d+ (?:[\w-]+ )?seeds?\b")
+# A verdict in words about an arm (`doc_figures.VERDICTS`).
+VERDICT_WORD = re.compile(
+    r"(?<![\w-])(?:pays?|paid|worse|better|level|buys? nothing|no effect|does not (?:move|add)|adds nothing|costs?)"
+    r"(?![\w-])",
+    re.IGNORECASE,
+)
 
 
 def cleaned(text):
@@ -70,14 +78,20 @@ def result_figures(masked):
             or RESULT_AFTER.match(after)
         ):
             spans.append(match.span())
-    return spans
+    return sorted(spans + [match.span() for match in SEEDS_WON.finditer(masked)])
 
 
-def unlisted(doc_text, listed):
-    """`(missing, loose, idle)`: the phrases of `listed` that the doc's prose does not hold, each result figure of
-    the prose that no listed phrase holds (with its neighbourhood), and the phrases that hold no result figure."""
+def verdict_words(masked):
+    """The `(start, end)` of each verdict word in a doc's prose (code spans masked)."""
+    return [match.span() for match in VERDICT_WORD.finditer(masked)]
+
+
+def unlisted(doc_text, listed, found=result_figures):
+    """`(missing, loose, idle)`: the phrases of `listed` that the doc's prose does not hold, each result figure (or
+    what `found` finds) of the prose that no listed phrase holds (with its neighbourhood), and the phrases that hold
+    none."""
     text, masked = cleaned(doc_text)
-    figures = result_figures(masked)
+    figures = found(masked)
     covered = [False] * len(text)
     missing, idle = [], []
     for phrase in listed:
@@ -126,6 +140,62 @@ def test_every_result_figure_outside_the_rendered_blocks_is_listed_with_its_test
     for reason, phrases in LOOSE[doc].items():
         if reason.startswith("record: "):
             assert unrecorded(reason, phrases) == [], f"{doc}: figures that {reason!r} does not hold"
+
+
+def wrong_verdicts(reason, results):
+    """What a `verdict:` or `verdicts:` reason of `doc_figures.VERDICTS` states that the records do not give."""
+    wrong = []
+    if reason.startswith("verdict: "):
+        for claim in reason.removeprefix("verdict: ").split("; "):
+            spec, word = claim.rsplit(" is ", 1)
+            name, arm, metric, *against = spec.split()
+            if metric == "test_cross_entropy" and not against:  # the rule's own verdict
+                computed = quoted(f"{name} {arm} {metric} verdict", results)
+            else:  # another metric, or two arms: the rule's reading of the paired interval
+                interval = quoted(" ".join([name, arm, metric, "interval", *against]), results)
+                low, high = (
+                    float(bound) * (1 if "cross_entropy" in metric else -1) for bound in interval[1:-1].split(", ")
+                )
+                computed = (
+                    "level" if min(low, high) <= 0 <= max(low, high) else "worse" if min(low, high) > 0 else "pays"
+                )
+            if computed != word:
+                wrong.append(f"{spec}: {computed}, not {word}")
+    elif reason.startswith("verdicts: "):
+        studies = reason.removeprefix("verdicts: ").removesuffix(" none pays").split(", ")
+        wrong += [study for study in studies if " pays" in verdicts_summary(results, study)]
+    return wrong
+
+
+@pytest.mark.parametrize("doc", RESULTS_DOCS)
+def test_every_verdict_in_words_is_listed_and_is_its_records(doc):
+    listed = [phrase for phrases in VERDICTS[doc].values() for phrase in phrases]
+    missing, loose, idle = unlisted((REPO_ROOT / doc).read_text(), listed, found=verdict_words)
+    assert missing == [], f"{doc} no longer holds these phrases of tests/doc_figures.py's VERDICTS"
+    assert loose == [], f"{doc}: verdicts in words neither rendered, quoted nor listed in tests/doc_figures.py"
+    assert idle == [], f"{doc}: phrases of VERDICTS that hold no verdict word"
+    assert [
+        reason for reason in VERDICTS[doc] if not reason.startswith(("verdict: ", "verdicts: ", "no verdict: "))
+    ] == []
+    results = StudyResults(REPO_ROOT)
+    assert {reason: wrong_verdicts(reason, results) for reason in VERDICTS[doc]} == dict.fromkeys(VERDICTS[doc], [])
+
+
+def test_a_reversed_verdict_in_words_or_an_unquoted_count_of_seeds_fails():
+    text = (REPO_ROOT / "README.md").read_text()
+    listed = [phrase for phrases in VERDICTS["README.md"].values() for phrase in phrases]
+    reversed_text = text.replace(
+        "the local bias alone is worse than the twin", "the local bias alone is better than the twin"
+    )
+    missing, loose, _ = unlisted(reversed_text, listed, found=verdict_words)
+    assert missing and any("better" in phrase for phrase in loose)
+    results = StudyResults(REPO_ROOT)
+    assert wrong_verdicts(f"verdict: {LOCAL_SPEC} is level", results) == [f"{LOCAL_SPEC}: worse, not level"]
+    assert figures_of("below the twin at 0 of 5 seeds, and") == ["0 of 5 seeds"]
+    assert figures_of("at <!-- quote: x -->0 of 5<!-- /quote --> seeds") == []
+
+
+LOCAL_SPEC = 'translation-micro-deep-local none:local_bias="query" test_cross_entropy'
 
 
 def figures_of(sentence):

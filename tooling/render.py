@@ -22,7 +22,7 @@ from .tables import Template, markdown_row
 
 
 REPOSITORY = Path(__file__).resolve().parents[1]
-DOCS = ("README.md", "docs/RESULTS.md", "docs/TRANSLATION.md", "docs/METHOD.md", "docs/TESTS.md")
+DOCS = ("README.md", "docs/RESULTS.md", "docs/TRANSLATION.md", "docs/BENCHMARKS.md", "docs/METHOD.md", "docs/TESTS.md")
 # A block takes its opening marker's indentation, so that a list rendered inside a bullet stays in that bullet.
 RENDER = re.compile(r"^([ \t]*)(<!-- render: (.+?)\s-->\n)(.*?)(^[ \t]*<!-- /render -->)", re.DOTALL | re.MULTILINE)
 QUOTE = re.compile(QUOTE_PATTERN, re.DOTALL)

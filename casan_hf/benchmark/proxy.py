@@ -46,7 +46,7 @@ WARMUP_ROUNDS = 5
 # Steps of one model in a row in each timed round. One step at a time (the default), a model whose code no other
 # model runs could find it cold more often than BERT, whose control copy runs BERT's own code (compiled, BERT's very
 # graph); in blocks, all but a block's first step find their code warm, as a training run's steps do. The two agree
-# (docs/BENCHMARKS.md, "Interleaved or in blocks").
+# (docs/BENCHMARKS_HISTORY.md, "Interleaved or in blocks").
 BLOCK = 1
 ATTENTION = "sdpa"
 

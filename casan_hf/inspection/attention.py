@@ -25,10 +25,11 @@ class AttentionInspection:
         tokens (`list[str]`): the tokens, special tokens included, as the tokenizer wrote them.
         attentions (`torch.FloatTensor` of shape `(num_layers, num_heads, num_tokens, num_tokens)`):
             the attention weights; row i is where token i looks.
-        query_gates, key_gates (`torch.FloatTensor` of shape `(num_layers, num_tokens)`):
-            lambda_Q and lambda_K, how much the context shaped each token's query and key (the mean over the
-            heads with `gate_per_head`); 0 where a layer takes no context. `None` for a model without context
-            (plain BERT).
+        query_gates (`torch.FloatTensor` of shape `(num_layers, num_tokens)`):
+            lambda_Q, how much the context shaped each token's query (the mean over the heads with
+            `gate_per_head`); 0 where a layer takes no context. `None` for a model without context (plain BERT).
+        key_gates (`torch.FloatTensor` of shape `(num_layers, num_tokens)`):
+            lambda_K, the same for each token's key.
         output_gates (`torch.FloatTensor` of shape `(num_layers, num_tokens)`):
             with `output_gate`, how much of each token's attention output the gate passes on (the mean over its
             heads or channels); `None` for a model without one.

@@ -3,7 +3,7 @@
 # scripts/device/prepare.sh packs (docs/GPU.md, "When what you may copy is limited"):
 #
 #   OUT=DIR bash scripts/device/shard.sh SHARD     on the node, with the repository and what `--carry` prints
-#   bash scripts/device/shard.sh SHARD --carry     the folders of .device/ the shard needs, one a line
+#   bash scripts/device/shard.sh SHARD --carry     the files of .device/ the shard needs, one a line
 #   bash scripts/device/shard.sh SHARD --dry-run   on this machine's CPU, with .venv: the same steps at a toy size
 #
 # SHARD: speed (dynamo's graph breaks and recompiles logged throughout; the fused mixer's cases whole and the other
@@ -25,9 +25,9 @@ BUDGET_S=${BUDGET_S:-540}
 
 carry() {
 	case $SHARD in
-	speed) echo .device/wheels ;;
-	translation) printf '%s\n' .device/wheels .device/multi30k ;;
-	glue) printf '%s\n' .device/wheels .device/minilm .device/glue ;;
+	speed) echo .device/wheels.tar.xz ;;
+	translation) printf '%s\n' .device/wheels.tar.xz .device/multi30k.tar.xz ;;
+	glue) printf '%s\n' .device/wheels.tar.xz .device/minilm .device/glue.tar.xz ;;
 	*)
 		echo "shard.sh: error: unknown shard '$SHARD'; choose speed, translation or glue" >&2
 		exit 2
@@ -40,8 +40,15 @@ if [[ $MODE == --carry ]]; then
 	exit
 fi
 carry >/dev/null # an unknown shard stops here (inside $(carry) below its exit would not end the script)
-for folder in $(carry); do
-	[[ -d $folder ]] || { echo "shard.sh: error: $folder is missing: run scripts/device/prepare.sh first" >&2; exit 2; }
+for carried in $(carry); do
+	[[ -e $carried ]] || { echo "shard.sh: error: $carried is missing: run scripts/device/prepare.sh first" >&2; exit 2; }
+done
+# Each archive unpacks beside itself into the folder of its name (.device/glue.tar.xz: .device/glue).
+for carried in $(carry); do
+	if [[ $carried == *.tar.xz ]]; then
+		rm -rf "${carried%.tar.xz}"
+		python3 -m tarfile -e "$carried" .device # Python's tarfile: a node's image may lack xz
+	fi
 done
 
 if [[ $MODE == --dry-run ]]; then

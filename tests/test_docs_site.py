@@ -1,0 +1,71 @@
+"""The docs site as a reader uses it: the site `make docs-site` builds into site/ (strictly: broken links and
+references fail the build; `make test` builds it first), served on loopback, opened in headless Chromium
+(`headless_chromium.py`): the home page with its navigation, one API page generated from the docstrings, and a
+search that finds an option."""
+
+import functools
+import http.server
+import threading
+
+import pytest
+from conftest import REPO_ROOT
+from headless_chromium import headless_chromium
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support import expected_conditions
+from selenium.webdriver.support.ui import WebDriverWait
+
+
+SITE = REPO_ROOT / "site"
+WAIT = 30  # seconds
+
+
+@pytest.fixture(scope="module")
+def site_url():
+    if not (SITE / "index.html").is_file():
+        pytest.fail(f"{SITE / 'index.html'} not found: `make docs-site` builds the site.")
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(SITE))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/"
+    server.shutdown()
+    thread.join()
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    with headless_chromium(tmp_path_factory.mktemp("chromium-profile")) as driver:
+        yield driver
+
+
+def visible(browser, selector):
+    return WebDriverWait(browser, WAIT).until(expected_conditions.visibility_of_element_located(selector))
+
+
+def test_the_home_page_is_the_readme_with_the_navigation_by_task(browser, site_url):
+    browser.get(site_url)
+    assert visible(browser, (By.TAG_NAME, "h1")).text.startswith("casan-hf")
+    navigation = browser.find_element(By.CSS_SELECTOR, "nav.md-nav--primary").get_attribute("textContent")
+    for section in ("Install and convert", "Fine-tune", "Compare with the twin", "Translate", "Share and load"):
+        assert section in navigation
+    assert "API reference" in navigation
+
+
+def test_an_api_page_holds_the_reference_generated_from_the_docstrings(browser, site_url):
+    browser.get(site_url + "api/configs/")
+    heading = visible(browser, (By.ID, "casan_hf.CasanConfig"))
+    assert "CasanConfig" in heading.text
+    # The options' entries, which the config's docstring takes from the option table at import time.
+    assert "context_type" in browser.find_element(By.TAG_NAME, "article").text
+
+
+def test_search_finds_a_page_by_a_word_of_its_text(browser, site_url):
+    browser.get(site_url)
+    search = WebDriverWait(browser, WAIT).until(
+        expected_conditions.element_to_be_clickable((By.CSS_SELECTOR, "input.md-search__input"))
+    )
+    search.click()
+    search.send_keys("preemption")
+    result = visible(browser, (By.CSS_SELECTOR, ".md-search-result__item a"))
+    assert result.get_attribute("href").startswith(site_url)
+    assert result.get_attribute("href").startswith(site_url + "SCALING/")  # "Preemption: SIGTERM and SIGUSR1 ..."
