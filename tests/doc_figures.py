@@ -186,6 +186,7 @@ VERDICTS = {
             "CASAN costs +8%",
             "its equations and costs",
             "how the costs came down",
+            "What the causal context costs beside the source model",
         ),
         "verdicts: translation-micro-deep, translation-micro-start, translation-micro-deep-output-gate, "
         "translation-micro-deep-local none pays": ("None of them has paid at the sizes studied here",),
@@ -201,6 +202,7 @@ VERDICTS = {
             "and the cost is about the smallest the study could detect",
         ),
         f"verdict: {LOCAL_COMBINED} is level": ("with `deep_global` and the authors' gate it is level",),
+        "no verdict: the causal LMs' study is under way (docs/CAUSAL.md)": ("Whether it pays is",),
     },
     "docs/RESULTS.md": {
         QUESTION: ("Does the context pay? Five seeds", "Whether the context pays once it is taught"),

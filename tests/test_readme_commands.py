@@ -56,6 +56,9 @@ RUNS = {
     "python scripts/run_mlm.py": Run(
         flags=("--max_train_samples", "8", "--max_eval_samples", "8", "--max_steps", "1")
     ),
+    "python scripts/run_clm.py": Run(
+        flags=("--max_train_samples", "4", "--max_eval_samples", "2", "--max_steps", "1")
+    ),
     "python scripts/run_translation.py": Run(
         flags=(
             "--max_train_samples",
