@@ -1,6 +1,8 @@
 """scripts/run_mlm.py: continued masked-LM pre-training of CASAN and its BERT twin, on text files or GLUE
 training sentences, with frozen-base and unfreeze modes, resuming, the Hub folder, and bad input."""
 
+import csv
+import json
 import logging
 import sys
 
@@ -157,7 +159,7 @@ def test_glue_text_is_the_training_sentences_only(glue_dir):
         ([], "Give exactly one source of text"),
         (["--train_file", "t.txt", "--glue_dir", "g", "--glue_tasks", "rte"], "Give exactly one source of text"),
         (["--train_file", "missing.txt"], "--train_file 'missing.txt' does not exist"),
-        (["--train_file", "t.tsv"], "must end in one of .txt, .csv, .json, .jsonl"),
+        (["--train_file", "t.parquet"], "must end in one of .txt, .csv, .tsv, .json, .jsonl"),
         (["--train_file", "TEXT", "--unfreeze_after_steps", "2"], "--unfreeze_after_steps needs --train_only_new"),
     ],
 )
@@ -167,6 +169,67 @@ def test_bad_input_stops_before_training(run_mlm, tiny_bert, text_file, tmp_path
         run_mlm(["--model_name_or_path", tiny_bert, *flags, "--do_train", "--output_dir", tmp_path / "out", *TINY_MLM])
     assert message in f"{exit_info.value.code} {capsys.readouterr().err}"  # a usage error, or run_mlm.py: error
     assert not (tmp_path / "out").exists()
+
+
+MISSING = object()  # a JSON row without the text column
+GOOD_TEXTS = ["a fine film", "slow and dull"]
+
+
+def write_rows(path, texts, column="text"):
+    """`texts` under `column` beside an id column, one example a row, in the format `path`'s extension names."""
+    rows = [{"id": index, **({} if text is MISSING else {column: text})} for index, text in enumerate(texts)]
+    if path.suffix == ".csv":
+        with open(path, "w", newline="", encoding="utf-8") as handle:
+            writer = csv.DictWriter(handle, ["id", column])
+            writer.writeheader()
+            writer.writerows(rows)
+    elif path.suffix == ".jsonl":
+        path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    else:
+        path.write_text(json.dumps(rows))
+    return path
+
+
+@pytest.mark.parametrize(
+    "suffix, text, shown",
+    [
+        (".csv", "", "''"),
+        (".csv", "  ", "'  '"),
+        (".jsonl", "  ", "'  '"),
+        (".jsonl", None, "null"),
+        (".jsonl", MISSING, "missing"),
+        (".jsonl", ["a", "list"], r"\['a', 'list'\]"),
+        (".jsonl", {"a": "dict"}, r"\{'a': 'dict'\}"),
+        (".jsonl", 5, "5"),
+        (".jsonl", True, "True"),
+        (".jsonl", float("nan"), "nan"),
+        (".json", None, "null"),
+        (".json", ["a", "list"], r"\['a', 'list'\]"),
+    ],
+    ids=lambda value: None if value is MISSING else str(value),
+)
+def test_a_text_file_row_without_one_text_is_refused_in_one_line(tmp_path, suffix, text, shown):
+    module = load_script("run_mlm")
+    path = write_rows(tmp_path / f"texts{suffix}", [*GOOD_TEXTS, text])
+    where = {".csv": "line 4", ".jsonl": "line 3", ".json": "example 3"}[suffix]
+    with pytest.raises(ValueError, match=rf"^'{path}' {where} has no text in column 'text' \({shown}\): write its"):
+        module.load_texts(module.DataArguments(train_file=str(path)), cache_dir=str(tmp_path / "cache"))
+
+
+def test_nan_and_na_in_a_csv_text_column_are_text(tmp_path):
+    module = load_script("run_mlm")
+    path = write_rows(tmp_path / "texts.csv", [*GOOD_TEXTS, "NaN", "NA"], column="sentence")
+    data_args = module.DataArguments(train_file=str(path), text_column="sentence")
+    assert module.load_texts(data_args, cache_dir=str(tmp_path / "cache"))["text"] == [*GOOD_TEXTS, "NaN", "NA"]
+
+
+def test_a_text_column_the_file_lacks_is_refused_though_it_has_a_text_column(tmp_path):
+    module = load_script("run_mlm")
+    path = tmp_path / "texts.csv"
+    path.write_text("text\na fine film\nslow and dull\n")
+    data_args = module.DataArguments(train_file=str(path), text_column="sentence")
+    with pytest.raises(ValueError, match=r"The text has no column 'sentence'; it has \['text'\]"):
+        module.load_texts(data_args, cache_dir=str(tmp_path / "cache"))
 
 
 def test_the_held_out_text_is_masked_once_and_alike_for_every_run(minilm_path, text_file):
