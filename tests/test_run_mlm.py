@@ -1,14 +1,13 @@
 """scripts/run_mlm.py: continued masked-LM pre-training of CASAN and its BERT twin, on text files or GLUE
 training sentences, with frozen-base and unfreeze modes, resuming, the Hub folder, and bad input."""
 
-import csv
-import json
 import logging
 import sys
 
 import pytest
 import torch
 from conftest import load_script
+from data_files import write_examples
 from fresh_process import run_without_casan_hf
 from glue_helpers import TINY_RUN, card_metadata, make_tiny_bert, make_tiny_source, read_json, run_glue
 from safetensors.torch import load_file
@@ -175,19 +174,11 @@ MISSING = object()  # a JSON row without the text column
 GOOD_TEXTS = ["a fine film", "slow and dull"]
 
 
-def write_rows(path, texts, column="text"):
-    """`texts` under `column` beside an id column, one example a row, in the format `path`'s extension names."""
-    rows = [{"id": index, **({} if text is MISSING else {column: text})} for index, text in enumerate(texts)]
-    if path.suffix == ".csv":
-        with open(path, "w", newline="", encoding="utf-8") as handle:
-            writer = csv.DictWriter(handle, ["id", column])
-            writer.writeheader()
-            writer.writerows(rows)
-    elif path.suffix == ".jsonl":
-        path.write_text("".join(json.dumps(row) + "\n" for row in rows))
-    else:
-        path.write_text(json.dumps(rows))
-    return path
+def write_texts(path, texts, column="text"):
+    """`texts` under `column` beside an id column, one example a row (MISSING: none in that row)."""
+    return write_examples(
+        path, [{"id": index, **({} if text is MISSING else {column: text})} for index, text in enumerate(texts)]
+    )
 
 
 @pytest.mark.parametrize(
@@ -210,7 +201,7 @@ def write_rows(path, texts, column="text"):
 )
 def test_a_text_file_row_without_one_text_is_refused_in_one_line(tmp_path, suffix, text, shown):
     module = load_script("run_mlm")
-    path = write_rows(tmp_path / f"texts{suffix}", [*GOOD_TEXTS, text])
+    path = write_texts(tmp_path / f"texts{suffix}", [*GOOD_TEXTS, text])
     where = {".csv": "line 4", ".jsonl": "line 3", ".json": "example 3"}[suffix]
     with pytest.raises(ValueError, match=rf"^'{path}' {where} has no text in column 'text' \({shown}\): write its"):
         module.load_texts(module.DataArguments(train_file=str(path)), cache_dir=str(tmp_path / "cache"))
@@ -218,7 +209,7 @@ def test_a_text_file_row_without_one_text_is_refused_in_one_line(tmp_path, suffi
 
 def test_nan_and_na_in_a_csv_text_column_are_text(tmp_path):
     module = load_script("run_mlm")
-    path = write_rows(tmp_path / "texts.csv", [*GOOD_TEXTS, "NaN", "NA"], column="sentence")
+    path = write_texts(tmp_path / "texts.csv", [*GOOD_TEXTS, "NaN", "NA"], column="sentence")
     data_args = module.DataArguments(train_file=str(path), text_column="sentence")
     assert module.load_texts(data_args, cache_dir=str(tmp_path / "cache"))["text"] == [*GOOD_TEXTS, "NaN", "NA"]
 

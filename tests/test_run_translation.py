@@ -2,13 +2,13 @@
 scratch for a few steps, scored with sacreBLEU, saved as a Hub folder; a checkpoint continues; bad input stops
 with one line before anything is trained."""
 
-import csv
 import json
 import sys
 
 import pytest
 import torch
 from conftest import HUB_MODEL_FILES, load_script
+from data_files import write_examples
 from fresh_process import run_without_casan_hf
 from hub_server import record_uploads
 
@@ -274,17 +274,7 @@ GOOD_PAIRS = [{"en": "a dog runs", "de": "ein Hund rennt"}, {"en": "NA", "de": "
 
 def write_pairs(path, rows):
     """`rows` (dicts, MISSING values left out), one example a row, in the format `path`'s extension names."""
-    rows = [{key: value for key, value in row.items() if value is not MISSING} for row in rows]
-    if path.suffix == ".csv":
-        with open(path, "w", newline="", encoding="utf-8") as handle:
-            writer = csv.DictWriter(handle, list(dict.fromkeys(key for row in rows for key in row)))
-            writer.writeheader()
-            writer.writerows(rows)
-    elif path.suffix == ".jsonl":
-        path.write_text("".join(json.dumps(row) + "\n" for row in rows))
-    else:
-        path.write_text(json.dumps(rows))
-    return path
+    return write_examples(path, [{key: value for key, value in row.items() if value is not MISSING} for row in rows])
 
 
 def load_pairs(path):
