@@ -8,7 +8,7 @@ text per line (a sentence), truncated to --max_seq_length. What is added:
 - `--model_name_or_path` may be a BERT, RoBERTa, XLM-RoBERTa or ELECTRA checkpoint (converted with the
   `--context_*` options) or a CASAN checkpoint (continued); `--baseline` trains the unmodified source model
   (`BertForMaskedLM`, ...) on the same text and steps;
-- text from `--train_file` (.txt, one text a line; .csv/.json with a `--text_column`), from the *training*
+- text from `--train_file` (.txt, one text a line; .csv/.tsv/.json with a `--text_column`), from the *training*
   sentences of GLUE tasks in `--glue_dir` (`--glue_tasks`; never their dev sets), or a Hub dataset when online;
   --validation_split_percentage of it is held out for the eval loss and perplexity;
 - `--train_only_new_parameters` trains the context and the MLM head with every pretrained weight frozen,
@@ -53,6 +53,7 @@ from casan_hf.cli.run_inputs import check_tokenizer, first_examples, run_model_c
 from casan_hf.cli.run_start import record_run_start, run_arguments
 from casan_hf.compat import PreTrainedConfig
 from casan_hf.glue.data import load_glue_data
+from casan_hf.glue.files import FORMATS, read_data_file
 from casan_hf.glue.tasks import GLUE_TASKS
 from casan_hf.hub import untrained_heads, untrained_heads_warning
 from casan_hf.modeling_casan import expected_warnings_dropped
@@ -69,7 +70,8 @@ from casan_hf.training import (
 
 logger = logging.getLogger(__name__)
 
-TEXT_FILE_TYPES = {".txt": "text", ".csv": "csv", ".json": "json", ".jsonl": "json"}
+# A .txt file is one text a line; the others are the data files of run_glue, with a text column.
+TEXT_FILE_TYPES = (".txt", *FORMATS)
 
 
 @dataclass
@@ -88,8 +90,10 @@ class ModelArguments(EncoderModelArguments):
 class DataArguments(RunDataArguments):
     """The text to train on, one text a line."""
 
-    train_file: str | None = field(default=None, metadata={"help": "A .txt (one text a line), .csv or .json file."})
-    text_column: str = field(default="text", metadata={"help": "The text column of a .csv or .json file."})
+    train_file: str | None = field(
+        default=None, metadata={"help": "A .txt (one text a line), .csv, .tsv, .json or .jsonl file."}
+    )
+    text_column: str = field(default="text", metadata={"help": "The text column of a .csv, .tsv or .json file."})
     glue_dir: str | None = field(default=None, metadata={"help": "Folder of the original GLUE TSVs."})
     glue_tasks: list[str] | None = field(
         default=None,
@@ -126,23 +130,30 @@ class DataArguments(RunDataArguments):
 
 
 def load_texts(data_args, cache_dir):
-    """Every text of the chosen source as a one-column ("text") dataset, empty lines dropped."""
+    """Every text of the chosen source as a one-column ("text") dataset. A .txt file's empty lines and a Hub
+    dataset's empty texts are dropped (they separate texts); a .csv, .tsv or .json file is checked value by value
+    (`read_data_file`): a missing, null, blank, nested or non-text value in its text column is a row the user wrote
+    wrong, refused in one line with the file and the line."""
+    column = data_args.text_column
     if data_args.glue_dir is not None:
         texts = []
         for task in data_args.glue_tasks:
             train = load_glue_data(task, glue_dir=data_args.glue_dir, need_eval=False, cache_dir=cache_dir)
             texts += [text for column in train.text_columns for text in train.datasets["train"][column]]
-        dataset = Dataset.from_dict({"text": texts})
+        dataset, column = Dataset.from_dict({"text": texts}), "text"
     elif data_args.train_file is not None:
         if not os.path.isfile(data_args.train_file):
             raise ValueError(f"--train_file {data_args.train_file!r} does not exist.")
-        builder = TEXT_FILE_TYPES[os.path.splitext(data_args.train_file)[1]]
-        dataset = load_dataset(builder, data_files=data_args.train_file, cache_dir=cache_dir)["train"]
+        if data_args.train_file.endswith(".txt"):
+            dataset = load_dataset("text", data_files=data_args.train_file, cache_dir=cache_dir)["train"]
+            column = "text"
+        else:
+            dataset = read_data_file(data_args.train_file, None, cache_dir, [column])
     else:
         dataset = load_dataset(
             data_args.dataset_name, data_args.dataset_config_name, split="train", cache_dir=cache_dir
         )
-    column = "text" if data_args.glue_dir is not None or dataset.column_names == ["text"] else data_args.text_column
+        column = "text" if dataset.column_names == ["text"] else column
     if column not in dataset.column_names:
         raise ValueError(f"The text has no column {column!r}; it has {dataset.column_names}. Pass --text_column.")
     dataset = dataset.select_columns([column])

@@ -9,7 +9,7 @@ In the conventions of transformers' `examples/pytorch/translation/run_translatio
 - no `--model_name_or_path`: a model of `--model_size` (`MODEL_SIZES`; each size flag overrides the preset)
   is trained from scratch with the `--context_*` options, and a joint BPE tokenizer is trained on the training
   pairs unless `--tokenizer_name` is given; with it: a CASAN-Marian checkpoint continues, a Marian one converts;
-- data from `--data_dir` (plain text `<prefix>.<lang>`, e.g. Multi30k's `train.en`/`train.de`), csv/json files
+- data from `--data_dir` (plain text `<prefix>.<lang>`, e.g. Multi30k's `train.en`/`train.de`), .csv/.tsv/.json files
   or a Hub dataset, checked before anything is trained;
 - BLEU and chrF from the sacrebleu package on detokenized output, offline;
 - `--output_dir` ends up as the Hub folder: weights, config with `auto_map`, code files, tokenizer, results,
@@ -108,9 +108,9 @@ class DataTrainingArguments(RunDataArguments):
     train_prefix: str = field(default="train", metadata={"help": "Prefix of the training files in --data_dir."})
     validation_prefix: str = field(default="val", metadata={"help": "Prefix of the validation files."})
     test_prefix: str = field(default="test_2016_flickr", metadata={"help": "Prefix of the test files."})
-    train_file: str | None = field(default=None, metadata={"help": "Training pairs (csv or json lines)."})
-    validation_file: str | None = field(default=None, metadata={"help": "Validation pairs (csv or json lines)."})
-    test_file: str | None = field(default=None, metadata={"help": "Test pairs (csv or json lines)."})
+    train_file: str | None = field(default=None, metadata={"help": "Training pairs (.csv, .tsv, .json or .jsonl)."})
+    validation_file: str | None = field(default=None, metadata={"help": "Validation pairs (a file as --train_file)."})
+    test_file: str | None = field(default=None, metadata={"help": "Test pairs (a file as --train_file)."})
     dataset_name: str | None = field(default=None, metadata={"help": "A Hub dataset with a translation column."})
     dataset_config_name: str | None = field(default=None, metadata={"help": "Its configuration, e.g. 'de-en'."})
     max_source_length: int = field(default=128, metadata={"help": "Longer sources are truncated."})

@@ -7,6 +7,7 @@ import sys
 import pytest
 import torch
 from conftest import load_script
+from data_files import write_examples
 from fresh_process import run_without_casan_hf
 from glue_helpers import TINY_RUN, card_metadata, make_tiny_bert, make_tiny_source, read_json, run_glue
 from safetensors.torch import load_file
@@ -157,7 +158,7 @@ def test_glue_text_is_the_training_sentences_only(glue_dir):
         ([], "Give exactly one source of text"),
         (["--train_file", "t.txt", "--glue_dir", "g", "--glue_tasks", "rte"], "Give exactly one source of text"),
         (["--train_file", "missing.txt"], "--train_file 'missing.txt' does not exist"),
-        (["--train_file", "t.tsv"], "must end in one of .txt, .csv, .json, .jsonl"),
+        (["--train_file", "t.parquet"], "must end in one of .txt, .csv, .tsv, .json, .jsonl"),
         (["--train_file", "TEXT", "--unfreeze_after_steps", "2"], "--unfreeze_after_steps needs --train_only_new"),
     ],
 )
@@ -167,6 +168,59 @@ def test_bad_input_stops_before_training(run_mlm, tiny_bert, text_file, tmp_path
         run_mlm(["--model_name_or_path", tiny_bert, *flags, "--do_train", "--output_dir", tmp_path / "out", *TINY_MLM])
     assert message in f"{exit_info.value.code} {capsys.readouterr().err}"  # a usage error, or run_mlm.py: error
     assert not (tmp_path / "out").exists()
+
+
+MISSING = object()  # a JSON row without the text column
+GOOD_TEXTS = ["a fine film", "slow and dull"]
+
+
+def write_texts(path, texts, column="text"):
+    """`texts` under `column` beside an id column, one example a row (MISSING: none in that row)."""
+    return write_examples(
+        path, [{"id": index, **({} if text is MISSING else {column: text})} for index, text in enumerate(texts)]
+    )
+
+
+@pytest.mark.parametrize(
+    "suffix, text, shown",
+    [
+        (".csv", "", "''"),
+        (".csv", "  ", "'  '"),
+        (".jsonl", "  ", "'  '"),
+        (".jsonl", None, "null"),
+        (".jsonl", MISSING, "missing"),
+        (".jsonl", ["a", "list"], r"\['a', 'list'\]"),
+        (".jsonl", {"a": "dict"}, r"\{'a': 'dict'\}"),
+        (".jsonl", 5, "5"),
+        (".jsonl", True, "True"),
+        (".jsonl", float("nan"), "nan"),
+        (".json", None, "null"),
+        (".json", ["a", "list"], r"\['a', 'list'\]"),
+    ],
+    ids=lambda value: None if value is MISSING else str(value),
+)
+def test_a_text_file_row_without_one_text_is_refused_in_one_line(tmp_path, suffix, text, shown):
+    module = load_script("run_mlm")
+    path = write_texts(tmp_path / f"texts{suffix}", [*GOOD_TEXTS, text])
+    where = {".csv": "line 4", ".jsonl": "line 3", ".json": "example 3"}[suffix]
+    with pytest.raises(ValueError, match=rf"^'{path}' {where} has no text in column 'text' \({shown}\): write its"):
+        module.load_texts(module.DataArguments(train_file=str(path)), cache_dir=str(tmp_path / "cache"))
+
+
+def test_nan_and_na_in_a_csv_text_column_are_text(tmp_path):
+    module = load_script("run_mlm")
+    path = write_texts(tmp_path / "texts.csv", [*GOOD_TEXTS, "NaN", "NA"], column="sentence")
+    data_args = module.DataArguments(train_file=str(path), text_column="sentence")
+    assert module.load_texts(data_args, cache_dir=str(tmp_path / "cache"))["text"] == [*GOOD_TEXTS, "NaN", "NA"]
+
+
+def test_a_text_column_the_file_lacks_is_refused_though_it_has_a_text_column(tmp_path):
+    module = load_script("run_mlm")
+    path = tmp_path / "texts.csv"
+    path.write_text("text\na fine film\nslow and dull\n")
+    data_args = module.DataArguments(train_file=str(path), text_column="sentence")
+    with pytest.raises(ValueError, match=r"The text has no column 'sentence'; it has \['text'\]"):
+        module.load_texts(data_args, cache_dir=str(tmp_path / "cache"))
 
 
 def test_the_held_out_text_is_masked_once_and_alike_for_every_run(minilm_path, text_file):

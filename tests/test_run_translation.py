@@ -8,11 +8,13 @@ import sys
 import pytest
 import torch
 from conftest import HUB_MODEL_FILES, load_script
+from data_files import write_examples
 from fresh_process import run_without_casan_hf
 from hub_server import record_uploads
 
 from casan_hf.cli.run_start import RUN_START_NAME
 from casan_hf.translation import translation_scores
+from casan_hf.translation.data import load_parallel_data
 
 
 TINY_RUN = [
@@ -264,6 +266,89 @@ def test_bad_input_stops_before_training(run_translation_module, multi30k_dir, t
             [*args, "--do_train", "--max_steps", "1", "--output_dir", output_dir, *overwrite, *TINY_RUN],
         )
     assert [path.name for path in output_dir.iterdir()] == ["keep.txt"]
+
+
+MISSING = object()  # a JSON row without the key
+GOOD_PAIRS = [{"en": "a dog runs", "de": "ein Hund rennt"}, {"en": "NA", "de": "nicht verfügbar"}]
+
+
+def write_pairs(path, rows):
+    """`rows` (dicts, MISSING values left out), one example a row, in the format `path`'s extension names."""
+    return write_examples(path, [{key: value for key, value in row.items() if value is not MISSING} for row in rows])
+
+
+def load_pairs(path):
+    return load_parallel_data("en", "de", ["train"], files={"train": str(path)}, cache_dir=str(path.parent / "c"))
+
+
+# The layouts of a pair file in each format: a .csv holds no objects.
+LAYOUTS = [("columns", ".csv"), ("columns", ".jsonl"), ("columns", ".json"), ("translation", ".jsonl"),
+           ("translation", ".json")]  # fmt: skip
+
+
+@pytest.mark.parametrize("layout, suffix", LAYOUTS)
+def test_pair_files_are_read_with_their_sentences_as_text(tmp_path, layout, suffix):
+    rows = GOOD_PAIRS if layout == "columns" else [{"translation": pair, "id": 1} for pair in GOOD_PAIRS]
+    data = load_pairs(write_pairs(tmp_path / f"pairs{suffix}", rows))
+    assert data.datasets["train"]["translation"] == GOOD_PAIRS  # "NA" is a sentence, not a missing value
+
+
+SENTENCE_CASES = {  # the third row's de sentence, the file's formats, how the refusal shows it
+    "blank": ("  ", [".csv", ".jsonl"], "'  '"),
+    "empty": ("", [".csv"], "''"),
+    "null": (None, [".jsonl", ".json"], "null"),
+    "missing": (MISSING, [".jsonl"], "missing"),
+    "nested": (["ein", "Hund"], [".jsonl", ".json"], r"\['ein', 'Hund'\]"),
+    "number": (5, [".jsonl"], "5"),
+}
+
+
+@pytest.mark.parametrize(
+    "case, layout, suffix",
+    [(case, *pair) for case, (_, formats, _) in SENTENCE_CASES.items() for pair in LAYOUTS if pair[1] in formats],
+)
+def test_a_pair_without_one_sentence_is_refused_in_one_line(tmp_path, case, layout, suffix):
+    sentence, _, shown = SENTENCE_CASES[case]
+    rows = [*GOOD_PAIRS, {"en": "a cat sleeps", "de": sentence}]
+    if layout == "translation":
+        rows = [{"translation": {key: value for key, value in row.items() if value is not MISSING}} for row in rows]
+    path = write_pairs(tmp_path / f"pairs{suffix}", rows)
+    where = {".csv": "line 4", ".jsonl": "line 3", ".json": "example 3"}[suffix]
+    if layout == "translation" and case == "missing":
+        message = rf"^'{path}' {where} has the translation \{{'en': 'a cat sleeps'\}}, not an object with both"
+    else:
+        message = rf"^'{path}' {where} has no text in column 'de' \({shown}\): write its text"
+    with pytest.raises(ValueError, match=message):
+        load_pairs(path)
+
+
+@pytest.mark.parametrize(
+    "suffix, translation, shown",
+    [
+        (".csv", "a dog runs = ein Hund rennt", "'a dog runs = ein Hund rennt'"),
+        (".jsonl", "a dog runs", "'a dog runs'"),
+        (".jsonl", ["a dog runs", "ein Hund rennt"], r"\['a dog runs', 'ein Hund rennt'\]"),
+        (".jsonl", MISSING, "missing"),
+        (".json", None, "null"),
+    ],
+)
+def test_a_translation_that_is_not_an_object_with_both_languages_is_refused_in_one_line(
+    tmp_path, suffix, translation, shown
+):
+    rows = [{"translation": pair} for pair in GOOD_PAIRS]
+    if suffix == ".csv":
+        rows = [{"translation": f"{pair['en']} = {pair['de']}"} for pair in GOOD_PAIRS]
+    path = write_pairs(tmp_path / f"pairs{suffix}", [*rows, {"id": 3, "translation": translation}])
+    where = {".csv": "line 2", ".jsonl": "line 3", ".json": "example 3"}[suffix]
+    with pytest.raises(ValueError, match=rf"^'{path}' {where} has the translation {shown}, not an object with both"):
+        load_pairs(path)
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".jsonl"])
+def test_a_file_without_a_language_is_refused_before_it_is_read(tmp_path, suffix):
+    path = write_pairs(tmp_path / f"pairs{suffix}", [{"en": pair["en"], "fr": "un chien"} for pair in GOOD_PAIRS])
+    with pytest.raises(ValueError, match=rf"^'{path}' needs a 'translation' column or one column per language"):
+        load_pairs(path)
 
 
 def test_scores_are_sacrebleu_on_detokenized_text():

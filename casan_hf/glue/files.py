@@ -1,5 +1,5 @@
-"""The user's own data files (`--train_file`/`--validation_file`), read by their extension, each checked row by row
-before `datasets` reads it.
+"""The user's own data files (run_glue's and run_translation's `--train_file`/`--validation_file`/`--test_file`,
+run_mlm's `--train_file`), read by their extension, each checked row by row before `datasets` reads it.
 
 - `.csv`: comma-separated, a header row first, fields quoted with `"` where they hold a comma;
 - `.tsv`: tab-separated, a header row first, nothing quoted (as GLUE ships its files);
@@ -9,7 +9,8 @@ What `datasets`, pandas or the tokenizer would stop on with a traceback (an empt
 does not parse, a comma file named `.tsv` or a tab file named `.csv`, a missing, null or nested value, labels of
 mixed types), and what they would read as something else (a row without a label, a missing value; a NaN label), is
 a ValueError here in one line naming the file, the line, the value and what to do. A JSON boolean is no label (a
-file of `true`/`false` labels writes them as text, which a .csv or .tsv file does already).
+file of `true`/`false` labels writes them as text, which a .csv or .tsv file does already). A file without labels
+(run_mlm's texts, run_translation's pairs) is checked with `label_column=None`.
 """
 
 import csv
@@ -58,8 +59,14 @@ def file_format(path):
 
 def read_data_file(path, label_column="label", cache_dir=None, text_columns=None):
     """The examples of `path` as a `Dataset`, its columns as the file names them, once `check_data_file` passed."""
-    data_format = file_format(path)
     check_data_file(path, label_column, text_columns)
+    return load_data_file(path, cache_dir)
+
+
+def load_data_file(path, cache_dir=None):
+    """The examples of `path` as `datasets` reads its format, every value of a .csv or .tsv file as its text: for
+    a file its caller has checked (`check_data_file`, or `data_file_rows` and `check_values`)."""
+    data_format = file_format(path)
     if data_format is JSON:
         return load_dataset("json", data_files={"data": path}, cache_dir=cache_dir)["data"]
     return load_dataset(
@@ -75,33 +82,41 @@ def read_data_file(path, label_column="label", cache_dir=None, text_columns=None
 
 def check_data_file(path, label_column="label", text_columns=None):
     """A ValueError, in one line naming `path`, the line and what to do, for a file that cannot be read as its
-    extension says, holds an example without a value in `label_column`, or a value the training cannot take
-    (`_check_values`; `text_columns` None: every column but the label is text)."""
+    extension says, holds an example without a value in `label_column` (None: the file has no labels), or a value
+    the training cannot take (`check_values`; `text_columns` None: every column but the label is text)."""
+    rows, where = data_file_rows(path, label_column, text_columns)
+    check_values(path, rows, label_column, text_columns, where)
+
+
+def data_file_rows(path, label_column=None, text_columns=None):
+    """`(rows, where)`: the examples of `path` as `(number, row)` pairs, each row a dict of a delimited file's
+    fields (text) or a JSON value, and what `number` counts ("line", or "example" in a JSON array); a ValueError
+    for a file that does not parse as its extension says, or an example without a label in `label_column`.
+    `text_columns` only shape the example an error message gives."""
     data_format = file_format(path)
+    columns = [*(text_columns or ["sentence"]), *([label_column] if label_column is not None else [])]
     try:
         with open(path, encoding="utf-8-sig", newline="") as handle:
             if data_format is JSON:
-                rows, where = _check_json(path, handle.read(), label_column)
-            else:
-                rows, where = _check_delimited(path, data_format, handle, label_column), "line"
+                return _check_json(path, handle.read(), label_column, columns)
+            return _check_delimited(path, data_format, handle, label_column, columns), "line"
     except UnicodeDecodeError as error:
         raise ValueError(f"{path!r} is not UTF-8 text ({error}): save it as UTF-8.") from None
-    _check_values(path, rows, label_column, text_columns, where)
 
 
 def _other_format(data_format):
     return TSV if data_format is CSV else CSV
 
 
-def _check_delimited(path, data_format, handle, label_column):
+def _check_delimited(path, data_format, handle, label_column, columns):
     other = _other_format(data_format)
     rows = data_format.reader(handle)
     try:
         header = next((row for row in rows if row), None)
         if header is None:
             raise ValueError(
-                f"{path!r} is empty: write a header row naming the columns (e.g. sentence{data_format.delimiter}"
-                "label), then one example a line."
+                f"{path!r} is empty: write a header row naming the columns (e.g. {data_format.delimiter.join(columns)}"
+                "), then one example a line."
             )
         if len(header) == 1 and other.delimiter in header[0]:
             raise ValueError(
@@ -139,8 +154,8 @@ def _fix_fields(data_format):
     return "a field may not hold a tab (nothing is quoted in a .tsv); a comma-separated file must be named .csv."
 
 
-def _check_json(path, text, label_column):
-    example = f'e.g. {{"sentence": "a fine film", "{label_column}": "positive"}}'
+def _check_json(path, text, label_column, columns):
+    example = "e.g. " + json.dumps({name: "positive" if name == label_column else "a fine film" for name in columns})
     if not text.strip():
         raise ValueError(f"{path!r} is empty: write one JSON object a line, {example}.")
     if text.lstrip().startswith("["):
@@ -172,6 +187,8 @@ def _check_json(path, text, label_column):
                 f"{path!r} {where} {number} is a JSON {type(row).__name__}, not an object: write one object an "
                 f"example, {example}."
             )
+        if label_column is None:
+            continue
         if row.get(label_column) is None or (isinstance(row[label_column], str) and not row[label_column].strip()):
             unlabelled.append(number)
     _refuse_unlabelled(path, unlabelled, label_column, where)
@@ -193,7 +210,7 @@ def _label_kind(value):
     return "text" if isinstance(value, str) else "number"
 
 
-def _check_values(path, rows, label_column, text_columns, where="line"):
+def check_values(path, rows, label_column, text_columns, where="line"):
     """Every example's values are what the training reads: each text column the file has (`text_columns`; None:
     every column but the label, which may also hold numbers) holds text, and each label is text or a finite number,
     written alike on every line (a file mixing `1` and `"0"` fails in `datasets`' JSON reader), not a JSON boolean,
@@ -237,4 +254,13 @@ def _refuse_unlabelled(path, unlabelled, label_column, where="line"):
     )
 
 
-__all__ = ["FORMATS", "FileFormat", "check_data_file", "file_format", "read_data_file"]
+__all__ = [
+    "FORMATS",
+    "FileFormat",
+    "check_data_file",
+    "check_values",
+    "data_file_rows",
+    "file_format",
+    "load_data_file",
+    "read_data_file",
+]

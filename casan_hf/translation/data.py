@@ -4,8 +4,9 @@ Data comes from three places and is brought to one schema, transformers' transla
 column of `{source_lang: ..., target_lang: ...}` pairs:
 
 - `data_dir`: plain text, one sentence a line, `<prefix>.<lang>` (Multi30k's `train.en` / `train.de`);
-- `train_file` / `validation_file` / `test_file`: csv (one column per language) or json lines (a `translation`
-  column, or one key per language);
+- `train_file` / `validation_file` / `test_file`: .csv or .tsv (one column per language), .json or .jsonl (a
+  `translation` object with both languages, or one key per language), each checked value by value before
+  `datasets` reads it (`glue.files`: one line naming the file, the line and the value);
 - a Hub dataset with a `translation` column (needs a connection).
 
 Every problem with the input is a ValueError raised here, before any model is built, naming the file and what
@@ -16,6 +17,8 @@ import os
 from dataclasses import dataclass
 
 from datasets import Dataset, DatasetDict, load_dataset
+
+from ..glue.files import check_values, data_file_rows, load_data_file
 
 
 # The splits a run can read: run_translation's name for each, and the split a Hub dataset calls it.
@@ -41,7 +44,7 @@ def load_parallel_data(
     cache_dir=None,
 ):
     """The `splits` (a subset of `SPLITS`) from exactly one of `data_dir` (with `prefixes`: split -> file
-    prefix), `files` (split -> csv/json path) or `dataset_name`."""
+    prefix), `files` (split -> .csv/.tsv/.json/.jsonl path) or `dataset_name`."""
     if source_lang == target_lang:
         raise ValueError(f"--source_lang and --target_lang must differ; both are {source_lang!r}.")
     sources = [
@@ -52,7 +55,7 @@ def load_parallel_data(
     if len(sources) != 1:
         raise ValueError(
             f"Give exactly one data source: --data_dir (plain text), --train_file/--validation_file/--test_file "
-            f"(csv or json) or --dataset_name (Hub); got {sources or 'none'}."
+            f"(.csv, .tsv, .json or .jsonl) or --dataset_name (Hub); got {sources or 'none'}."
         )
     if data_dir:
         return _load_text_dir(data_dir, source_lang, target_lang, {split: prefixes[split] for split in splits})
@@ -112,33 +115,48 @@ def _read_lines(path):
 
 
 def _load_files(files, source_lang, target_lang, cache_dir):
-    extensions = {split: os.path.splitext(path)[1].lstrip(".") for split, path in files.items()}
     for split, path in files.items():
         if not os.path.isfile(path):
             raise ValueError(f"--{split}_file {path!r} does not exist.")
-    kinds = {"csv": "csv", "json": "json", "jsonl": "json"}
-    if len({kinds.get(extension) for extension in extensions.values()}) != 1 or None in {
-        kinds.get(extension) for extension in extensions.values()
-    }:
-        raise ValueError(f"Data files must all be csv or all be json (.json/.jsonl); got {sorted(files.values())}.")
-    kind = kinds[next(iter(extensions.values()))]
-    loaded = load_dataset(kind, data_files=files, cache_dir=cache_dir)
+    for path in files.values():
+        _check_pair_file(path, source_lang, target_lang)
     datasets = DatasetDict()
     for split, path in files.items():
-        dataset = loaded[split]
+        dataset = load_data_file(path, cache_dir)
         if "translation" not in dataset.column_names:
-            missing = [lang for lang in (source_lang, target_lang) if lang not in dataset.column_names]
-            if missing:
-                raise ValueError(
-                    f"{path!r} needs a 'translation' column or one column per language ({source_lang!r}, "
-                    f"{target_lang!r}); it has {dataset.column_names}."
-                )
             dataset = dataset.map(
                 lambda row: {"translation": {source_lang: row[source_lang], target_lang: row[target_lang]}},
                 remove_columns=dataset.column_names,
             )
-        datasets[split] = _check_translation_column(dataset, source_lang, target_lang, path)
+        datasets[split] = dataset.select_columns(["translation"])
     return ParallelData(datasets, ", ".join(os.path.basename(path) for path in files.values()), tuple(files.values()))
+
+
+def _check_pair_file(path, source_lang, target_lang):
+    """A ValueError in one line naming `path`, the line and the value for a file that is not one pair a row: a
+    `translation` object holding both languages, or one column per language, each sentence one string."""
+    languages = [source_lang, target_lang]
+    rows, where = data_file_rows(path, text_columns=languages)
+    columns = list(dict.fromkeys(name for _, row in rows for name in row))
+    example = f'{{"translation": {{"{source_lang}": "...", "{target_lang}": "..."}}}}'
+    if "translation" in columns:
+        pairs = []
+        for number, row in rows:
+            pair = row.get("translation")
+            if not isinstance(pair, dict) or any(lang not in pair for lang in languages):
+                shown = "missing" if "translation" not in row else "null" if pair is None else repr(pair)
+                raise ValueError(
+                    f"{path!r} {where} {number} has the translation {shown}, not an object with both languages "
+                    f"{languages}: write one pair a row, e.g. {example}."
+                )
+            pairs.append((number, pair))
+        rows = pairs
+    elif any(lang not in columns for lang in languages):
+        raise ValueError(
+            f"{path!r} needs a 'translation' column or one column per language ({source_lang!r}, "
+            f"{target_lang!r}); it has {columns}."
+        )
+    check_values(path, rows, None, languages, where)
 
 
 def _check_translation_column(dataset, source_lang, target_lang, where):
