@@ -113,13 +113,15 @@ def get_head(name):
 
 @dataclass(frozen=True)
 class Family:
-    """One family of encoders that CASAN converts: its checkpoints' `model_type` (`name`), the
+    """One family of checkpoints that CASAN converts (encoders, or causal LMs: `CAUSAL_FAMILIES`): its checkpoints'
+    `model_type` (`name`), the
     prefix of transformers' class names (`RobertaForMaskedLM`) and of CASAN's (`CasanRobertaForMaskedLM`;
     BERT's classes keep the plain `CasanModel`, ...), and the attribute that holds the encoder in every head
     (`roberta.encoder.layer.0...`). A CASAN checkpoint of the family says `model_type` "casan_<name>";
     `modeling_module` is the model file that writes its classes out, `configuration_module` the one of its config
     class; `minimum_transformers` the oldest transformers its folders load with, where it is newer than the
-    package's (`compat.MINIMUM_TRANSFORMERS`).
+    package's (`compat.MINIMUM_TRANSFORMERS`); `head_names` the heads it is built with (None: the encoders' `HEADS`),
+    `source_suffixes` where transformers names a head's class otherwise (GPT-2's `GPT2LMHeadModel`).
 
     The config values the tools around the models need for the family, here so that a new family is one row and no
     table elsewhere is keyed by its name (the models never read them; they are no part of the row's identity, so
