@@ -13,11 +13,12 @@ from conftest import REPO_ROOT, load_script
 from tooling.catalog import STUDIES, study_command_lines, swept_studies
 
 
-# The machine's flags each sweep needs; a dry run reads neither path.
+# The machine's flags each sweep needs. A GLUE or translation dry run reads neither path; the causal LMs' rebuilds its
+# data folder (the parts and the tokenizer) from the text, as its records' command does, so it takes the shared one.
 MACHINE_FLAGS = {
     "glue": ["--model_name_or_path", "minilm", "--glue_dir", "glue"],
     "translation": ["--data_dir", "multi30k"],
-    "clm": ["--text_file", "input.txt"],
+    "clm": ["--text_file", str(REPO_ROOT.parent / "shared" / "lm" / "tinyshakespeare" / "input.txt")],
 }
 
 
