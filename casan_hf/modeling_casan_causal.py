@@ -57,6 +57,9 @@ from .modeling_casan import CasanPreTrainedModel
 GENERATION_HOOKS = {"_prepare_cache_for_generation": ("generation_config", "model_kwargs")}
 # What a CASAN encoder's forward returns on request that a causal model's does not: refused, not ignored.
 OUTPUTS_OF_ENCODERS = {"output_context_gates", "output_head_gates", "output_local_windows"}
+# What the forward and generate() call the cache: `cache` from transformers 5.24, `past_key_values` before (still
+# taken there, deprecated).
+CACHE_NAMES = ("cache", "past_key_values")
 # The caches generate() may be asked for that keep the running sums: none but the dynamic one ("dynamic", or None).
 CONTEXT_CACHE_IMPLEMENTATIONS = (None, "dynamic")
 
@@ -314,6 +317,7 @@ class CasanCausalPreTrainedModel(CasanPreTrainedModel):
         # no mixer: the base initialises by this class's, here and when `from_pretrained` fills the new parameters.
         base._init_weights = self._init_weights
         self._base_signature = inspect.signature(base.forward)
+        self._cache_argument = next(name for name in CACHE_NAMES if name in self._base_signature.parameters)
         base.register_forward_pre_hook(self._open_context, with_kwargs=True)
         base.register_forward_hook(self._close_context, always_call=True)
         self.post_init()
@@ -351,17 +355,20 @@ class CasanCausalPreTrainedModel(CasanPreTrainedModel):
                 f"{', '.join(unreturned)}: a CASAN causal model does not return these yet (the encoders do); leave "
                 "them out."
             )
-        cache = check_cache(inputs.get("past_key_values"))
+        name = self._cache_argument
+        given = inputs.get("kwargs", {})  # a name the signature does not take (transformers' older one)
+        candidates = (inputs.get(name), *map(given.get, CACHE_NAMES))
+        cache = check_cache(next((value for value in candidates if value is not None), None))
         use_cache = inputs.get("use_cache")
         if use_cache is None:
             use_cache = self.config.use_cache
         if cache is None and use_cache:  # where the forward would make a plain cache, in the caller's place
             cache = CasanCache(config=self.config)
-            position = list(self._base_signature.parameters).index("past_key_values")
+            position = list(self._base_signature.parameters).index(name)
             if len(args) > position:
                 args = (*args[:position], cache, *args[position + 1 :])
             else:
-                kwargs["past_key_values"] = cache
+                kwargs[name] = cache
         states = inputs.get("input_ids")
         states = inputs.get("inputs_embeds") if states is None else states
         token_count = states.shape[1]
@@ -392,10 +399,11 @@ class CasanCausalPreTrainedModel(CasanPreTrainedModel):
                 f"cache_implementation={generation_config.cache_implementation!r} cannot hold a CASAN causal model's "
                 "running context sums: use the default dynamic cache (leave it None)."
             )
-        if check_cache(model_kwargs.get("past_key_values")) is not None:  # the user's: transformers' checks
+        name = next((name for name in CACHE_NAMES if model_kwargs.get(name) is not None), None)
+        if name is not None and check_cache(model_kwargs[name]) is not None:  # the user's: transformers' checks
             return super()._prepare_cache_for_generation(generation_config, model_kwargs, *args, **kwargs)
         if generation_config.use_cache:
-            model_kwargs["past_key_values"] = CasanCache(config=self.config)
+            model_kwargs[self._cache_argument] = CasanCache(config=self.config)
 
 
 class CasanLlamaPreTrainedModel(CasanCausalPreTrainedModel):
