@@ -119,8 +119,9 @@ def check_cache(cache):
 
 def segment_starts(position_ids, token_count):
     """`(batch, n)` bools marking where a packed sequence starts (a position id of 0 after the first token, as
-    `DataCollatorWithFlattening` makes them), or None where no row restarts (or no position ids were given)."""
-    if position_ids is None or position_ids.shape[-1] != token_count:
+    `DataCollatorWithFlattening` makes them), or None where no row restarts (or no position ids were given). A single
+    token (a decoding step) starts nothing: no look at the ids, whose `any()` would wait on the device every step."""
+    if position_ids is None or token_count == 1 or position_ids.shape[-1] != token_count:
         return None
     starts = position_ids == 0
     starts[..., 0] = False
