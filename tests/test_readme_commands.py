@@ -5,24 +5,19 @@ appended after the command's. A command that needs what CI lacks (the Hub) runs 
 with its one line saying so; two are not run, each for the reason `RUNS` gives. A command README gains fails here
 until it has its row."""
 
-import functools
 import os
-import re
 import shlex
 import subprocess
 import sys
-import textwrap
 import time
 from dataclasses import dataclass
 
 import pytest
 from conftest import REPO_ROOT
+from doc_commands import page_commands
 
 
 README = REPO_ROOT / "README.md"
-# A fenced bash block, an indented block (four spaces, after a blank line), or another fenced block (skipped whole,
-# so that its indented lines are not taken for commands).
-BLOCK = re.compile(r"```bash\n(?P<fenced>.*?)```|```\w*\n.*?```|\n\n(?P<indented>(?:    [^\n]*\n)+)", re.S)
 PLACEHOLDERS = ("<bert folder or hub id>", "<checkpoint>")
 
 
@@ -87,17 +82,10 @@ RUNS = {
 HUB_RUN_GLUE = "--hub_model_id"
 
 
-def readme_commands(fill=lambda line: line):
-    """README's shell commands in order, each as its argv (continuation lines joined, comments dropped), `fill`
-    applied to each line first."""
-    commands = []
-    for block in BLOCK.finditer(README.read_text(encoding="utf-8")):
-        text = block["fenced"] or (textwrap.dedent(block["indented"]) if block["indented"] else "")
-        for line in text.replace("\\\n", " ").splitlines():
-            argv = shlex.split(fill(line), comments=True)
-            if argv and (argv[0] in ("python", "make") or argv[0].endswith("/python")):
-                commands.append(argv)
-    return commands
+def readme_commands(placeholders=None):
+    """README's shell commands in order, each as its argv, `placeholders` filled (by default, left as written)."""
+    fill = placeholders or {placeholder: placeholder for placeholder in PLACEHOLDERS}
+    return [list(command.argv) for command in page_commands("README.md", README.read_text(encoding="utf-8"), {}, fill)]
 
 
 def key(argv):
@@ -120,11 +108,7 @@ def as_run(argv, out):
 def test_readme_commands_run_in_the_order_written(tmp_path, minilm_path):
     out = tmp_path
     environment = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "MPLBACKEND": "Agg"}
-    for argv in readme_commands(
-        fill=lambda line: functools.reduce(
-            lambda text, placeholder: text.replace(placeholder, minilm_path), PLACEHOLDERS, line
-        )
-    ):
+    for argv in readme_commands(dict.fromkeys(PLACEHOLDERS, minilm_path)):
         run = RUNS[key(argv)]
         if run.skip:
             print(f"not run: {shlex.join(argv)} ({run.skip})")
