@@ -148,7 +148,7 @@ glue: install
 		--learning_rate 5e-5 --num_train_epochs 3 --seed 42 \
 		--output_dir $(OUTPUT_DIR) $(GLUE_FLAGS)
 
-# Every results table, verdict and quoted figure of README.md, docs/RESULTS.md and docs/TRANSLATION.md, rendered
+# Every results table, verdict and quoted figure of README.md, docs/RESULTS.md and docs/TRANSLATION*.md, rendered
 # from the committed records (docs/TESTS.md, "Figures in the docs").
 docs: install
 	$(BIN)/python -m tooling.render
