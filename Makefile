@@ -107,7 +107,7 @@ test: install $(VENV_4X)/bin/.installed $(VENV_OLAH)/bin/.installed install-demo
 	$(call transformers_tests,$(BIN))
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q $(PYTEST_PROCESSES) $(WITHOUT_CONTROLS)
 
-# What a new release can break (docs/TESTS.md, "The latest releases"): conversion and `none` against BERT, every
+# What a new release can break (docs/TESTS_TRANSFORMERS.md, "The latest releases"): conversion and `none` against BERT, every
 # family and head, save/load and the fresh-process remote-code load, the Hub-server load, PEFT, ONNX export,
 # sentence-transformers, the translation model and generate(), the legacy folders, transformers' common tests, the
 # code copied from transformers, run_mlm.py's masks after a resume, the causal LMs (their cache and the private
