@@ -107,7 +107,7 @@ test: install $(VENV_4X)/bin/.installed $(VENV_OLAH)/bin/.installed install-demo
 	$(call transformers_tests,$(BIN))
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q $(PYTEST_PROCESSES) $(WITHOUT_CONTROLS)
 
-# What a new release can break (docs/TESTS.md, "The latest releases"): conversion and `none` against BERT, every
+# What a new release can break (docs/TESTS_TRANSFORMERS.md, "The latest releases"): conversion and `none` against BERT, every
 # family and head, save/load and the fresh-process remote-code load, the Hub-server load, PEFT, ONNX export,
 # sentence-transformers, the translation model and generate(), the legacy folders, transformers' common tests, the
 # code copied from transformers, run_mlm.py's masks after a resume, the causal LMs (their cache and the private
@@ -148,7 +148,7 @@ glue: install
 		--learning_rate 5e-5 --num_train_epochs 3 --seed 42 \
 		--output_dir $(OUTPUT_DIR) $(GLUE_FLAGS)
 
-# Every results table, verdict and quoted figure of README.md, docs/RESULTS.md and docs/TRANSLATION.md, rendered
+# Every results table, verdict and quoted figure of README.md, docs/RESULTS.md and docs/TRANSLATION*.md, rendered
 # from the committed records (docs/TESTS.md, "Figures in the docs").
 docs: install
 	$(BIN)/python -m tooling.render

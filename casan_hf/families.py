@@ -269,7 +269,7 @@ FAMILIES = (
 )
 
 
-# The causal language models' families: their context reads each position's prefix (docs/METHOD.md, "Causal language
+# The causal language models' families: their context reads each position's prefix (docs/FAMILIES.md, "Causal language
 # models"), and their heads are the bare decoder, the language model and sequence classification (on the last real
 # token). Their checkpoints take Llama's layout (separate q_proj and k_proj, rotary positions) but for GPT-2's (a fused
 # c_attn, learned positions).

@@ -1,7 +1,7 @@
 """Context-aware self-attention in causal language models: Llama, Qwen2, Qwen3 and GPT-2, as a language model and a
 sequence classifier, in transformers' own classes with the context added to their query and key projections.
 
-In a causal model the context of position i reads only positions <= i (docs/METHOD.md, "Causal language models"):
+In a causal model the context of position i reads only positions <= i (docs/FAMILIES.md, "Causal language models"):
 `global` is the prefix mean of the layer's attention input over the real tokens up to i, `deep_global` the prefix means
 of every layer so far, `deep` each earlier layer's input at position i itself. The prefix means are running sums and
 counts of the real tokens (the 2D attention mask), kept in float32, which restart where packed sequences' position ids

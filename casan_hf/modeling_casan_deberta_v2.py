@@ -8,7 +8,7 @@ The embeddings, the layers' output modules, the convolution after the first laye
 pooler and both masked-LM heads are transformers' own, imported rather than copied; the self-attention is
 `DisentangledSelfAttention` (its projections, its `disentangled_attention_bias`) with the context mixed in.
 
-Where the context meets the disentangled attention (docs/METHOD.md, "DeBERTa-v2 and v3"): the content query
+Where the context meets the disentangled attention (docs/FAMILIES.md, "DeBERTa-v2 and v3"): the content query
 and key (`query_proj`, `key_proj` of the layer input, full width before the head split) are mixed with the
 layer's context by `CasanContextMixer`, and the mixed ones take part in all three terms of the score: content
 to content, content to position (the mixed query against the positions' keys) and position to content (the

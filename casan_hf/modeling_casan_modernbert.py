@@ -5,7 +5,7 @@ Every submodule keeps ModernBERT's name (`model.layers.N.attn.Wqkv`, `head.dense
 checkpoint loads unchanged and only the context parameters (`...attn.context_mixer.*`) are new. The embeddings, the
 feed-forward, the rotary embedding and the prediction head are transformers' own modules, imported rather than
 copied; the context (its sources, the loop over the layers, the mixer and the output gate) is the one the BERT-style
-encoders use (`context.py`, `context_mixer.py`). Where the context meets the attention (docs/METHOD.md,
+encoders use (`context.py`, `context_mixer.py`). Where the context meets the attention (docs/FAMILIES.md,
 "ModernBERT"):
 
 - Q and K are the first two thirds of `Wqkv`'s output; the context is mixed into them at full width `(batch, n, d)`

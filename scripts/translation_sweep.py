@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Runs the translation study behind docs/TRANSLATION.md: arms x seeds of a model trained from scratch with
+"""Runs the translation studies behind docs/TRANSLATION*.md: arms x seeds of a model trained from scratch with
 scripts/run_translation.py, the same data, steps and hyper-parameters for all; each finished run's scores,
 times, final encoder gates and what it received as it started go into the results file (`--results`, default
 `<output_dir>/results.json`) and the paired tables (each arm against `none`, the same Marian without context, of

@@ -1,4 +1,4 @@
-"""Every result figure that README.md, docs/RESULTS.md and docs/TRANSLATION.md state outside their rendered blocks
+"""Every result figure that README.md, docs/RESULTS.md and docs/TRANSLATION*.md state outside their rendered blocks
 and quotes, by a phrase that holds it, listed with where it comes from. A result figure is what
 `test_prose_numbers.result_figures` finds (docs/TESTS.md, "Figures in the docs": a number with a decimal part, a
 percentage, a ratio, a mean ± std, a count of runs, a timing); other numbers (versions, sizes, seeds, layers,
@@ -100,30 +100,12 @@ LOOSE = {
             "against 41.0 for",
             "**BLEU 41.02 on",
         ),
-        "record: the study's results file (docs/results/), one record a run": (
-            "training loss 4.503355071618168, validation and",
-            "2.536040256552759 and 2.4421525261696204, test BLEU 30.4378, chrF 55.6252",
-            "15 runs, seed by seed",
-            "Seeds 1-5: 20 runs",
-            "(10 runs,",
-            "15 runs.",
-            "(5 runs",
-            "5 runs)",
-            "(… of 12 runs)",
-            "… of 15 runs, five seeds",
-        ),
         "no result: a setting": (
             "dropout 0.1",
             "dropout 0.3",
             "label smoothing 0.1",
             "gates near 0.5",
-            "starting near 0.5",
-            "starting at 0.5",
-            "values under 0.1",
-            "weight decay 0.0001",
-            "a 540 s budget",
         ),
-        "no result: the quantiles of the power's formula": ("(t(0.975, n-1) + t(0.80, n-1))",),
         "no record: the time of the project's tests, said as measured": (
             "about 30 s",
             "16 s on this machine when quiet, 75 s under load",
@@ -136,14 +118,48 @@ LOOSE = {
             "1.95M parameters",
             "1.95M-parameter model",
         ),
-        "no record: an estimate of runs still to do": (
-            "about 2.5 hours",
-            "(8 runs, about 18 minutes",
+        "no record: an estimate of runs still to do": ("about 2.5 hours",),
+    },
+    "docs/TRANSLATION_DEEP.md": {
+        "record: the study's results file (docs/results/), one record a run": (
+            "Seeds 1-5: 20 runs",
+            "(10 runs,",
+            "(… of 12 runs)",
         ),
+        "no result: a setting": (
+            "dropout 0.1",
+            "dropout 0.3",
+            "label smoothing 0.1",
+            "starting near 0.5",
+            "starting at 0.5",
+            "weight decay 0.0001",
+            "a 540 s budget",
+        ),
+        "no result: the quantiles of the power's formula": ("(t(0.975, n-1) + t(0.80, n-1))",),
+        "test: test_the_gates_start_at_sigmoid_minus_four": ("(sigmoid(-4) = 0.018)",),
+        "no record: an estimate of runs still to do": ("(8 runs, about 18 minutes",),
         "test: test_the_power_factors_at_five_seeds": (
             "differences: 1.66 x",
             "half-width, 1.24 x",
         ),
+        "no record: a one-off run by hand, said so beside it": (
+            "loss 4.4862 against the record's 4.4847 and test BLEU 30.72 against 31.12",
+            "weights 1.2e-5 apart",
+            "4.4862 with 1 thread and 4.4881 with 2",
+            "the record's 4.4847",
+        ),
+    },
+    "docs/TRANSLATION_BEYOND.md": {
+        "record: the study's results file (docs/results/), one record a run": (
+            "training loss 4.503355071618168, validation and",
+            "2.536040256552759 and 2.4421525261696204, test BLEU 30.4378, chrF 55.6252",
+            "15 runs, seed by seed",
+            "15 runs.",
+            "(5 runs",
+            "5 runs)",
+            "… of 15 runs, five seeds",
+        ),
+        "no result: a setting": ("values under 0.1",),
         "no result: the Gaussian bias's factor a whole window from its centre": ("exp(-2) = 0.14",),
         "no record: a one-off run by hand, said so beside it": (
             "layer 0 0.49-0.61, layer 1 0.57-0.79, layer 2 0.60-0.88",
@@ -151,17 +167,13 @@ LOOSE = {
             "layer 0 0.48-0.52, layer 1 0.24-0.83, layer",
             "2 0.45-0.99",
             "(a new model's are 0.49-0.51 of it)",
-            "loss 4.4862 against the record's 4.4847 and test BLEU 30.72 against 31.12",
-            "weights 1.2e-5 apart",
-            "4.4862 with 1 thread and 4.4881 with 2",
-            "the record's 4.4847",
         ),
     },
 }
 
 
 # Every verdict in words about an arm (`test_prose_numbers.VERDICT_WORD`: pays, worse, level, better, costs, "buys
-# nothing", "adds nothing", "no effect" and the like) that README.md, docs/RESULTS.md and docs/TRANSLATION.md state
+# nothing", "adds nothing", "no effect" and the like) that README.md, docs/RESULTS.md and docs/TRANSLATION*.md state
 # outside their rendered blocks and quotes, by a phrase that holds it, listed with what it says:
 # `verdict: STUDY ARM METRIC is WORD[; ...]`, the translation rule's verdict of that arm (`quote: ... verdict`,
 # `against ARM` allowed), computed from the records; `verdicts: STUDY[, STUDY] none pays`, no arm of those studies
@@ -215,27 +227,17 @@ VERDICTS = {
             "the study of whether the context pays on this task",
             "Which start is the better default from scratch",
             "Does the context pay? The study on the CPU",
-            "This study asks whether either pays where",
-            "This study asks whether it pays here",
-            "this study cannot say whether the bias pays there",
         ),
         COSTS: ("its cost is measured by the benchmark",),
-        "verdicts: translation-micro-deep none pays": (
-            "if bias 0 pays at micro, where it does not at micro-deep",
-            "(the paper's design) and none paid",
-        ),
+    },
+    "docs/TRANSLATION_DEEP.md": {
+        "verdicts: translation-micro-deep none pays": ("if bias 0 pays at micro, where it does not at micro-deep",),
         RULE: (
             "if it does not pay at micro either, the start alone does not make the context pay",
             "an arm's context *pays on this task* if",
             "The conclusion says which arms pay",
             "if none pays, it says so",
             "if the authors' start pays and today's does not",
-            "an arm *pays* if its paired difference",
-            "it is *worse* if the interval is entirely above zero; otherwise it is *level*",
-            'a level arm is reported as "no difference larger than the power", not as "no effect"',
-            'not as "no effect"',
-            "if the local bias pays and the combination does not add to it",
-            "if neither pays, it says so",
         ),
         "no verdict: the metric's direction": ("(nats; lower is better)",),
         "no verdict: the significance level of the power's formula": ("at the 5% level",),
@@ -248,6 +250,22 @@ VERDICTS = {
             "on this task the context costs time and buys nothing measurable, from either start",
         ),
         "verdicts: translation-micro-start none pays": ("the start alone does not make the context pay**",),
+    },
+    "docs/TRANSLATION_BEYOND.md": {
+        QUESTION: (
+            "This study asks whether either pays where",
+            "This study asks whether it pays here",
+            "this study cannot say whether the bias pays there",
+        ),
+        "verdicts: translation-micro-deep none pays": ("(the paper's design) and none paid",),
+        RULE: (
+            "an arm *pays* if its paired difference",
+            "it is *worse* if the interval is entirely above zero; otherwise it is *level*",
+            'a level arm is reported as "no difference larger than the power", not as "no effect"',
+            'not as "no effect"',
+            "if the local bias pays and the combination does not add to it",
+            "if neither pays, it says so",
+        ),
         "verdict: translation-micro-deep-output-gate "
         'global:context_targets=[],output_gate="elementwise",output_gate_context=true test_cross_entropy is level; '
         "translation-micro-deep-output-gate "

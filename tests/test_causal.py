@@ -275,7 +275,7 @@ def test_prefix_means_count_real_tokens_and_restart_at_packed_starts():
 
 def test_a_sliding_window_layer_s_context_spans_the_whole_prefix():
     """Qwen2's sliding-window layers attend to the last 2 tokens; their context is the prefix mean of every real token
-    so far, not of the window (docs/METHOD.md): cached decoding past the window equals a full forward."""
+    so far, not of the window (docs/FAMILIES.md): cached decoding past the window equals a full forward."""
     overrides = dict(use_sliding_window=True, sliding_window=2, max_window_layers=1)
     torch.manual_seed(0)
     model_class = casan_class("qwen2", "causal-lm")
@@ -367,7 +367,7 @@ def test_the_converter_writes_a_causal_folder_that_loads_and_gives_the_source_lo
     assert not (tmp_path / "refused").exists()
 
 
-# LoRA on a causal LM (docs/METHOD.md, "Causal language models"): the context is new, so its mixers train in full
+# LoRA on a causal LM (docs/FAMILIES.md, "Causal language models"): the context is new, so its mixers train in full
 # beside the adapters; the query and key projections hold the mixers, and PEFT puts no adapter over a module with a
 # part trained in full, so the adapters sit on the value and output projections and the MLP.
 CAUSAL_LORA = dict(

@@ -1,4 +1,4 @@
-"""Code copied from transformers stays what transformers has (tests/copies.py, docs/TESTS.md "Copies of
+"""Code copied from transformers stays what transformers has (tests/copies.py, docs/TESTS_TRANSFORMERS.md "Copies of
 transformers' code"): every marked block of casan_hf is checked against the installed release, and the check itself
 on tiny modules in a temporary folder. Their copies are taken from the installed transformers' source, so these
 tests hold on any release, as `make test-latest` runs them."""

@@ -1,6 +1,6 @@
 """The DeBERTa-v2/v3 family: transformers' DeBERTa is the reference at context_type="none" for every head and
 every attention variant (both `share_att_key` settings, c2p and p2c alone or together, buckets, the convolution,
-the legacy and the new masked-LM head); the decisions of docs/METHOD.md ("DeBERTa-v2 and v3") each have a test
+the legacy and the new masked-LM head); the decisions of docs/FAMILIES.md ("DeBERTa-v2 and v3") each have a test
 here; padding, checkpointing, autocast, saving and a fresh process without casan_hf (on the pinned, the newest
 and transformers 4.x) as for the other families. The generic suites (tests/tiny_models.py's FAMILY_TWINS, on the
 family row's `tiny_config`) run the family too."""

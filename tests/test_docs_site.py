@@ -1,7 +1,7 @@
 """The docs site as a reader uses it: the site `make docs-site` builds into site/ (strictly: broken links and
 references fail the build; `make test` builds it first), served on loopback, opened in headless Chromium
 (`headless_chromium.py`): the home page with its navigation, one API page generated from the docstrings, and a
-search that finds an option."""
+search that finds an option; and no page a reader reads from start to end longer than `LONGEST_PAGE` lines."""
 
 import functools
 import http.server
@@ -17,6 +17,9 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 SITE = REPO_ROOT / "site"
 WAIT = 30  # seconds
+LONGEST_PAGE = 400  # lines: past it, a page is split into pages of one topic each
+# The one page kept as a record rather than read through: every earlier speed measurement.
+ARCHIVE = "docs/BENCHMARKS_HISTORY.md"
 
 
 @pytest.fixture(scope="module")
@@ -69,3 +72,12 @@ def test_search_finds_a_page_by_a_word_of_its_text(browser, site_url):
     result = visible(browser, (By.CSS_SELECTOR, ".md-search-result__item a"))
     assert result.get_attribute("href").startswith(site_url)
     assert result.get_attribute("href").startswith(site_url + "SCALING/")  # "Preemption: SIGTERM and SIGUSR1 ..."
+
+
+def test_no_page_a_reader_reads_through_is_longer_than_the_limit():
+    lines = {
+        f"docs/{page.name}": len(page.read_text(encoding="utf-8").splitlines())
+        for page in sorted((REPO_ROOT / "docs").glob("*.md"))
+    }
+    too_long = {page: count for page, count in lines.items() if page != ARCHIVE and count > LONGEST_PAGE}
+    assert too_long == {}, f"pages over {LONGEST_PAGE} lines (page: lines), to split by topic: {too_long}"

@@ -1,4 +1,4 @@
-"""ModernBERT as a CASAN family: its config, where the context meets its attention (docs/METHOD.md, "ModernBERT"),
+"""ModernBERT as a CASAN family: its config, where the context meets its attention (docs/FAMILIES.md, "ModernBERT"),
 what it keeps of transformers' ModernBERT beyond the generic reference tests (the heads' poolings, left padding,
 sparse prediction), and the transformers releases its folders load with.
 

@@ -1,7 +1,7 @@
 """The figures the docs state are the records' and the code's (docs/TESTS.md, "Figures in the docs"): README.md,
-docs/RESULTS.md and docs/TRANSLATION.md (and the quotes of docs/METHOD.md and docs/TESTS.md) are, character for
+docs/RESULTS.md and docs/TRANSLATION*.md (and the quotes of docs/METHOD.md and docs/TESTS.md) are, character for
 character, what `make docs` renders from the committed records (`tooling/render.py`): every table whole, each
-quote with its sign, every verdict. Outside the rendered blocks and quotes, each result figure of the three docs
+quote with its sign, every verdict. Outside the rendered blocks and quotes, each result figure of those docs
 (`result_figures`: a number with a decimal part, a percentage, a ratio, a mean ± std, a count of runs, a timing)
 stands in a phrase of `doc_figures.LOOSE`, listed with the test here that computes it or the record that holds it;
 and the other docs quote no study figure by hand."""
@@ -20,11 +20,11 @@ from casan_hf import CasanConfig, CasanForSequenceClassification, CasanModel
 from casan_hf.studies import detectable_difference
 from tooling.catalog import study_records
 from tooling.quotes import quoted, verdicts_summary
-from tooling.render import DOCS, RENDER, block, render
+from tooling.render import DOCS, METHOD_DOCS, RENDER, TRANSLATION_DOCS, block, render
 from tooling.results import StudyResults
 
 
-RESULTS_DOCS = ("README.md", "docs/RESULTS.md", "docs/TRANSLATION.md")
+RESULTS_DOCS = ("README.md", "docs/RESULTS.md", *TRANSLATION_DOCS)
 QUOTE = re.compile(r"<!-- quote: .+? -->.*?<!-- /quote -->", re.DOTALL)
 FENCE = re.compile(r"^```.*?^```", re.DOTALL | re.MULTILINE)
 INDENTED_CODE = re.compile(r"^ {4}.*$", re.MULTILINE)  # list items continue at two spaces; code is at four
@@ -238,7 +238,7 @@ HAND_FIGURE = re.compile(r"\d ± \d|\[[-+]?\d[\d.]*, [-+]?\d[\d.]*\]|\d (?:nats|
 CARD_TEMPLATE = "model_cards/model_card_template.md"
 
 
-@pytest.mark.parametrize("doc", ["docs/METHOD.md", "docs/TESTS.md", CARD_TEMPLATE])
+@pytest.mark.parametrize("doc", [*METHOD_DOCS, "docs/TESTS.md", CARD_TEMPLATE])
 def test_other_docs_quote_a_study_figure_only_as_a_quote(doc):
     text = QUOTE.sub("…", (REPO_ROOT / doc).read_text())
     assert HAND_FIGURE.findall(CODE_SPAN.sub("", text)) == []
@@ -273,7 +273,7 @@ def test_a_quote_is_its_arms_result_with_its_sign():
         quoted(f"{spec} mean", results)
 
 
-# The figures the three docs state outside the rendered blocks that the code computes (`doc_figures.LOOSE`).
+# The figures those docs state outside the rendered blocks that the code computes (`doc_figures.LOOSE`).
 
 
 def test_the_power_factors_at_five_seeds():

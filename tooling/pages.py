@@ -1,6 +1,6 @@
-"""The results tables of docs/RESULTS.md and docs/TRANSLATION.md, by the name their `<!-- render: table NAME -->`
-block gives (`render`): which study, arms and row labels, which columns (`tables`); a cell is a figure kind
-(`quotes.KINDS`). README's tables are templates written in README itself (`render: template`)."""
+"""The results tables of docs/RESULTS.md and the translation pages (docs/TRANSLATION*.md), by the name their
+`<!-- render: table NAME -->` block gives (`render`): which study, arms and row labels, which columns (`tables`); a
+cell is a figure kind (`quotes.KINDS`). README's tables are templates written in README itself (`render: template`)."""
 
 from .tables import ArmTable, MetricRowsTable, MetricTable, RunsTable
 
@@ -102,6 +102,7 @@ PAGES = {
             ("val BLEU", "validation_bleu", "score"),
         ),
     ),
+    # docs/TRANSLATION_DEEP.md
     "translation-micro-deep-runs": RunsTable(
         MICRO_DEEP,
         MICRO_DEEP_ARMS,
@@ -146,6 +147,7 @@ PAGES = {
             ("detectable diff (80% power)", "power"),
         ),
     ),
+    # docs/TRANSLATION_BEYOND.md
     "translation-micro-deep-output-gate": ArmTable(
         OUTPUT_GATE,
         "arm (5 seeds each)",
@@ -184,6 +186,7 @@ PAGES = {
             ("test BLEU paired", "test_bleu", "paired"),
         ),
     ),
+    # docs/TRANSLATION_DEEP.md, "At Transformer size"
     "translation-small-gpu": ArmTable(
         "translation-small-gpu",
         "arm (seed 1)",

@@ -31,7 +31,7 @@ PROXY_MODES = {
     "eager training": ("training", None),
     "compiled inference": ("inference", "default"),
 }
-# The output gate's rows (docs/METHOD.md, "The output gate"): from the token alone, and driven by the global context
+# The output gate's rows (docs/BEYOND.md, "The output gate"): from the token alone, and driven by the global context
 # without query/key mixing, the two gated arms of the translation study.
 OUTPUT_GATE_VARIANTS = (
     Variant("casan none, output gate", "none", options=(("output_gate", "elementwise"),)),

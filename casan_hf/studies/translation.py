@@ -41,7 +41,7 @@ SCORES = (
     ("validation BLEU (beam)", "validation_bleu", False),
 )
 DRAWN = 4
-PRIMARY = SCORES[0][0]  # the metric of the studies' decision rule (docs/TRANSLATION.md)
+PRIMARY = SCORES[0][0]  # the metric of the studies' decision rule (docs/TRANSLATION_DEEP.md)
 
 
 def read(path):
@@ -182,7 +182,7 @@ RULE_METRICS = ("test_cross_entropy", "validation_cross_entropy", "test_bleu")  
 
 
 def rule_verdict(scored, labels):
-    """The studies' decision rule, written before their runs (docs/TRANSLATION.md), for the arm of the rows
+    """The studies' decision rule, written before their runs (docs/TRANSLATION_DEEP.md), for the arm of the rows
     labelled `labels` (size, epochs, variant) in the comparisons `scored`, against the twin: it *pays* if its
     paired difference in test cross-entropy has a 95% interval entirely below zero and its validation cross-entropy
     and test BLEU move the same way on the mean; it is *worse* if that interval lies entirely above zero; otherwise

@@ -16,7 +16,7 @@ vote at the end of every step (`StopVote`: an asynchronous all-reduce of one int
 end of the next step, when it has long arrived: no device sync, no wait on the others), so every process stops at
 the same step, at most one step after the one the signal came in, whatever the logging interval; they are also
 asked at once (accelerate's trigger) at the steps where Trainer logs, evaluates or saves, which read the loss on the
-host already, at epoch ends and once after the last step. docs/ROBUSTNESS.md states the bound and the vote's host
+host already, at epoch ends and once after the last step. docs/RESUME.md states the bound and the vote's host
 cost.
 """
 
