@@ -15,9 +15,15 @@ and every checkpoint of the family loads unchanged (the mixers are new: `...q_pr
 context lives in a `CausalContextRun`, which the base model's forward pre-hook opens from the forward's mask, position
 ids and cache and every projection reads. The query and key are mixed each at its own width (grouped-query attention:
 the key at the key-value heads' width), with a per-head gate following the heads of the states it gates.
+
+`output_context_gates=True` (or the config's) returns each layer's gates as the encoders do, in the output class of
+transformers with a `context_gates` field (`CasanCausalLMOutputWithPast`, ...): the outermost CASAN model's forward
+asks for them (`_ask_for_gates`), the projections keep them in the run, and its forward hook returns them
+(`_return_gates`).
 """
 
 import inspect
+from dataclasses import dataclass
 
 import torch
 from torch import nn
@@ -37,6 +43,13 @@ from transformers import (
     Qwen3ForSequenceClassification,
     Qwen3Model,
 )
+from transformers.modeling_outputs import (
+    BaseModelOutputWithPast,
+    BaseModelOutputWithPastAndCrossAttentions,
+    CausalLMOutputWithCrossAttentions,
+    CausalLMOutputWithPast,
+    SequenceClassifierOutputWithPast,
+)
 from transformers.pytorch_utils import Conv1D
 
 from .configuration_casan_causal import (
@@ -46,7 +59,7 @@ from .configuration_casan_causal import (
     CasanQwen3Config,
     refuse_encoder_options,
 )
-from .context import ContextPlan
+from .context import CONTEXT_TARGETS, ContextPlan
 from .context_mixer import CasanContextMixer
 from .families import get_family, get_head
 from .modeling_casan import CasanPreTrainedModel
@@ -54,14 +67,71 @@ from .modeling_casan import CasanPreTrainedModel
 
 # The private methods of transformers' generation this file overrides, by name, with the parameters it relies on
 # (tests/test_causal.py fails when a release moves one).
-GENERATION_HOOKS = {"_prepare_cache_for_generation": ("generation_config", "model_kwargs")}
-# What a CASAN encoder's forward returns on request that a causal model's does not: refused, not ignored.
-OUTPUTS_OF_ENCODERS = {"output_context_gates", "output_head_gates", "output_local_windows"}
+GENERATION_HOOKS = {
+    "_prepare_cache_for_generation": ("generation_config", "model_kwargs"),
+    "_validate_model_kwargs": ("model_kwargs",),
+}
+# What a CASAN encoder's forward returns on request that a causal model has none of (it has no output gate and no
+# local bias): refused when asked for, not ignored.
+OUTPUTS_OF_ENCODERS = ("output_head_gates", "output_local_windows")
 # What the forward and generate() call the cache: `cache` from transformers 5.24, `past_key_values` before (still
 # taken there, deprecated).
 CACHE_NAMES = ("cache", "past_key_values")
 # The caches generate() may be asked for that keep the running sums: none but the dynamic one ("dynamic", or None).
 CONTEXT_CACHE_IMPLEMENTATIONS = (None, "dynamic")
+
+
+CONTEXT_GATES_DOC = r"""
+    context_gates (`tuple(torch.FloatTensor)`, returned with `output_context_gates=True`):
+        One tensor per layer of shape `(batch_size, 2, sequence_length)`, or `(batch_size, 2, num_heads,
+        sequence_length)` with `gate_per_head`: the query gate lambda_Q (channel 0) and the key gate lambda_K
+        (channel 1) of every token (and query head: a key-value head's key gate is repeated over its group of query
+        heads, as the attention repeats its key), as applied: times the gate's factor with `context_start="zero"`;
+        0 where that layer or target takes no context.
+"""
+
+
+@dataclass
+class CasanBaseModelOutputWithPast(BaseModelOutputWithPast):
+    __doc__ = CONTEXT_GATES_DOC
+    context_gates: tuple[torch.FloatTensor, ...] | None = None
+
+
+@dataclass
+class CasanBaseModelOutputWithPastAndCrossAttentions(BaseModelOutputWithPastAndCrossAttentions):
+    __doc__ = CONTEXT_GATES_DOC
+    context_gates: tuple[torch.FloatTensor, ...] | None = None
+
+
+@dataclass
+class CasanCausalLMOutputWithPast(CausalLMOutputWithPast):
+    __doc__ = CONTEXT_GATES_DOC
+    context_gates: tuple[torch.FloatTensor, ...] | None = None
+
+
+@dataclass
+class CasanCausalLMOutputWithCrossAttentions(CausalLMOutputWithCrossAttentions):
+    __doc__ = CONTEXT_GATES_DOC
+    context_gates: tuple[torch.FloatTensor, ...] | None = None
+
+
+@dataclass
+class CasanSequenceClassifierOutputWithPast(SequenceClassifierOutputWithPast):
+    __doc__ = CONTEXT_GATES_DOC
+    context_gates: tuple[torch.FloatTensor, ...] | None = None
+
+
+# Each output class of the causal classes' transformers forwards -> its CASAN class, which adds `context_gates`.
+OUTPUTS_WITH_GATES = {
+    output_class.__mro__[1]: output_class
+    for output_class in (
+        CasanBaseModelOutputWithPast,
+        CasanBaseModelOutputWithPastAndCrossAttentions,
+        CasanCausalLMOutputWithPast,
+        CasanCausalLMOutputWithCrossAttentions,
+        CasanSequenceClassifierOutputWithPast,
+    )
+}
 
 
 class CasanCache(DynamicCache):
@@ -154,14 +224,16 @@ def prefix_means(states, token_mask, past, starts):
 
 class CausalContextRun:
     """One forward's context: the real tokens' mask, the packed sequences' starts, the cache's running sums, and each
-    layer's contribution as its query projection records it (`record`), read by its projections (`layer_context`)."""
+    layer's contribution as its query projection records it (`record`), read by its projections (`layer_context`);
+    where the forward returns them, the gates its projections keep (`keep_gate`) in `gates`, else None."""
 
-    def __init__(self, plan, token_mask, starts, cache):
+    def __init__(self, plan, token_mask, starts, cache, gates):
         self.plan = plan
         self.token_mask = token_mask
         self.starts = starts
         self.cache = cache
         self.sources = {}
+        self.gates = gates
 
     def record(self, layer_index, states):
         """Layer `layer_index`'s attention input `states` `(batch, n, d)` as what it contributes to the context: the
@@ -189,13 +261,42 @@ class CausalContextRun:
         """The context of layer `layer_index`: the per-token sources its kind reads, as a tuple."""
         return tuple(self.sources[index] for index in self.plan.reads[layer_index])
 
+    def keep_gate(self, layer_index, target, gate, states):
+        """Keeps `target`'s gate in layer `layer_index`, `(batch, n)` or `(batch, heads, n)`, where the forward
+        returns the gates; None (a target without context) is kept as zeros `(batch, n)` of the mixed `states`."""
+        if self.gates is not None:
+            self.gates[layer_index, target] = states.new_zeros(states.shape[:2]) if gate is None else gate
+
+
+def returned_gates(gates, layers, heads, per_head):
+    """The gates a run kept (`CausalContextRun.keep_gate`) as the encoders return them: per layer `(batch, 2, n)`,
+    or `(batch, 2, heads, n)` with `per_head`, channel 0 the query's and 1 the key's. A key gate per key-value head
+    is repeated over its group of query heads (grouped-query attention), as the attention repeats the key itself."""
+
+    def per_query_head(gate):
+        if not per_head:
+            return gate
+        if gate.dim() == 2:  # zeros of a target without context
+            return gate.unsqueeze(1).expand(-1, heads, -1)
+        return gate.repeat_interleave(heads // gate.shape[1], dim=1)
+
+    return tuple(
+        torch.stack([per_query_head(gates[layer, target]) for target in CONTEXT_TARGETS], dim=1)
+        for layer in range(layers)
+    )
+
 
 class ContextSlot:
     """Where a model's projections find the forward's `CausalContextRun`: one object shared by the base model's hook,
-    which fills it, and every projection, which reads it."""
+    which fills it, and every projection, which reads it. During a forward, `caller` is the outermost CASAN model
+    called (a classifier whose base model is a CASAN model shares its slot), `gates` the dict its run fills where it
+    returns the gates (else None), `tuple_output` whether it returns a tuple (`return_dict=False`)."""
 
     def __init__(self):
         self.run = None
+        self.caller = None
+        self.gates = None
+        self.tuple_output = False
 
     def current(self):
         if self.run is None:
@@ -214,10 +315,12 @@ def target_mixer(config, layer_index, target, width, heads):
     )
 
 
-def mix_target(mixer, target, states, context):
-    """`states` `(batch, n, width)` with the context mixed in by `mixer` as its `target`."""
-    query, key, _ = mixer(states, states, context, return_gates=False)
-    return query if target == "query" else key
+def mix_target(mixer, target, states, context, return_gate):
+    """`states` `(batch, n, width)` with the context mixed in by `mixer` as its `target`, and the target's gate
+    `(batch, n)` or `(batch, heads, n)` when `return_gate` (else None)."""
+    query, key, gates = mixer(states, states, context, return_gates=return_gate)
+    mixed = query if target == "query" else key
+    return mixed, None if gates is None else gates[:, CONTEXT_TARGETS.index(target)]
 
 
 class ContextLinear(nn.Linear):
@@ -236,9 +339,12 @@ class ContextLinear(nn.Linear):
         run = self.slot.current()
         if self.target == "query":
             run.record(self.layer_index, hidden_states)
-        if self.context_mixer is None:
-            return projected
-        return mix_target(self.context_mixer, self.target, projected, run.layer_context(self.layer_index))
+        gate = None
+        if self.context_mixer is not None:
+            context = run.layer_context(self.layer_index)
+            projected, gate = mix_target(self.context_mixer, self.target, projected, context, run.gates is not None)
+        run.keep_gate(self.layer_index, self.target, gate, projected)
+        return projected
 
 
 class ContextConv1D(Conv1D):
@@ -255,16 +361,20 @@ class ContextConv1D(Conv1D):
         run = self.slot.current()
         run.record(self.layer_index, hidden_states)
         if not self.context_mixer:
+            run.keep_gate(self.layer_index, "query", None, projected)
+            run.keep_gate(self.layer_index, "key", None, projected)
             return projected
         context = run.layer_context(self.layer_index)
         # Each a copy of its own: a gate per head views the states head by head, which a slice of the fused output
         # cannot be viewed as.
-        query, key, value = (part.contiguous() for part in projected.split(self.nf // 3, dim=-1))
-        if "query" in self.context_mixer:
-            query = mix_target(self.context_mixer["query"], "query", query, context)
-        if "key" in self.context_mixer:
-            key = mix_target(self.context_mixer["key"], "key", key, context)
-        return torch.cat((query, key, value), dim=-1)
+        parts = dict(zip(("query", "key", "value"), projected.split(self.nf // 3, dim=-1), strict=True))
+        for target in CONTEXT_TARGETS:
+            states, gate = parts[target].contiguous(), None
+            if target in self.context_mixer:
+                states, gate = mix_target(self.context_mixer[target], target, states, context, run.gates is not None)
+            run.keep_gate(self.layer_index, target, gate, states)
+            parts[target] = states
+        return torch.cat(tuple(parts.values()), dim=-1)
 
 
 def make_projections_context_aware(model, slot):
@@ -290,7 +400,8 @@ def make_projections_context_aware(model, slot):
 class CasanCausalPreTrainedModel(CasanPreTrainedModel):
     """What every causal CASAN class shares: built as its transformers class builds itself, then its query and key
     projections made context-aware; the base model's forward opens the forward's `CausalContextRun`
-    (`_open_context`); generate() gets a `CasanCache`. Loading, conversion and the checks are `CasanPreTrainedModel`'s.
+    (`_open_context`); the model's own forward returns the gates where asked (`_ask_for_gates`, `_return_gates`);
+    generate() gets a `CasanCache`. Loading, conversion and the checks are `CasanPreTrainedModel`'s.
     """
 
     has_token_types = False
@@ -309,7 +420,11 @@ class CasanCausalPreTrainedModel(CasanPreTrainedModel):
     def __init__(self, config, *args, **kwargs):
         super().__init__(config, *args, **kwargs)
         if self.base_model is not self and isinstance(self.base_model, CasanCausalPreTrainedModel):
-            return  # a head whose transformers class builds its base model through `AutoModel`: a context-aware one
+            # a head whose transformers class builds its base model through `AutoModel`: a context-aware one, whose
+            # slot the head shares to return its gates
+            self.context_slot = self.base_model.context_slot
+            self._hook_gates(self)
+            return
         self.context_slot = ContextSlot()
         self.context_plan = ContextPlan.from_config(config)
         make_projections_context_aware(self, self.context_slot)
@@ -317,11 +432,20 @@ class CasanCausalPreTrainedModel(CasanPreTrainedModel):
         # transformers initialises a sub-model (the base model, a `LlamaModel`) by its own `_init_weights`, which knows
         # no mixer: the base initialises by this class's, here and when `from_pretrained` fills the new parameters.
         base._init_weights = self._init_weights
-        self._base_signature = inspect.signature(base.forward)
-        self._cache_argument = next(name for name in CACHE_NAMES if name in self._base_signature.parameters)
+        # The base model's forward's parameters, in order: what `_open_context` names its arguments by.
+        self._base_parameters = tuple(inspect.signature(base.forward).parameters)
+        self._cache_argument = next(name for name in CACHE_NAMES if name in self._base_parameters)
+        for module in {self, base}:  # the model, and its base model called alone
+            self._hook_gates(module)
         base.register_forward_pre_hook(self._open_context, with_kwargs=True)
         base.register_forward_hook(self._close_context, always_call=True)
         self.post_init()
+
+    def _hook_gates(self, module):
+        """`module`'s forward (the model's, or its base model's) asks for the gates before anything else (the base
+        model's hook included) runs, and returns them after."""
+        module.register_forward_pre_hook(self._ask_for_gates, with_kwargs=True, prepend=True)
+        module.register_forward_hook(self._return_gates, with_kwargs=True, always_call=True)
 
     @staticmethod
     def attention_modules(base):
@@ -346,26 +470,61 @@ class CasanCausalPreTrainedModel(CasanPreTrainedModel):
             )
         super().gradient_checkpointing_enable(gradient_checkpointing_kwargs)
 
+    def _ask_for_gates(self, module, args, kwargs):
+        """The model's forward pre-hook: in the outermost CASAN model called, `output_context_gates` (the config's
+        where not given) asks the forward's run for the gates, and the forward returns a `ModelOutput` to which
+        `_return_gates` adds them (a tuple then, where `return_dict=False` asked for one). What a causal model has
+        none of (an encoder's output gates, local windows) is refused when asked for."""
+        unreturned = [name for name in OUTPUTS_OF_ENCODERS if kwargs.pop(name, None)]
+        if unreturned:
+            raise ValueError(
+                f"{', '.join(unreturned)}: a CASAN causal model has no output gate and no local bias, so it returns "
+                "none of these; leave them out (output_context_gates returns its context gates)."
+            )
+        asked = kwargs.pop("output_context_gates", None)
+        slot = self.context_slot
+        if slot.caller is not None:  # the base model of a classifier: the classifier asked
+            return args, kwargs
+        slot.caller = module
+        if asked is None:
+            asked = getattr(self.config, "output_context_gates", False)
+        if asked:
+            slot.gates = {}
+            return_dict = kwargs.pop("return_dict", None)
+            slot.tuple_output = not (self.config.return_dict if return_dict is None else return_dict)
+            kwargs["return_dict"] = True
+        return args, kwargs
+
+    def _return_gates(self, module, args, kwargs, output):
+        """The model's forward hook: where the forward was asked for the gates, its output in the CASAN class of
+        its output class (`OUTPUTS_WITH_GATES`) with `context_gates` (`returned_gates`), as a tuple where
+        `return_dict=False` asked for one. Called after a forward that raised too, to clear the slot."""
+        slot = self.context_slot
+        if slot.caller is not module:
+            return output
+        gates, tuple_output = slot.gates, slot.tuple_output
+        slot.caller, slot.gates, slot.tuple_output = None, None, False
+        if gates is None or output is None:
+            return output
+        config = self.config
+        layers = returned_gates(gates, config.num_hidden_layers, config.num_attention_heads, config.gate_per_head)
+        output = OUTPUTS_WITH_GATES[type(output)](**output, context_gates=layers)
+        return output.to_tuple() if tuple_output else output
+
     def _open_context(self, module, args, kwargs):
         """The base model's forward pre-hook: the forward's `CausalContextRun` from its inputs, and a `CasanCache`
         where the forward would make a plain one."""
-        inputs = self._base_signature.bind_partial(*args, **kwargs).arguments
-        unreturned = sorted(OUTPUTS_OF_ENCODERS & set(kwargs))
-        if unreturned:
-            raise ValueError(
-                f"{', '.join(unreturned)}: a CASAN causal model does not return these yet (the encoders do); leave "
-                "them out."
-            )
+        # by name, those given by position too (a signature's binding would graph-break a compiled forward whose
+        # keyword arguments a hook has changed)
+        inputs = dict(zip(self._base_parameters, args, strict=False)) | kwargs
         name = self._cache_argument
-        given = inputs.get("kwargs", {})  # a name the signature does not take (transformers' older one)
-        candidates = (inputs.get(name), *map(given.get, CACHE_NAMES))
-        cache = check_cache(next((value for value in candidates if value is not None), None))
+        cache = check_cache(next((inputs[key] for key in CACHE_NAMES if inputs.get(key) is not None), None))
         use_cache = inputs.get("use_cache")
         if use_cache is None:
             use_cache = self.config.use_cache
         if cache is None and use_cache:  # where the forward would make a plain cache, in the caller's place
             cache = CasanCache(config=self.config)
-            position = list(self._base_signature.parameters).index(name)
+            position = self._base_parameters.index(name)
             if len(args) > position:
                 args = (*args[:position], cache, *args[position + 1 :])
             else:
@@ -386,11 +545,23 @@ class CasanCausalPreTrainedModel(CasanPreTrainedModel):
                 "Position ids that restart inside a row (packed sequences) continue no cache: pass them without "
                 "past_key_values."
             )
-        self.context_slot.run = CausalContextRun(self.context_plan, token_mask, starts, cache)
+        slot = self.context_slot
+        slot.run = CausalContextRun(self.context_plan, token_mask, starts, cache, slot.gates)
         return args, kwargs
 
     def _close_context(self, module, args, output):
         self.context_slot.run = None
+
+    def _validate_model_kwargs(self, model_kwargs):
+        """generate()'s check of the model's arguments (a copy), `output_context_gates=True` refused first, by name:
+        generate() returns no forward's outputs, and a forward over the generated ids gives the gates of every token
+        (a cached step's are the full forward's). False passes: the steps then compute none, whatever the config."""
+        if model_kwargs.pop("output_context_gates", None):
+            raise ValueError(
+                "generate() returns no context gates: call the model on the generated ids with "
+                "output_context_gates=True (a cached step's gates are those of a full forward)."
+            )
+        super()._validate_model_kwargs(model_kwargs)
 
     def _prepare_cache_for_generation(self, generation_config, model_kwargs, *args, **kwargs):
         """generate()'s cache: a `CasanCache` where it would make a dynamic cache; a cache handed in must be one, and

@@ -16,7 +16,9 @@ of a lone `--train_file` (its first lines, in order, as there) held out when no 
 - `--test_file` with `--do_predict`: the test split's cross-entropy and perplexity beside the validation split's
   (`predict_results.json`); `--sample_prompt`: one greedy continuation of the final model (`sample.json`);
 - `--output_dir` ends up as a Hub folder (weights, config with `auto_map`, code files, tokenizer, results) whose
-  card holds the validation (and test) cross-entropy per token in nats and the perplexity.
+  card holds the validation (and test) cross-entropy per token in nats and the perplexity;
+- every evaluation of a model with context logs its mean query and key gates per layer (`GateMonitor`) into
+  `trainer_state.json`, and the card holds the last.
 
     python scripts/run_clm.py --model_type llama --hidden_size 128 --num_hidden_layers 4 --num_attention_heads 4 \
         --intermediate_size 512 --tokenizer_name out/tokenizer --context_type global --train_file train.txt \
@@ -50,7 +52,14 @@ from casan_hf.cli.run_inputs import check_tokenizer, first_examples, run_model_c
 from casan_hf.cli.run_start import RunClock, record_run_start, run_arguments, time_before
 from casan_hf.compat import PreTrainedConfig
 from casan_hf.hub import is_hub_id
-from casan_hf.training import CasanTrainer, card_hyperparameters, check_training_options, finish_run, train_and_save
+from casan_hf.training import (
+    CasanTrainer,
+    card_hyperparameters,
+    check_training_options,
+    finish_run,
+    gate_monitor_for,
+    train_and_save,
+)
 
 
 logger = logging.getLogger(__name__)
@@ -465,7 +474,6 @@ def main():
     ]
     if announce_run(logger, "run_clm.py", rows, training_args, data.get("train"), checkpoint):
         return
-    # The gates of a causal model are not logged yet: its mixers return no gates to `gate_means`.
     trainer = CasanTrainer(
         model=model,
         args=training_args,
@@ -474,6 +482,7 @@ def main():
         processing_class=tokenizer,
         data_collator=default_data_collator,
         context_learning_rate=casan_training.context_learning_rate,
+        gate_monitor=gate_monitor_for(model, casan_training),
         card_kwargs=card_arguments(model_args, casan_training, data_args, training_args, files, block_size),
         callbacks=[RunClock(time_before(checkpoint) if checkpoint else None)],
     )

@@ -1,8 +1,8 @@
 """Context-aware self-attention in causal language models (Llama, Qwen2, Qwen3, GPT-2), against transformers' own
 classes with the same weights: `none` and a conversion give their logits exactly; the context reads no future token;
 cached decoding (greedy, sampling, beam search, a left-padded batch, a continued prompt) gives the logits and tokens of
-full forwards; packed sequences restart the prefix sums; what would lose the running sums is refused by name; a saved
-folder loads in a fresh process without casan_hf."""
+full forwards; packed sequences restart the prefix sums; what would lose the running sums is refused by name; every
+class returns its gates as the encoders do; a saved folder loads in a fresh process without casan_hf."""
 
 import inspect
 import json
@@ -21,6 +21,7 @@ from casan_hf import CAUSAL_FAMILIES, CasanCache, casan_class
 from casan_hf.configuration_casan_causal import MINIMUM_TRANSFORMERS_CAUSAL
 from casan_hf.hub.checks import check_folder
 from casan_hf.modeling_casan_causal import GENERATION_HOOKS, prefix_means
+from casan_hf.training import gate_means
 
 
 VOCAB = 40
@@ -225,10 +226,110 @@ def test_what_would_lose_the_running_sums_is_refused_by_name():
         plain(input_ids=ids[:, :1], past_key_values=filled)
     with pytest.raises(ValueError, match=r"a 2D attention_mask \(batch, seq\) to average the real tokens; got 4D"):
         model(input_ids=ids, attention_mask=torch.ones(2, 1, 5, 5))
-    with pytest.raises(ValueError, match="output_context_gates: a CASAN causal model does not return these yet"):
-        model(input_ids=ids, output_context_gates=True)
+    with pytest.raises(ValueError, match="output_head_gates: a CASAN causal model has no output gate"):
+        model(input_ids=ids, output_head_gates=True)
     with pytest.raises(ValueError, match="non-reentrant"):
         model.gradient_checkpointing_enable({"use_reentrant": True})
+
+
+@pytest.mark.parametrize("family", FAMILY_NAMES)
+@pytest.mark.parametrize("head", ["base", "causal-lm", "sequence-classification"])
+def test_every_class_returns_its_gates_as_the_encoders_do(family, head):
+    """`output_context_gates=True`, or the config's, returns one `(batch, 2, heads, n)` tensor per layer in
+    transformers' output class with a `context_gates` field: 0 in deep's first layer, which takes no context, and a
+    key gate per key-value head repeated over its group of query heads; `return_dict=False` puts them last in the
+    tuple; the base model called alone returns them too. Not asked, the output is transformers' own."""
+    model_class = casan_class(family, head)
+    overrides = {"num_labels": 3} if head == "sequence-classification" else {}
+    options = dict(context_type="deep", gate_bias_init=0.0, gate_per_head=True)
+    torch.manual_seed(0)
+    model = model_class(model_class.config_class(**source_config(family, **overrides).to_dict() | options)).eval()
+    ids, mask = left_padded_batch()
+    with torch.no_grad():
+        plain = model(input_ids=ids, attention_mask=mask)
+        outputs = model(input_ids=ids, attention_mask=mask, output_context_gates=True)
+        as_tuple = model(input_ids=ids, attention_mask=mask, output_context_gates=True, return_dict=False)
+        alone = model.base_model(input_ids=ids, attention_mask=mask, output_context_gates=True)
+        model.config.output_context_gates = True
+        by_config = model(input_ids=ids, attention_mask=mask)
+    assert type(outputs).__mro__[1] is type(plain) and not hasattr(plain, "context_gates")
+    gates, heads = outputs.context_gates, model.config.num_attention_heads
+    assert len(gates) == 3 and all(gate.shape == (2, 2, heads, 5) for gate in gates)
+    assert not gates[0].any() and all(((gate > 0) & (gate < 1)).all() for gate in gates[1:])
+    group = heads // (getattr(model.config, "num_key_value_heads", None) or heads)
+    for gate in gates[1:]:
+        assert torch.equal(gate[:, 1], gate[:, 1, ::group].repeat_interleave(group, dim=1))
+    assert len(as_tuple) == len(outputs) and torch.equal(as_tuple[0], outputs[0])
+    for returned in (as_tuple[-1], alone.context_gates, by_config.context_gates):
+        assert all(map(torch.equal, returned, gates))
+
+
+@pytest.mark.parametrize("family", ["llama", "gpt2"])
+def test_gate_means_count_the_real_tokens_only(family):
+    """The gate monitor's means (`gate_means`) over a right-padded batch, and over a left-padded one with the
+    positions generate() gives, are those of each sentence alone: padding neither counts nor changes a real token's
+    gates."""
+    model = trained_context(family, "deep_global", gate_per_head=family == "gpt2")
+    first, second = torch.randint(3, VOCAB, (1, 5)), torch.randint(3, VOCAB, (1, 3))
+    pads = torch.zeros(1, 2, dtype=torch.long)
+    right = torch.cat([first, torch.cat([second, pads], dim=1)])
+    left = torch.cat([first, torch.cat([pads, second], dim=1)])
+    left_mask = (left != 0).long()
+    padded = [
+        {"input_ids": right, "attention_mask": (right != 0).long()},
+        {"input_ids": left, "attention_mask": left_mask,
+         "position_ids": (left_mask.cumsum(-1) - 1).masked_fill(left_mask == 0, 1)},
+    ]  # fmt: skip
+    alone = gate_means(model, [{"input_ids": first}, {"input_ids": second}])
+    assert ("gates/layer_2/key/head_3" in alone) == (family == "gpt2") and alone["gates/layer_0/query"] > 0
+    for batch in padded:
+        means = gate_means(model, [batch])
+        assert means.keys() == alone.keys()
+        for key, value in alone.items():
+            assert means[key] == pytest.approx(value, abs=2e-6), key
+
+
+def test_the_gates_returned_under_a_zero_start_are_the_applied_ones():
+    """With `context_start="zero"` a gate is returned times its factor s, as it acts on the query and key: exactly 0
+    in a converted model, and at s = 0.5 half the gate of the same weights without the factor (in the first layer,
+    whose context is the same in both)."""
+    plain = trained_context("llama", "global")
+    scaled = trained_context("llama", "global", context_start="zero")
+    missing, unexpected = scaled.load_state_dict(plain.state_dict(), strict=False)
+    assert missing and all(name.endswith("context_scale") for name in missing) and not unexpected
+    ids = torch.randint(3, VOCAB, (2, 6))
+    with torch.no_grad():
+        assert not any(gate.any() for gate in scaled(input_ids=ids, output_context_gates=True).context_gates)
+        for name in missing:
+            scaled.get_parameter(name).fill_(0.5)
+        halved = scaled(input_ids=ids, output_context_gates=True).context_gates[0]
+        expected = plain(input_ids=ids, output_context_gates=True).context_gates[0]
+    assert expected.min() > 0
+    torch.testing.assert_close(halved, 0.5 * expected)
+
+
+def test_a_cached_step_returns_the_gates_of_a_full_forward_and_generate_refuses_them():
+    """A decoding step through the `CasanCache` returns its token's gates as a full forward gives them. generate()
+    returns no forward's outputs: it refuses `output_context_gates=True` by name, and the config's changes none of
+    its tokens."""
+    model = trained_context("qwen3", "deep_global", gate_per_head=True)
+    ids, mask = left_padded_batch()
+    step = torch.randint(3, VOCAB, (2, 1))
+    longer_mask = torch.cat([mask, torch.ones(2, 1, dtype=mask.dtype)], dim=1)
+    with torch.no_grad():
+        cache = model(input_ids=ids, attention_mask=mask, use_cache=True).past_key_values
+        cached = model(input_ids=step, attention_mask=longer_mask, past_key_values=cache, output_context_gates=True)
+        full = model(input_ids=torch.cat([ids, step], dim=1), attention_mask=longer_mask, output_context_gates=True)
+    for step_gates, full_gates in zip(cached.context_gates, full.context_gates, strict=True):
+        assert step_gates.shape == (2, 2, 4, 1)
+        torch.testing.assert_close(step_gates, full_gates[..., -1:], rtol=1e-5, atol=1e-5)
+    settings = dict(input_ids=ids, attention_mask=mask, max_new_tokens=4, do_sample=False, pad_token_id=0)
+    with pytest.raises(ValueError, match=r"generate\(\) returns no context gates"):
+        model.generate(output_context_gates=True, **settings)
+    expected = model.generate(**settings)
+    model.config.output_context_gates = True
+    assert torch.equal(model.generate(**settings), expected)
+    assert torch.equal(model.generate(output_context_gates=False, **settings), expected)
 
 
 @pytest.mark.parametrize(("option", "value"), [("local_bias", "query"), ("output_gate", "headwise")])
@@ -441,15 +542,19 @@ def test_every_attention_implementation_of_the_class_gives_the_same_logits(famil
 
 def test_a_causal_lm_compiles_to_one_graph_with_the_eager_logits():
     """The forward's context (the base model's hook, the `CausalContextRun` its projections read) traces into one
-    graph, no break, and the compiled model gives the eager logits."""
+    graph, no break, where the gates are not asked for; the compiled model gives the eager logits, and the eager
+    gates where they are."""
     ids, mask = left_padded_batch()
     model = trained_context("llama", "deep_global")
+    inputs = dict(input_ids=ids, attention_mask=mask, use_cache=False)
     with torch.no_grad():
-        expected = model(input_ids=ids, attention_mask=mask, use_cache=False).logits
-        explained = torch._dynamo.explain(model)(input_ids=ids, attention_mask=mask, use_cache=False)
+        expected = model(**inputs, output_context_gates=True)
+        explained = torch._dynamo.explain(model)(**inputs)
         assert (explained.graph_count, explained.graph_break_count) == (1, 0), explained.break_reasons
-        compiled = torch.compile(model)(input_ids=ids, attention_mask=mask, use_cache=False).logits
-    torch.testing.assert_close(compiled, expected, rtol=1e-5, atol=1e-5)
+        compiled = torch.compile(model)
+        torch.testing.assert_close(compiled(**inputs).logits, expected.logits, rtol=1e-5, atol=1e-5)
+        gates = compiled(**inputs, output_context_gates=True).context_gates
+    torch.testing.assert_close(gates, expected.context_gates, rtol=1e-5, atol=1e-5)
 
 
 def test_transformers_4_refuses_a_causal_folder_with_the_minimum_version(tmp_path):

@@ -1,7 +1,7 @@
 """scripts/run_clm.py at tiny sizes: a Llama checkpoint converted (its validation cross-entropy the source's to the
 bit before training) and trained, beside its twin; a new model from scratch with a trained tokenizer and a held-out
-part of one file; the card's cross-entropy and perplexity; a run killed inside a step resumed to the unbroken run's
-weights; bad input refused in one line before anything is written."""
+part of one file; the card's cross-entropy and perplexity; the gates logged at each evaluation; a run killed inside
+a step resumed to the unbroken run's weights; bad input refused in one line before anything is written."""
 
 import sys
 
@@ -13,6 +13,7 @@ from glue_helpers import card_metadata, read_json
 from test_kill_resume import assert_same_run, final_state, killed, script, train_loss_free
 
 from casan_hf.studies.causal import train_byte_level_tokenizer
+from casan_hf.studies.gates import final_gates
 
 
 TINY = ["--block_size", "16", "--per_device_train_batch_size", "4", "--per_device_eval_batch_size", "8",
@@ -110,6 +111,9 @@ def test_casan_and_its_twin_train_and_the_card_holds_cross_entropy_and_perplexit
         assert metrics[split]["perplexity"] == pytest.approx(torch.tensor(saved[f"{prefix}_loss"]).exp().item())
     card = (output_dir / "README.md").read_text()
     assert ("trust_remote_code=True" in card) == casan and "causal self-attention" in card
+    assert ("| layer | mean lambda_Q |" in card) == casan
+    history = read_json(output_dir / "trainer_state.json")["log_history"]
+    assert any("gates/layer_1/key" in entry for entry in history) == casan
 
 
 @pytest.mark.parametrize(
@@ -137,6 +141,9 @@ def test_a_new_model_trains_from_scratch_on_one_file_with_a_held_out_part(
     assert sample["prompt"] == "ROMEO:" and isinstance(sample["continuation"], str)
     started = read_json(output_dir / "run_start.json")
     assert sorted(started["data"]["files"]) == ["tokenizer.json", "train.txt"]
+    gates = final_gates(output_dir / "trainer_state.json")  # the gate monitor's, a gate per head
+    assert len(gates["query"]) == 2 and all(len(heads) == 4 for heads in gates["key_per_head"])
+    assert all(0 < gate < 1 for gate in gates["query"] + gates["key"])
 
 
 # Six steps, a checkpoint every two, dropout on: the kill comes inside step 3.
