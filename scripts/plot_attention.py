@@ -13,6 +13,7 @@ scale.
 import argparse
 import math
 import textwrap
+from pathlib import Path
 
 from casan_hf.cli.extras import require_packages
 
@@ -215,6 +216,7 @@ def main(argv=None):
     inspection = inspect_attention(model, tokenizer, args.text, args.text_pair, max_length=args.max_tokens)
     title = describe(model, tokenizer, inspection)
     figure = plot(inspection, args.layers, args.heads, title, dpi=args.dpi, zoom_gates=args.zoom_gates)
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(args.out, dpi=args.dpi)
     width, height = figure.canvas.get_width_height()
     print(f"Wrote {args.out}: {len(inspection.tokens)} tokens, {width}x{height} pixels.")

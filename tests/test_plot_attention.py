@@ -95,7 +95,7 @@ def test_writes_a_png_of_the_planned_size(tmp_path, capsys, checkpoints, kind, f
 
 
 def test_64_tokens_keep_a_readable_cell_per_token(tmp_path, capsys, checkpoints):
-    out = tmp_path / "long.png"
+    out = tmp_path / "figures" / "new" / "long.png"  # folders the figure's own: made for it
     long_text = " ".join(["the film was funny and gripping ,"] * 20)
     plot_attention.main(["--model", str(checkpoints["structured"]), "--text", long_text, "--out", str(out)])
     assert " 64 tokens" in capsys.readouterr().out

@@ -99,35 +99,44 @@ def test_every_readme_command_has_its_row():
     assert not unknown, f"README commands without a row in RUNS: {unknown}"
 
 
+# The folders a command writes, which the tests put under a temporary folder.
+WRITTEN = ("out/", "runs/", "docs/images/", "attention.png")
+
+
 def as_run(argv, out):
-    """The argv the test runs: `out/` under the temporary folder, `python` this interpreter."""
-    filled = [f"{out}/{word}" if word.startswith(("out/", "attention.png")) else word for word in argv]
+    """The argv the test runs: what it writes under the temporary folder `out`, `python` this interpreter."""
+    filled = [f"{out}/{word}" if word.startswith(WRITTEN) else word for word in argv]
     return [sys.executable if filled[0] == "python" else filled[0], *filled[1:]]
 
 
+def run_as_written(argv, out, env=()):
+    """Runs one command as a user would, at the tiny size of its row of `RUNS` (or not, saying why), with its
+    `env` beside the offline environment; a command that needs the Hub must stop saying so."""
+    run = RUNS[key(argv)]
+    if run.skip:
+        print(f"not run: {shlex.join(argv)} ({run.skip})")
+        return
+    needs_hub = run.needs_hub
+    if key(argv) == "python scripts/run_glue.py" and HUB_RUN_GLUE in argv:
+        needs_hub = "OfflineModeIsEnabled"  # the checkpoint and the data by Hub id
+    command = as_run(argv, out) + list(run.flags if not needs_hub else ())
+    environment = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "MPLBACKEND": "Agg", **dict(env)}
+    environment.update({name: value.format(out=out) for name, value in run.env})
+    started = time.monotonic()
+    done = subprocess.run(command, cwd=REPO_ROOT, env=environment, capture_output=True, text=True, timeout=600)
+    took = f"{time.monotonic() - started:.0f} s"
+    output = (done.stdout + done.stderr)[-3000:]
+    if needs_hub:
+        assert done.returncode != 0 and needs_hub in output, f"{shlex.join(argv)}:\n{output}"
+        print(f"stops where it needs the Hub ({took}): {shlex.join(argv)}")
+    else:
+        assert done.returncode == 0, f"{shlex.join(command)}:\n{output}"
+        print(f"ran ({took}): {shlex.join(argv)}")
+
+
 def test_readme_commands_run_in_the_order_written(tmp_path, minilm_path):
-    out = tmp_path
-    environment = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "MPLBACKEND": "Agg"}
     for argv in readme_commands(dict.fromkeys(PLACEHOLDERS, minilm_path)):
-        run = RUNS[key(argv)]
-        if run.skip:
-            print(f"not run: {shlex.join(argv)} ({run.skip})")
-            continue
-        needs_hub = run.needs_hub
-        if key(argv) == "python scripts/run_glue.py" and HUB_RUN_GLUE in argv:
-            needs_hub = "OfflineModeIsEnabled"  # the checkpoint and the data by Hub id
-        command = as_run(argv, out) + list(run.flags if not needs_hub else ())
-        env = {**environment, **{name: value.format(out=out) for name, value in run.env}}
-        started = time.monotonic()
-        done = subprocess.run(command, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=600)
-        took = f"{time.monotonic() - started:.0f} s"
-        output = (done.stdout + done.stderr)[-3000:]
-        if needs_hub:
-            assert done.returncode != 0 and needs_hub in output, f"{shlex.join(argv)}:\n{output}"
-            print(f"stops where it needs the Hub ({took}): {shlex.join(argv)}")
-        else:
-            assert done.returncode == 0, f"{shlex.join(command)}:\n{output}"
-            print(f"ran ({took}): {shlex.join(argv)}")
+        run_as_written(argv, tmp_path)
 
 
 @pytest.mark.parametrize("placeholder", PLACEHOLDERS)
