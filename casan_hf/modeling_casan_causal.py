@@ -20,13 +20,20 @@ the key at the key-value heads' width), with a per-head gate following the heads
 transformers with a `context_gates` field (`CasanCausalLMOutputWithPast`, ...): the outermost CASAN model's forward
 asks for them (`_ask_for_gates`), the projections keep them in the run, and its forward hook returns them
 (`_return_gates`).
+
+Gradient checkpointing is torch's non-reentrant one (reentrant checkpointing would cut the context, which leaves a
+layer through the run, not its arguments): each checkpointed layer runs in the forward's run, and its recomputation
+during the backward in a copy of it (`_checkpoint_in_run`).
 """
 
+import copy
+import functools
 import inspect
 from dataclasses import dataclass
 
 import torch
 from torch import nn
+from torch.utils.checkpoint import checkpoint
 from transformers import (
     AutoModel,
     DynamicCache,
@@ -267,6 +274,23 @@ class CausalContextRun:
         if self.gates is not None:
             self.gates[layer_index, target] = states.new_zeros(states.shape[:2]) if gate is None else gate
 
+    def checkpointed(self):
+        """This run as a checkpointed layer sees it: the same sources and gates, and no cache, as transformers gives
+        such a layer none (it keeps neither keys and values nor context sums there), so that the layer's
+        recomputation reads the sums its forward read."""
+        checkpointed = copy.copy(self)
+        checkpointed.cache = None
+        return checkpointed
+
+    def recomputation(self):
+        """A copy of this run, for recomputing a checkpointed layer during the backward: the sources as they stand
+        (the layer records its own again, in the copy), and its gates computed as the forward computed them but kept
+        in the copy. The forward's run is left as it was, and what the recomputation makes is freed with the copy."""
+        recomputation = copy.copy(self)
+        recomputation.sources = dict(self.sources)
+        recomputation.gates = None if self.gates is None else {}
+        return recomputation
+
 
 def returned_gates(gates, layers, heads, per_head):
     """The gates a run kept (`CausalContextRun.keep_gate`) as the encoders return them: per layer `(batch, 2, n)`,
@@ -284,6 +308,24 @@ def returned_gates(gates, layers, heads, per_head):
         torch.stack([per_query_head(gates[layer, target]) for target in CONTEXT_TARGETS], dim=1)
         for layer in range(layers)
     )
+
+
+def refuse_reentrant_checkpointing(checkpoint_function):
+    """A ValueError unless `checkpoint_function`, transformers' `functools.partial` of torch's checkpoint with the
+    checkpointing kwargs, runs non-reentrant: `use_reentrant=False`, which transformers sets where no kwargs are given;
+    kwargs without it take torch's default, the reentrant variant."""
+    keywords = getattr(checkpoint_function, "keywords", {})
+    if keywords.get("use_reentrant") is not False:
+        given = (
+            f"use_reentrant={keywords['use_reentrant']!r}"
+            if "use_reentrant" in keywords
+            else f"kwargs {keywords} without use_reentrant, where torch's checkpoint takes the reentrant variant"
+        )
+        raise ValueError(
+            "CASAN causal models take non-reentrant gradient checkpointing only: use_reentrant=False, transformers' "
+            f"default where no gradient_checkpointing_kwargs are given (the context leaves each layer outside its "
+            f"arguments, which alone reentrant checkpointing keeps in the graph); got {given}."
+        )
 
 
 class ContextSlot:
@@ -460,15 +502,39 @@ class CasanCausalPreTrainedModel(CasanPreTrainedModel):
         refuse_encoder_options(kwargs)
         return super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
 
-    def gradient_checkpointing_enable(self, gradient_checkpointing_kwargs=None):
-        """transformers' own, refusing reentrant checkpointing: a layer's context contribution leaves it through the
-        forward's `CausalContextRun`, which reentrant checkpointing would cut from the graph."""
-        if (gradient_checkpointing_kwargs or {}).get("use_reentrant"):
-            raise ValueError(
-                "CASAN causal models take non-reentrant gradient checkpointing only (use_reentrant=False, "
-                "transformers' default): the context leaves each layer outside its arguments."
-            )
-        super().gradient_checkpointing_enable(gradient_checkpointing_kwargs)
+    def _set_gradient_checkpointing(self, enable=True, gradient_checkpointing_func=checkpoint, **kwargs):
+        """transformers' own, where every way of enabling checkpointing ends (`gradient_checkpointing_enable`,
+        `activation_checkpointing_enable`, the Trainer's), with the layers' checkpoint function running each layer in
+        the forward's run (`_checkpoint_in_run`). Reentrant checkpointing is refused: a layer's context contribution
+        leaves it through the forward's `CausalContextRun`, not its arguments, which alone reentrant checkpointing
+        keeps in the graph. A private method of transformers, as the generation hooks are: the checkpointing tests
+        of tests/test_causal.py fail where a release moves it."""
+        if enable:
+            refuse_reentrant_checkpointing(gradient_checkpointing_func)
+            gradient_checkpointing_func = functools.partial(self._checkpoint_in_run, gradient_checkpointing_func)
+        super()._set_gradient_checkpointing(
+            enable=enable, gradient_checkpointing_func=gradient_checkpointing_func, **kwargs
+        )
+
+    def _checkpoint_in_run(self, checkpoint_layer, function, *args, **kwargs):
+        """The layers' checkpoint function: `checkpoint_layer` running the layer in the forward's run, as a
+        checkpointed layer sees it (`CausalContextRun.checkpointed`), and each recomputation of it during the
+        backward, when that forward's run is closed (and another forward's may be open), in a copy of that run
+        (`CausalContextRun.recomputation`). Non-reentrant checkpointing calls the layer once in the forward."""
+        slot = self.context_slot
+        run = slot.current().checkpointed()
+        recomputing = False
+
+        def layer_in_run(*layer_args, **layer_kwargs):
+            nonlocal recomputing
+            previous, slot.run = slot.run, run.recomputation() if recomputing else run
+            recomputing = True
+            try:
+                return function(*layer_args, **layer_kwargs)
+            finally:
+                slot.run = previous
+
+        return checkpoint_layer(layer_in_run, *args, **kwargs)
 
     def _ask_for_gates(self, module, args, kwargs):
         """The model's forward pre-hook: in the outermost CASAN model called, `output_context_gates` (the config's

@@ -2,7 +2,8 @@
 classes with the same weights: `none` and a conversion give their logits exactly; the context reads no future token;
 cached decoding (greedy, sampling, beam search, a left-padded batch, a continued prompt) gives the logits and tokens of
 full forwards; packed sequences restart the prefix sums; what would lose the running sums is refused by name; every
-class returns its gates as the encoders do; a saved folder loads in a fresh process without casan_hf."""
+class returns its gates as the encoders do; gradient checkpointing gives a plain step's losses, gates and gradients
+exactly; a saved folder loads in a fresh process without casan_hf."""
 
 import inspect
 import json
@@ -228,8 +229,124 @@ def test_what_would_lose_the_running_sums_is_refused_by_name():
         model(input_ids=ids, attention_mask=torch.ones(2, 1, 5, 5))
     with pytest.raises(ValueError, match="output_head_gates: a CASAN causal model has no output gate"):
         model(input_ids=ids, output_head_gates=True)
-    with pytest.raises(ValueError, match="non-reentrant"):
+
+
+def training_batches(head="causal-lm"):
+    """Two batches of other shapes, one right-padded with its mask (its labels ignoring the padding), one without a
+    mask: two forwards whose runs differ. The labels are the tokens, or a class per row for a classifier."""
+    ids = torch.tensor([[5, 9, 11, 7, 3, 8], [8, 4, 6, 12, 0, 0]])
+    mask = (ids != 0).long()
+    unpadded = torch.tensor([[7, 3, 10, 4], [6, 6, 9, 5]])
+    if head == "sequence-classification":
+        padded_labels, unpadded_labels = torch.tensor([0, 2]), torch.tensor([1, 1])
+    else:
+        padded_labels, unpadded_labels = ids.masked_fill(mask == 0, -100), unpadded
+    padded = dict(input_ids=ids, attention_mask=mask, labels=padded_labels)
+    return [padded, dict(input_ids=unpadded, labels=unpadded_labels)]
+
+
+def training_step(model, batches):
+    """Each batch's output (with its gates), forwards one after the other, then one backward of their summed loss;
+    the gradients by parameter name (every parameter has one)."""
+    model.zero_grad()
+    outputs = [model(**batch, output_context_gates=True) for batch in batches]
+    sum(output.loss for output in outputs).backward()
+    return outputs, {name: parameter.grad.clone() for name, parameter in model.named_parameters()}
+
+
+def assert_checkpointing_changes_no_step(model, batches):
+    """`gradient_checkpointing_enable()` (transformers' default, non-reentrant) leaves a training step of `model` on
+    `batches` (`training_step`) as it was without: the losses, the gates (one per layer) and every parameter's
+    gradient, the context mixers' included, all of which take part. Exactly (`torch.equal`): the recomputation
+    replays the forward's arithmetic on tensors laid out alike."""
+    plain_outputs, plain = training_step(model, batches)
+    model.gradient_checkpointing_enable()
+    outputs, checkpointed = training_step(model, batches)
+    assert model.is_activation_checkpointing
+    for output, plain_output in zip(outputs, plain_outputs, strict=True):
+        assert torch.equal(output.loss, plain_output.loss)
+        assert len(output.context_gates) == model.config.num_hidden_layers
+        assert all(map(torch.equal, output.context_gates, plain_output.context_gates))
+    mixers = [grad for name, grad in plain.items() if ".context_mixer." in name]
+    assert mixers and all(grad.abs().sum() > 0 for grad in mixers)
+    for name, grad in plain.items():
+        assert torch.equal(checkpointed[name], grad), name
+
+
+@pytest.mark.parametrize("family", FAMILY_NAMES)
+@pytest.mark.parametrize("context", CONTEXTS)
+@pytest.mark.parametrize("start", ["gate", "zero"])
+def test_gradient_checkpointing_gives_the_losses_gates_and_gradients_of_a_plain_step(family, context, start):
+    """A language model's step of two forwards and one backward of their summed loss, checkpointed: each layer's
+    recomputation runs in its own forward's run, and the step is a plain one's
+    (`assert_checkpointing_changes_no_step`). The context counts: the authors' gate start, or
+    `context_start="zero"` with its factors moved to 0.5."""
+    model = trained_context(family, context, context_start=start, gate_per_head=True).train()
+    if start == "zero":
+        with torch.no_grad():
+            for name, parameter in model.named_parameters():
+                if name.endswith("context_scale"):
+                    parameter.fill_(0.5)
+    assert_checkpointing_changes_no_step(model, training_batches())
+
+
+@pytest.mark.parametrize("family", FAMILY_NAMES)
+def test_a_checkpointed_classifier_steps_as_a_plain_one(family):
+    """A sequence classifier, whose base model is a CASAN one sharing its run (Llama's and Qwen's) or transformers'
+    own (GPT-2's), checkpointed: the step is a plain one's."""
+    model_class = casan_class(family, "sequence-classification")
+    options = dict(context_type="deep_global", gate_bias_init=0.0)
+    torch.manual_seed(0)
+    model = model_class(model_class.config_class(**source_config(family, num_labels=3).to_dict() | options)).train()
+    assert_checkpointing_changes_no_step(model, training_batches("sequence-classification"))
+
+
+def test_a_recomputation_leaves_the_forward_s_run_and_cache_as_they_were():
+    """Checkpointing every second layer, the Trainer's way (`activation_checkpointing_enable`): the checkpointed
+    layers (0 and 2) keep neither keys and values nor context sums in the cache, as transformers gives them no cache,
+    and layer 1 keeps both; the backward recomputes layers 2 and 0 each in a copy of the forward's run, whose sources
+    and gates stay the forward's; the gradients are a plain step's."""
+    model = trained_context("llama", "deep_global").train()
+    runs = []
+    for layer in model.model.layers:
+        layer.self_attn.q_proj.register_forward_pre_hook(lambda module, args: runs.append(model.context_slot.run))
+    batch = training_batches()[0]
+    _, plain = training_step(model, [batch])
+    model.activation_checkpointing_enable(every_n_layers=2)
+    runs.clear()
+    model.zero_grad()
+    output = model(**batch, output_context_gates=True)
+    forward = runs[1]  # layer 1's, not checkpointed: the forward's run itself
+    assert [run.cache is None for run in runs] == [True, False, True]
+    assert all(run.sources is forward.sources and run.gates is forward.gates for run in runs)
+    cache = output.past_key_values
+    assert list(cache.context_sums) == [1] and [cache.get_seq_length(index) for index in range(3)] == [0, 6, 0]
+    sources, gates = dict(forward.sources), dict(forward.gates)
+    output.loss.backward()
+    recomputed = runs[3:]
+    assert len(recomputed) == 2 and all(
+        run.sources is not forward.sources and run.gates is not forward.gates for run in recomputed
+    )
+    for kept, now in ((sources, forward.sources), (gates, forward.gates)):
+        assert kept.keys() == now.keys() and all(kept[key] is now[key] for key in kept)
+    for name, parameter in model.named_parameters():
+        assert torch.equal(parameter.grad, plain[name]), name
+
+
+def test_reentrant_checkpointing_is_refused_by_name():
+    """The context leaves a layer through the forward's run, not its arguments, which alone reentrant checkpointing
+    keeps in the graph: `use_reentrant=True`, and checkpointing kwargs without `use_reentrant` (torch's checkpoint
+    then takes the reentrant variant), are refused, however checkpointing is enabled."""
+    model = trained_context("llama", "global")
+    with pytest.raises(ValueError, match="non-reentrant gradient checkpointing only: .* got use_reentrant=True"):
         model.gradient_checkpointing_enable({"use_reentrant": True})
+    with pytest.raises(ValueError, match=r"got kwargs \{'preserve_rng_state': False\} without use_reentrant"):
+        model.activation_checkpointing_enable({"preserve_rng_state": False}, every_n_layers=2)
+    with pytest.raises(ValueError, match=r"got kwargs \{\} without use_reentrant"):
+        model.gradient_checkpointing_enable({})
+    assert not any(getattr(module, "gradient_checkpointing", False) for module in model.modules())
+    model.gradient_checkpointing_enable({"use_reentrant": False, "preserve_rng_state": False})
+    assert model.model.layers[0].gradient_checkpointing
 
 
 @pytest.mark.parametrize("family", FAMILY_NAMES)

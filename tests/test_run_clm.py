@@ -1,7 +1,8 @@
 """scripts/run_clm.py at tiny sizes: a Llama checkpoint converted (its validation cross-entropy the source's to the
 bit before training) and trained, beside its twin; a new model from scratch with a trained tokenizer and a held-out
-part of one file; the card's cross-entropy and perplexity; the gates logged at each evaluation; a run killed inside
-a step resumed to the unbroken run's weights; bad input refused in one line before anything is written."""
+part of one file; the card's cross-entropy and perplexity; the gates logged at each evaluation; gradient
+checkpointing trained to a plain run's weights; a run killed inside a step resumed to the unbroken run's weights; bad
+input refused in one line before anything is written."""
 
 import sys
 
@@ -10,8 +11,10 @@ import torch
 import transformers
 from conftest import HUB_MODEL_FILES, load_script, run_main
 from glue_helpers import card_metadata, read_json
+from safetensors.torch import load_file
 from test_kill_resume import assert_same_run, final_state, killed, script, train_loss_free
 
+from casan_hf.modeling_casan_causal import CasanCausalPreTrainedModel
 from casan_hf.studies.causal import train_byte_level_tokenizer
 from casan_hf.studies.gates import final_gates
 
@@ -144,6 +147,34 @@ def test_a_new_model_trains_from_scratch_on_one_file_with_a_held_out_part(
     gates = final_gates(output_dir / "trainer_state.json")  # the gate monitor's, a gate per head
     assert len(gates["query"]) == 2 and all(len(heads) == 4 for heads in gates["key_per_head"])
     assert all(0 < gate < 1 for gate in gates["query"] + gates["key"])
+
+
+def test_gradient_checkpointing_trains_to_the_weights_of_a_plain_run(module, llama, texts, tmp_path, monkeypatch):
+    """`--gradient_checkpointing` (transformers' non-reentrant default) on a converted Llama, each layer checkpointed
+    in its forward's run: two steps end with the losses and weights of the same run without it, to the bit."""
+    checkpointed_layers = []
+    checkpoint_in_run = CasanCausalPreTrainedModel._checkpoint_in_run
+    monkeypatch.setattr(
+        CasanCausalPreTrainedModel,
+        "_checkpoint_in_run",
+        lambda model, *args, **kwargs: checkpointed_layers.append(model) or checkpoint_in_run(model, *args, **kwargs),
+    )
+    flags = ["--model_name_or_path", llama, "--context_type", "deep_global", *data(texts, "train"), "--do_train",
+             "--max_steps", "2", "--logging_steps", "1", *TINY]  # fmt: skip
+    runs = {}
+    for name, checkpointing in (("plain", []), ("checkpointed", ["--gradient_checkpointing"])):
+        run_main(module, [*flags, *checkpointing, "--output_dir", tmp_path / name])
+        history = read_json(tmp_path / name / "trainer_state.json")["log_history"]
+        runs[name] = (
+            [record["loss"] for record in history if "loss" in record],
+            load_file(tmp_path / name / "model.safetensors"),
+        )
+    assert len(checkpointed_layers) == 2 * 2  # two layers a step, two steps
+    (plain_losses, plain_weights), (losses, weights) = runs["plain"], runs["checkpointed"]
+    assert len(losses) == 2 and losses == plain_losses
+    assert weights.keys() == plain_weights.keys()
+    for name, tensor in plain_weights.items():
+        assert torch.equal(weights[name], tensor), name
 
 
 # Six steps, a checkpoint every two, dropout on: the kill comes inside step 3.
