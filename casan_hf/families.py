@@ -24,8 +24,8 @@ class Head:
 
     Two fields are for the tools around a model, which read them here: `prediction`, how
     `casan_hf.inspection.predict` reads the head's logits for one text, as its pipeline would ("labels",
-    "choice", "tags", "answer", "fills"; None: no prediction), and `untrained`, what the model card warns of
-    while the head's weights are random.
+    "choice", "tags", "answer", "fills", "next-tokens"; None: no prediction), and `untrained`, what the model card
+    warns of while the head's weights are random.
     """
 
     name: str
@@ -97,6 +97,7 @@ CAUSAL_HEADS = (
         "AutoModelForCausalLM",
         "text-generation",
         pretrains=True,
+        prediction="next-tokens",
         untrained="text-generation writes random tokens until the model is trained",
     ),
 )

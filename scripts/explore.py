@@ -17,7 +17,11 @@ def parse_args(argv=None):
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--model", required=True, help="CASAN or BERT-family checkpoint: a folder or a Hub id.")
+    parser.add_argument(
+        "--model",
+        required=True,
+        help="CASAN or BERT-family encoder checkpoint: a folder or a Hub id (a causal LM's: plot_attention.py).",
+    )
     parser.add_argument("--compare", help="A second checkpoint shown beside it (e.g. its --baseline twin).")
     parser.add_argument("--text", help="The text the page opens with (default: a sentence about a film).")
     parser.add_argument("--text_pair", default="", help="The text pair the page opens with.")

@@ -3,7 +3,8 @@ chosen layers and heads, and the structured pooling's hops when the model has th
 
     python scripts/plot_attention.py --model DIR_OR_ID --text "A gripping, funny film." --out attention.png
 
-Works for CASAN checkpoints of every context type and for plain BERT (attention maps only). Layers and
+Works for CASAN checkpoints of every context type, the encoders' and the causal LMs' (Llama, Qwen2, Qwen3, GPT-2:
+lower-triangular maps, the next token in the title), and for their families' own (attention maps only). Layers and
 heads are 0-based; by default the last layer's heads are drawn. Sentences are cut to `--max-tokens`
 (64 by default, `casan_hf.inspection.MAX_TOKENS`, the most the figure keeps readable). The gates are coloured on
 the fixed 0 to 1 scale (`--zoom-gates`: from their lowest to their highest value), every attention map on one
@@ -59,7 +60,11 @@ def parse_args(argv=None):
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--model", required=True, help="CASAN or BERT checkpoint: a folder or a Hub id.")
+    parser.add_argument(
+        "--model",
+        required=True,
+        help="CASAN checkpoint, or its family's own (BERT, Llama, ...): a folder or a Hub id.",
+    )
     parser.add_argument(
         "--tokenizer", help="Tokenizer folder or Hub id, if the checkpoint has none (default: --model)."
     )

@@ -14,6 +14,7 @@ import pytest
 import torch
 import transformers
 from fresh_process import run_without_casan_hf
+from tiny_models import CAUSAL_VOCAB, tiny_causal_config, tiny_causal_source_config
 from tiny_tokenizer import tiny_tokenizer
 from transformers import DynamicCache, GenerationConfig
 from transformers.generation.utils import GenerationMixin
@@ -25,26 +26,8 @@ from casan_hf.modeling_casan_causal import GENERATION_HOOKS, prefix_means
 from casan_hf.training import gate_means
 
 
-VOCAB = 40
-# Each family's tiny config: grouped-query attention (4 query heads, 2 key-value heads) where the family has it, and a
-# head width of its own for Qwen3 (head_dim 12, not 32 / 4).
-SIZES = {
-    "llama": dict(hidden_size=32, intermediate_size=48, num_attention_heads=4, num_key_value_heads=2),
-    "qwen2": dict(hidden_size=32, intermediate_size=48, num_attention_heads=4, num_key_value_heads=2),
-    "qwen3": dict(hidden_size=32, intermediate_size=48, num_attention_heads=4, num_key_value_heads=2, head_dim=12),
-    "gpt2": dict(n_embd=32, n_head=4, n_positions=64, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0),
-}
 FAMILY_NAMES = [family.name for family in CAUSAL_FAMILIES]
 CONTEXTS = ["global", "deep_global", "deep"]
-
-
-def source_config(family, **overrides):
-    """The tiny transformers config of `family`: 3 layers, vocabulary of `VOCAB`, padding id 0."""
-    config_class = transformers.AutoConfig.for_model(family).__class__
-    common = dict(vocab_size=VOCAB, num_hidden_layers=3, pad_token_id=0, bos_token_id=1, eos_token_id=2)
-    if family != "gpt2":
-        common["max_position_embeddings"] = 64
-    return config_class(**{**common, **SIZES[family], **overrides})
 
 
 def saved_source(family, folder, head="causal-lm", **overrides):
@@ -53,7 +36,7 @@ def saved_source(family, folder, head="causal-lm", **overrides):
     source_class = getattr(
         transformers, casan_class(family, head).family.source_class_name(casan_class(family, head).casan_head)
     )
-    model = source_class(source_config(family, **overrides)).eval()
+    model = source_class(tiny_causal_source_config(family, **overrides)).eval()
     model.save_pretrained(folder)
     return model
 
@@ -61,11 +44,8 @@ def saved_source(family, folder, head="causal-lm", **overrides):
 def trained_context(family, context, **options):
     """A CASAN causal LM of `family` with its context open (the authors' gate start, random U), as after training."""
     torch.manual_seed(0)
-    model_class = casan_class(family, "causal-lm")
-    config = model_class.config_class(
-        **source_config(family).to_dict() | {"context_type": context, "gate_bias_init": 0.0, **options}
-    )
-    return model_class(config).eval()
+    config = tiny_causal_config(family, context_type=context, gate_bias_init=0.0, **options)
+    return casan_class(family, "causal-lm")(config).eval()
 
 
 def left_padded_batch():
@@ -106,7 +86,7 @@ def test_a_converted_context_trains_from_its_exact_start(context, tmp_path):
     """At the exact start the gates' factors get gradients; once they move, every context parameter does."""
     saved_source("llama", tmp_path)
     model = casan_class("llama", "causal-lm").from_pretrained(tmp_path, context_type=context)
-    ids = torch.randint(3, VOCAB, (2, 6))
+    ids = torch.randint(3, CAUSAL_VOCAB, (2, 6))
     model(input_ids=ids, labels=ids).loss.backward()
     scales = {name: p.grad for name, p in model.named_parameters() if name.endswith("context_scale")}
     assert scales and all(grad is not None and grad.abs().sum() > 0 for grad in scales.values())
@@ -126,9 +106,9 @@ def test_a_converted_context_trains_from_its_exact_start(context, tmp_path):
 def test_the_context_reads_no_future_token(family, context):
     """Changing the last token changes no earlier position's logits, whatever the context."""
     model = trained_context(family, context)
-    ids = torch.randint(3, VOCAB, (1, 7))
+    ids = torch.randint(3, CAUSAL_VOCAB, (1, 7))
     changed = ids.clone()
-    changed[0, -1] = (ids[0, -1] + 1) % VOCAB
+    changed[0, -1] = (ids[0, -1] + 1) % CAUSAL_VOCAB
     with torch.no_grad():
         before, after = model(input_ids=ids).logits, model(input_ids=changed).logits
     torch.testing.assert_close(before[:, :-1], after[:, :-1], rtol=0, atol=0)
@@ -142,7 +122,7 @@ def test_cached_decoding_gives_the_logits_of_a_full_forward(family, context):
     forward over the same tokens (to float32 rounding), and the padding changes no real token's logits."""
     model = trained_context(family, context, gate_per_head=family in ("qwen3", "gpt2"))
     ids, mask = left_padded_batch()
-    steps = torch.randint(3, VOCAB, (2, 4))
+    steps = torch.randint(3, CAUSAL_VOCAB, (2, 4))
     with torch.no_grad():
         output = model(input_ids=ids, attention_mask=mask, use_cache=True)
         cache = output.past_key_values
@@ -360,7 +340,9 @@ def test_every_class_returns_its_gates_as_the_encoders_do(family, head):
     overrides = {"num_labels": 3} if head == "sequence-classification" else {}
     options = dict(context_type="deep", gate_bias_init=0.0, gate_per_head=True)
     torch.manual_seed(0)
-    model = model_class(model_class.config_class(**source_config(family, **overrides).to_dict() | options)).eval()
+    model = model_class(
+        model_class.config_class(**tiny_causal_source_config(family, **overrides).to_dict() | options)
+    ).eval()
     ids, mask = left_padded_batch()
     with torch.no_grad():
         plain = model(input_ids=ids, attention_mask=mask)
@@ -387,7 +369,7 @@ def test_gate_means_count_the_real_tokens_only(family):
     positions generate() gives, are those of each sentence alone: padding neither counts nor changes a real token's
     gates."""
     model = trained_context(family, "deep_global", gate_per_head=family == "gpt2")
-    first, second = torch.randint(3, VOCAB, (1, 5)), torch.randint(3, VOCAB, (1, 3))
+    first, second = torch.randint(3, CAUSAL_VOCAB, (1, 5)), torch.randint(3, CAUSAL_VOCAB, (1, 3))
     pads = torch.zeros(1, 2, dtype=torch.long)
     right = torch.cat([first, torch.cat([second, pads], dim=1)])
     left = torch.cat([first, torch.cat([pads, second], dim=1)])
@@ -414,7 +396,7 @@ def test_the_gates_returned_under_a_zero_start_are_the_applied_ones():
     scaled = trained_context("llama", "global", context_start="zero")
     missing, unexpected = scaled.load_state_dict(plain.state_dict(), strict=False)
     assert missing and all(name.endswith("context_scale") for name in missing) and not unexpected
-    ids = torch.randint(3, VOCAB, (2, 6))
+    ids = torch.randint(3, CAUSAL_VOCAB, (2, 6))
     with torch.no_grad():
         assert not any(gate.any() for gate in scaled(input_ids=ids, output_context_gates=True).context_gates)
         for name in missing:
@@ -431,7 +413,7 @@ def test_a_cached_step_returns_the_gates_of_a_full_forward_and_generate_refuses_
     its tokens."""
     model = trained_context("qwen3", "deep_global", gate_per_head=True)
     ids, mask = left_padded_batch()
-    step = torch.randint(3, VOCAB, (2, 1))
+    step = torch.randint(3, CAUSAL_VOCAB, (2, 1))
     longer_mask = torch.cat([mask, torch.ones(2, 1, dtype=mask.dtype)], dim=1)
     with torch.no_grad():
         cache = model(input_ids=ids, attention_mask=mask, use_cache=True).past_key_values
@@ -452,7 +434,9 @@ def test_a_cached_step_returns_the_gates_of_a_full_forward_and_generate_refuses_
 @pytest.mark.parametrize(("option", "value"), [("local_bias", "query"), ("output_gate", "headwise")])
 def test_options_a_causal_model_cannot_honour_are_refused(option, value):
     with pytest.raises(ValueError, match=f"`{option}`={value!r} is refused in a causal language model"):
-        casan_class("llama", "causal-lm").config_class(**source_config("llama").to_dict(), **{option: value})
+        casan_class("llama", "causal-lm").config_class(
+            **tiny_causal_source_config("llama").to_dict(), **{option: value}
+        )
 
 
 def test_generate_hooks_are_where_this_release_has_them():
@@ -469,7 +453,7 @@ def test_packed_sequences_restart_the_prefix_sums(context):
     """Two sequences packed in one row (position ids restarting at 0, no mask, as `DataCollatorWithFlattening` makes
     them) give each sequence's logits alone."""
     model = trained_context("llama", context)
-    first, second = torch.randint(3, VOCAB, (1, 4)), torch.randint(3, VOCAB, (1, 3))
+    first, second = torch.randint(3, CAUSAL_VOCAB, (1, 4)), torch.randint(3, CAUSAL_VOCAB, (1, 3))
     packed = torch.cat([first, second], dim=1)
     positions = torch.tensor([[0, 1, 2, 3, 0, 1, 2]])
     with torch.no_grad():
@@ -498,14 +482,14 @@ def test_a_sliding_window_layer_s_context_spans_the_whole_prefix():
     torch.manual_seed(0)
     model_class = casan_class("qwen2", "causal-lm")
     config = model_class.config_class(
-        **source_config("qwen2", **overrides).to_dict() | {"context_type": "global", "gate_bias_init": 0.0}
+        **tiny_causal_source_config("qwen2", **overrides).to_dict() | {"context_type": "global", "gate_bias_init": 0.0}
     )
     assert "sliding_attention" in config.layer_types
     model = model_class(config).eval()
     captured = {}
     layer = model.model.layers[2].self_attn.q_proj
     layer.register_forward_hook(lambda module, args, output: captured.update(states=args[0]))
-    ids = torch.randint(3, VOCAB, (1, 6))
+    ids = torch.randint(3, CAUSAL_VOCAB, (1, 6))
     with torch.no_grad():
         model(input_ids=ids, use_cache=False)
         run_means, _ = prefix_means(captured["states"], torch.ones(1, 6), None, None)

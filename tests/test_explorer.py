@@ -189,7 +189,8 @@ def test_bad_checkpoints_and_texts_are_messages(tmp_path, tokenizer):
     BertConfig(**TINY, architectures=["BertForPreTraining"]).save_pretrained(tmp_path / "pretraining")
     messages = {
         str(tmp_path / "missing"): "Cannot show '{}': ",
-        str(tmp_path / "gpt2"): "Cannot show '{}': A gpt2 checkpoint is a causal language model, whose gates",
+        str(tmp_path / "gpt2"): "Cannot show '{}': A gpt2 checkpoint is a causal language model, which the explorer "
+        "does not show; scripts/plot_attention.py draws its gates and attention.",
         str(tmp_path / "pretraining"): "Cannot show '{}': Checkpoint architecture 'BertForPreTraining' is not a head",
         "": "Enter a checkpoint: a local folder or a Hub id.",
     }

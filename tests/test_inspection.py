@@ -1,12 +1,13 @@
 """inspect_attention returns the model's own gates, attention maps, pooling hops and logits, aligned with
-the tokens, for CASAN models of every context type and for plain BERT; predict reads every head's logits as its
-pipeline would; load_for_inspection refuses other model types and heads by name."""
+the tokens, for CASAN models of every context type and for plain BERT, and for saved causal LMs (Llama, GPT-2: their
+attention lower-triangular); predict reads every head's logits as its pipeline would (a causal LM's: the next token
+after the text); load_for_inspection refuses other model types and heads by name."""
 
 import re
 
 import pytest
 import torch
-from tiny_models import TINY, tiny_config
+from tiny_models import TINY, tiny_causal_config, tiny_config
 from tiny_tokenizer import tiny_tokenizer
 from transformers import BertConfig, BertForSequenceClassification, BertModel, GPT2Config, T5Config
 
@@ -17,6 +18,7 @@ from casan_hf import (
     CasanForSequenceClassification,
     CasanForTokenClassification,
     CasanModel,
+    casan_class,
 )
 from casan_hf.inspection import inspect_attention, load_for_inspection, predict
 
@@ -193,11 +195,87 @@ def test_multiple_choice_scores_the_text_and_an_encoder_predicts_nothing(tokeniz
     assert predict(encoder, tokenizer, inspected(encoder, tokenizer)).summary.startswith("no prediction")
 
 
+def saved_causal(folder, family, head, **options):
+    """A tiny random CASAN causal model of `family` and `head` with its context open (`deep_global`, the authors' gate
+    start), saved to `folder` with the tiny tokenizer (without token types, as the family's give none) and a
+    vocabulary of the tokenizer's size; returns the model, in eval mode."""
+    tokenizer = tiny_tokenizer(folder, token_types=False)
+    torch.manual_seed(0)
+    config = tiny_causal_config(
+        family, vocab_size=len(tokenizer), context_type="deep_global", gate_bias_init=0.0, **options
+    )
+    model = casan_class(family, head)(config).eval()
+    model.save_pretrained(folder)
+    return model
+
+
+@pytest.mark.parametrize("family,gate_per_head", [("llama", False), ("gpt2", True)])
+def test_a_causal_lm_s_attention_is_lower_triangular_its_gates_its_own_and_it_predicts_the_next_token(
+    tmp_path, family, gate_per_head
+):
+    """A saved causal LM loads with its head and eager attention; each token attends to itself and the tokens before it
+    alone, each row summing to 1; the gates are its forward's (the heads' mean with `gate_per_head`); the prediction is
+    the top 5 next tokens after the text's last token (the tokenizer's closing [SEP] left out)."""
+    model = saved_causal(tmp_path, family, "causal-lm", gate_per_head=gate_per_head)
+    loaded, tokenizer = load_for_inspection(tmp_path)
+    assert type(loaded) is casan_class(family, "causal-lm") and loaded.config._attn_implementation == "eager"
+    inspection = inspect_attention(loaded, tokenizer, TEXT)
+
+    inputs = tokenizer(TEXT, return_tensors="pt")
+    tokens = tokenizer.convert_ids_to_tokens(inputs["input_ids"][0].tolist())
+    n, heads = len(tokens), model.config.num_attention_heads
+    assert inspection.tokens == tokens and tokens[-1] == "[SEP]"
+    attentions = inspection.attentions
+    assert attentions.shape == (3, heads, n, n) and torch.equal(attentions, attentions.tril())
+    assert (attentions.diagonal(dim1=-2, dim2=-1) > 0).all()
+    torch.testing.assert_close(attentions.sum(-1), torch.ones(3, heads, n))
+
+    model.set_attn_implementation("eager")
+    with torch.no_grad():
+        expected = model(**inputs, output_attentions=True, output_context_gates=True)
+    torch.testing.assert_close(attentions, torch.cat(expected.attentions))
+    gates = torch.cat(expected.context_gates)
+    assert gates.dim() == (4 if gate_per_head else 3)
+    gates = gates.mean(2) if gate_per_head else gates
+    torch.testing.assert_close(inspection.query_gates, gates[:, 0])
+    torch.testing.assert_close(inspection.key_gates, gates[:, 1])
+    assert inspection.layers_with_context == [True, True, True]
+    torch.testing.assert_close(inspection.logits, expected.logits[0])
+
+    prediction = predict(loaded, tokenizer, inspection)
+    top = expected.logits[0, n - 2].softmax(-1).topk(5)  # after "!", the text's last token
+    rows = [(tokenizer.decode([i]), float(p)) for i, p in zip(top.indices.tolist(), top.values, strict=True)]
+    assert prediction.rows == [(token, pytest.approx(p)) for token, p in rows]
+    assert prediction.summary == "next token " + ", ".join(f"{token!r} ({p:.2f})" for token, p in rows)
+
+
+def test_a_causal_classifier_predicts_its_labels_and_a_bare_decoder_nothing(tmp_path):
+    """A causal sequence classifier's logits are its forward's on the last real token, read as the encoders' are."""
+    id2label = {0: "neg", 1: "neutral", 2: "pos"}
+    model = saved_causal(tmp_path, "llama", "sequence-classification", num_labels=3, id2label=id2label)
+    loaded, tokenizer = load_for_inspection(tmp_path)
+    inspection = inspect_attention(loaded, tokenizer, TEXT, PAIR)
+    with torch.no_grad():
+        expected = model(**tokenizer(TEXT, PAIR, return_tensors="pt")).logits[0]
+    torch.testing.assert_close(inspection.logits, expected)
+    probabilities = expected.softmax(-1)
+    best = int(probabilities.argmax())
+    assert predict(loaded, tokenizer, inspection).summary == f"predicts {id2label[best]} ({probabilities[best]:.2f})"
+    decoder = casan_class("gpt2", "base")(tiny_causal_config("gpt2", vocab_size=len(tokenizer))).eval()
+    summary = predict(decoder, tokenizer, inspect_attention(decoder, tokenizer, TEXT)).summary
+    assert summary == "no prediction: CasanGPT2Model is a bare model, without a head"
+
+
 @pytest.mark.parametrize(
     "config,message",
     [
         (T5Config(num_layers=1, d_model=8, num_heads=2), "Checkpoint has model_type 't5'; CASAN models load 'bert'"),
-        (GPT2Config(n_layer=1, n_embd=8, n_head=2), "A gpt2 checkpoint is a causal language model, whose gates"),
+        (
+            GPT2Config(n_layer=1, n_embd=8, n_head=2, architectures=["GPT2DoubleHeadsModel"]),
+            "'GPT2DoubleHeadsModel' is not a head that can be inspected; a gpt2 checkpoint can be one of "
+            "CasanGPT2Model, GPT2Model, CasanGPT2ForCausalLM, GPT2LMHeadModel, CasanGPT2ForSequenceClassification, "
+            "GPT2ForSequenceClassification.",
+        ),
         (
             BertConfig(**TINY, architectures=["BertForPreTraining"]),
             "'BertForPreTraining' is not a head that can be inspected; a bert checkpoint can be one of CasanModel, "

@@ -1,6 +1,6 @@
 """scripts/plot_attention.py writes one valid PNG of the planned size for CASAN checkpoints of every kind (DeBERTa
-and ModernBERT classifiers among them) and plain BERT, and refuses bad flags with usage errors that name the
-allowed range."""
+and ModernBERT classifiers and the causal LMs Llama and GPT-2 among them) and plain BERT, and refuses bad flags with
+usage errors that name the allowed range."""
 
 import re
 import struct
@@ -10,7 +10,7 @@ import sys
 import pytest
 import torch
 from conftest import REPO_ROOT, load_script
-from tiny_models import TINY, tiny_config
+from tiny_models import TINY, tiny_causal_config, tiny_config
 from tiny_tokenizer import tiny_tokenizer
 from transformers import BertConfig, BertModel
 
@@ -68,6 +68,16 @@ def checkpoints(tmp_path_factory):
                 tiny_config("modernbert", classifier_pooling="structured")
             ),
         ),
+        "llama": saved(
+            root / "llama",
+            casan_class("llama", "causal-lm")(tiny_causal_config("llama", context_type="global", gate_bias_init=0.0)),
+        ),
+        "gpt2": saved(
+            root / "gpt2",
+            casan_class("gpt2", "causal-lm")(
+                tiny_causal_config("gpt2", context_type="deep_global", gate_bias_init=0.0, gate_per_head=True)
+            ),
+        ),
     }
 
 
@@ -80,6 +90,8 @@ def checkpoints(tmp_path_factory):
         ("global", ["--layers", "1", "--heads", "0", "3", "--dpi", "60"], 2, 0, True),
         ("bert", ["--text-pair", PAIR, "--heads", "2"], 1, 0, False),
         ("modernbert", ["--text-pair", PAIR, "--heads", "1"], 1, 4, True),
+        ("llama", [], 4, 0, True),
+        ("gpt2", ["--layers", "0", "2", "--heads", "1"], 2, 0, True),
     ],
 )
 def test_writes_a_png_of_the_planned_size(tmp_path, capsys, checkpoints, kind, flags, num_maps, num_hops, has_gates):

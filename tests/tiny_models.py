@@ -54,6 +54,32 @@ def tiny_source_config(family, **overrides):
     return config_class(**{**TINY, **family.tiny_config, **overrides})
 
 
+# The causal families' tiny configs (`tiny_causal_source_config`): grouped-query attention (4 query heads, 2 key-value
+# heads) where the family has it, and a head width of its own for Qwen3 (head_dim 12, not 32 / 4).
+CAUSAL_VOCAB = 40
+CAUSAL_SIZES = {
+    "llama": dict(hidden_size=32, intermediate_size=48, num_attention_heads=4, num_key_value_heads=2),
+    "qwen2": dict(hidden_size=32, intermediate_size=48, num_attention_heads=4, num_key_value_heads=2),
+    "qwen3": dict(hidden_size=32, intermediate_size=48, num_attention_heads=4, num_key_value_heads=2, head_dim=12),
+    "gpt2": dict(n_embd=32, n_head=4, n_positions=64, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0),
+}
+
+
+def tiny_causal_source_config(family, **overrides):
+    """The tiny transformers config of causal `family` (`LlamaConfig`, ...): 3 layers, a vocabulary of `CAUSAL_VOCAB`,
+    padding id 0."""
+    config_class = transformers.AutoConfig.for_model(family).__class__
+    common = dict(vocab_size=CAUSAL_VOCAB, num_hidden_layers=3, pad_token_id=0, bos_token_id=1, eos_token_id=2)
+    if family != "gpt2":
+        common["max_position_embeddings"] = 64
+    return config_class(**{**common, **CAUSAL_SIZES[family], **overrides})
+
+
+def tiny_causal_config(family, **options):
+    """The CASAN config of causal `family` at `tiny_causal_source_config`'s size, with the context `options`."""
+    return FAMILY_CONFIGS[family](**tiny_causal_source_config(family).to_dict() | options)
+
+
 def padded_batch(lengths, vocab_size=99, seed=0, pad_token_id=0):
     """Random sentences of the given lengths, right-padded: (input_ids, attention_mask)."""
     generator = torch.Generator().manual_seed(seed)

@@ -17,7 +17,9 @@ from pathlib import Path
 import numpy as np
 from matplotlib import colormaps
 from matplotlib.colors import Normalize, to_hex
+from transformers import AutoConfig
 
+from ..families import get_family
 from ..inspection import (
     MAX_TOKENS,
     AttentionInspection,
@@ -72,13 +74,26 @@ class Exploration:
 
 def load_checkpoint(name):
     """(model, tokenizer) of a folder or Hub id, or a ValueError that says what is wrong with `name`: no such
-    folder or id, a model type outside CASAN's families, a head that cannot be inspected."""
+    folder or id, a model type outside CASAN's families, a causal language model (`refuse_causal`), a head that
+    cannot be inspected."""
     if not name:
         raise ValueError("Enter a checkpoint: a local folder or a Hub id.")
     try:
+        refuse_causal(AutoConfig.from_pretrained(name))
         return load_for_inspection(name)
     except (OSError, ValueError) as error:
         raise ValueError(f"Cannot show {name!r}: {error}") from error
+
+
+def refuse_causal(config):
+    """A ValueError for a causal language model's checkpoint, before any weights are read: the page is built for the
+    encoders (a text pair, pooling hops, their heads' predictions), and scripts/plot_attention.py draws a causal
+    model's gates and attention."""
+    if get_family(config.model_type).causal:
+        raise ValueError(
+            f"A {config.model_type} checkpoint is a causal language model, which the explorer does not show; "
+            "scripts/plot_attention.py draws its gates and attention."
+        )
 
 
 class ModelCache:

@@ -6,9 +6,8 @@ import torch
 import transformers
 from transformers import AutoConfig, AutoTokenizer
 
-from ..families import FAMILIES
 from ..options import ATTENTIVE_POOLINGS
-from .heads import checkpoint_head, model_head
+from .heads import checkpoint_head, inspected_families, model_head
 
 
 # The most tokens a text is cut to for the plots and the explorer: beyond it a token's row in an attention map
@@ -24,7 +23,7 @@ class AttentionInspection:
     Args:
         tokens (`list[str]`): the tokens, special tokens included, as the tokenizer wrote them.
         attentions (`torch.FloatTensor` of shape `(num_layers, num_heads, num_tokens, num_tokens)`):
-            the attention weights; row i is where token i looks.
+            the attention weights; row i is where token i looks (at tokens 0..i alone in a causal LM).
         query_gates (`torch.FloatTensor` of shape `(num_layers, num_tokens)`):
             lambda_Q, how much the context shaped each token's query (the mean over the heads with
             `gate_per_head`); 0 where a layer takes no context. `None` for a model without context (plain BERT).
@@ -38,8 +37,8 @@ class AttentionInspection:
             weights averaged over the hidden dimensions; `None` for other models.
         logits (`torch.FloatTensor`): the head's logits for this text, without the batch axis: `(num_labels,)`
             for sequence classification, `(1,)` for multiple choice (this text is one choice),
-            `(num_tokens, num_labels)` for token classification, `(num_tokens, vocab_size)` for masked LM,
-            `(num_tokens, 2)` (start, end) for question answering; `None` for a bare encoder.
+            `(num_tokens, num_labels)` for token classification, `(num_tokens, vocab_size)` for masked and causal LM,
+            `(num_tokens, 2)` (start, end) for question answering; `None` for a bare model.
         sequence_ids (`list[int | None]`): which text each token comes from (0, 1 for the pair; `None` for
             special tokens), as the tokenizer's `sequence_ids`.
         local_windows (`dict[int, torch.FloatTensor]`): with `local_bias`, for each layer that adds it, each query's
@@ -104,9 +103,9 @@ def inspect_attention(model, tokenizer, text, text_pair=None, max_length=None):
     and returns an [`AttentionInspection`]. The model's attention implementation and training mode are
     switched to eager and eval for this call only."""
     encoded = tokenizer(text, text_pair, truncation=max_length is not None, max_length=max_length, return_tensors="pt")
-    # By model type, not config class: the ModernBERT and DeBERTa configs are no CasanConfig, and a folder loaded
-    # with trust_remote_code has its own copy of each class.
-    is_casan = model.config.model_type in {family.model_type for family in FAMILIES}
+    # By model type, not config class: the ModernBERT, DeBERTa and causal configs are no CasanConfig, and a folder
+    # loaded with trust_remote_code has its own copy of each class.
+    is_casan = model.config.model_type in {family.model_type for family in inspected_families()}
     pooling = getattr(model, "pooling", None) if is_casan else None
     attentive = pooling is not None and pooling.kind in ATTENTIVE_POOLINGS
     choices = model_head(model).takes_choices  # the text is the one choice of its example

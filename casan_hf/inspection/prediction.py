@@ -1,5 +1,5 @@
 """What a model's head predicts for one text, read as its pipeline would (labels, tags, an answer span, the tokens
-for a mask), for the titles of the plots and the explorer's page."""
+for a mask, the next token), for the titles of the plots and the explorer's page."""
 
 from collections import Counter
 from dataclasses import dataclass, field
@@ -28,10 +28,10 @@ def predict(model, tokenizer, inspection, top_k=5):
     """The [`Prediction`] of `model`'s head in `inspection`, read as its pipeline would (the head's `prediction`
     names the reading, `READINGS`): probabilities of each label (sigmoid for multi-label, the value for
     regression), a tag per token, the best answer spans in the pair's tokens (the question's, without a pair), the
-    `top_k` tokens for each mask token."""
+    `top_k` tokens for each mask token, a causal LM's `top_k` next tokens after the text."""
     head = model_head(model)
     if inspection.logits is None or head.prediction is None:
-        return Prediction(f"no prediction: {type(model).__name__} is a bare encoder")
+        return Prediction(f"no prediction: {type(model).__name__} is a bare model, without a head")
     return READINGS[head.prediction](model.config, tokenizer, inspection, top_k)
 
 
@@ -101,6 +101,16 @@ def mask_fills(config, tokenizer, inspection, top_k):
     )
 
 
+def next_tokens(config, tokenizer, inspection, top_k):
+    """A causal LM's `top_k` next tokens after the text: its logits at the text's last token (the special tokens a
+    tokenizer appends, such as an end of text, left out), each token decoded as generation would write it."""
+    last = max(i for i, sequence in enumerate(inspection.sequence_ids) if sequence is not None)
+    probabilities, ids = inspection.logits[last].softmax(-1).topk(top_k)
+    rows = [(tokenizer.decode([i]), float(p)) for i, p in zip(ids.tolist(), probabilities, strict=True)]
+    summary = "next token " + ", ".join(f"{token!r} ({p:.2f})" for token, p in rows)
+    return Prediction(summary, ("next token", "probability"), rows)
+
+
 def label_name(config, index):
     """The config's name of label `index` (transformers' default `LABEL_<index>` when it names none)."""
     return config.id2label.get(index, f"LABEL_{index}")
@@ -114,4 +124,5 @@ READINGS = {
     "tags": token_tags,
     "answer": answer_spans,
     "fills": mask_fills,
+    "next-tokens": next_tokens,
 }
