@@ -277,7 +277,9 @@ def test_a_checkpointed_classifier_steps_as_a_plain_one(family):
     model_class = casan_class(family, "sequence-classification")
     options = dict(context_type="deep_global", gate_bias_init=0.0)
     torch.manual_seed(0)
-    model = model_class(model_class.config_class(**source_config(family, num_labels=3).to_dict() | options)).train()
+    model = model_class(
+        model_class.config_class(**tiny_causal_source_config(family, num_labels=3).to_dict() | options)
+    ).train()
     assert_checkpointing_changes_no_step(model, training_batches("sequence-classification"))
 
 
