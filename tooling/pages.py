@@ -46,6 +46,10 @@ LOCAL_ALONE = 'none:local_bias="query"'
 LOCAL_COMBINED = f'deep_global:{AUTHORS},local_bias="query"'
 
 
+CLM = "clm-tinyshakespeare-cpu"
+CLM_ARMS = (("none", "`none` (twin)"), (f"global:{AUTHORS}", "`global`"), (f"deep_global:{AUTHORS}", "`deep_global`"))
+
+
 def h100_table(kind):
     """The H100 GLUE grid (`cls` pooling, 3 seeds): per task and metric, each variant's figure `kind`."""
     return MetricRowsTable(
@@ -84,6 +88,19 @@ PAGES = {
             ("paired diff to `none`", "rte_accuracy", "diff"),
             ("masked-LM perplexity", "rte_accuracy", "perplexity"),
             ("train time", "rte_accuracy", "train-time"),
+        ),
+    ),
+    # docs/CAUSAL.md: the causal study's arms as their runs land (no verdict column: its rule waits for five seeds).
+    "clm-tinyshakespeare": ArmTable(
+        CLM,
+        "arm (authors' gate start)",
+        CLM_ARMS,
+        (
+            ("test CE (nats), mean ± std (seeds)", "test_cross_entropy", "score-n"),
+            ("paired test CE [95% interval]", "test_cross_entropy", "paired"),
+            ("seeds won", "test_cross_entropy", "won"),
+            ("detectable test CE diff (80% power)", "test_cross_entropy", "power"),
+            ("val CE, paired", "validation_cross_entropy", "paired"),
         ),
     ),
     # docs/TRANSLATION.md

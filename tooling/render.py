@@ -1,12 +1,12 @@
 """The docs' results, rendered from the committed records (`make docs`, `python -m tooling.render`): in README.md,
-docs/RESULTS.md, docs/TRANSLATION*.md (and the quotes of docs/METHOD.md and docs/TESTS.md), each block between
-`<!-- render: NAME ARGS -->` and `<!-- /render -->` is what `BLOCKS[NAME](results, *ARGS)` writes from the records
-(a table whole: row labels, per-seed scores, means and spreads, paired intervals, seeds won, p-values, powers,
-verdicts, run times); a `template` block's ARGS are the lines of its marker, markdown whose `{SPEC}` placeholders
-are figures (`tables.Template`), so that the text around README's figures stays in README; and each
-`<!-- quote: SPEC -->TEXT<!-- /quote -->` in the prose is `quotes.filled`. Every figure comes from the functions the
-studies' own tables use (`paired`, `glue`, `translation`, `gates`). docs/TESTS.md, "Figures in the docs", says what
-the tests hold the docs to."""
+docs/RESULTS.md, docs/TRANSLATION*.md, docs/CAUSAL.md (and the quotes of docs/METHOD.md and docs/TESTS.md), each block
+between `<!-- render: NAME ARGS -->` and `<!-- /render -->` is what `BLOCKS[NAME](results, *ARGS)` writes from the
+records (a table whole: row labels, per-seed scores, means and spreads, paired intervals, seeds won, p-values, powers,
+verdicts, run times); a `template` block's ARGS are the lines of its marker, markdown whose `{SPEC}` placeholders are
+figures (`tables.Template`), so that the text around README's figures stays in README; and each `<!-- quote: SPEC
+-->TEXT<!-- /quote -->` in the prose is `quotes.filled`. Every figure comes from the functions the studies' own tables
+use (`paired`, `glue`, `translation`, `gates`). docs/TESTS.md, "Figures in the docs", says what the tests hold the docs
+to."""
 
 import re
 import sys
@@ -24,7 +24,15 @@ from .tables import Template, markdown_row
 REPOSITORY = Path(__file__).resolve().parents[1]
 TRANSLATION_DOCS = ("docs/TRANSLATION.md", "docs/TRANSLATION_DEEP.md", "docs/TRANSLATION_BEYOND.md")
 METHOD_DOCS = ("docs/METHOD.md", "docs/FAMILIES.md", "docs/BEYOND.md")
-DOCS = ("README.md", "docs/RESULTS.md", *TRANSLATION_DOCS, "docs/BENCHMARKS.md", *METHOD_DOCS, "docs/TESTS.md")
+DOCS = (
+    "README.md",
+    "docs/RESULTS.md",
+    *TRANSLATION_DOCS,
+    "docs/CAUSAL.md",
+    "docs/BENCHMARKS.md",
+    *METHOD_DOCS,
+    "docs/TESTS.md",
+)
 # A block takes its opening marker's indentation, so that a list rendered inside a bullet stays in that bullet.
 RENDER = re.compile(r"^([ \t]*)(<!-- render: (.+?)\s-->\n)(.*?)(^[ \t]*<!-- /render -->)", re.DOTALL | re.MULTILINE)
 QUOTE = re.compile(QUOTE_PATTERN, re.DOTALL)

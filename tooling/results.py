@@ -6,10 +6,22 @@ changed results file is read again by the next render."""
 import json
 from pathlib import Path
 
+from casan_hf.studies import causal
 from casan_hf.studies.glue import comparisons as glue_comparisons
 from casan_hf.studies.translation import budget_comparisons, budgets
 
 from .catalog import STUDIES, study_records
+
+
+# Each sweep's comparisons of a study's records: every metric of each budget (translation, the causal LMs) or task
+# (GLUE).
+SWEEP_COMPARISONS = {
+    "translation": lambda records: [
+        comparison for budget in budgets(records) for comparison in budget_comparisons(*budget)
+    ],
+    "glue": lambda records: glue_comparisons(records[0]["settings"]["classifier_pooling"], records),
+    "clm": causal.comparisons,
+}
 
 
 class StudyResults:
@@ -35,14 +47,10 @@ class StudyResults:
         return self._benchmarks[file]
 
     def comparisons(self, name):
-        """Every comparison of the study `name`: each metric of each budget (translation) or task (GLUE)."""
+        """Every comparison of the study `name` (`SWEEP_COMPARISONS`)."""
         if name not in self._comparisons:
-            records = self.records(name)
-            if STUDIES[name].sweep == "translation":
-                drawn = tuple(comparison for budget in budgets(records) for comparison in budget_comparisons(*budget))
-            else:
-                drawn = tuple(glue_comparisons(records[0]["settings"]["classifier_pooling"], records))
-            self._comparisons[name] = drawn
+            records = self.records(name)  # first: a name that is no study is refused by name
+            self._comparisons[name] = tuple(SWEEP_COMPARISONS[STUDIES[name].sweep](records))
         return self._comparisons[name]
 
     def comparison(self, name, metric):
