@@ -314,7 +314,7 @@ CAUSAL_RUN = ["--causal", "--causal-hidden", "32", "--causal-layers", "2", "--ca
               "--causal-new-tokens", "2", "--rank", "8", "--warmup", "0", "--repeats", "1",
               "--device", "cpu"]  # fmt: skip
 CAUSAL_MODELS = ["llama", "llama (control copy)", "casan none (control)", "casan global", "casan deep_global",
-                 "casan deep_global r8", "casan deep r8"]  # fmt: skip
+                 "casan deep_global r8", "casan deep r8", "casan global r8"]  # fmt: skip
 
 
 def test_causal_run_times_prefill_and_decode_beside_the_controls(tmp_path, monkeypatch, capsys):

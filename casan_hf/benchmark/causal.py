@@ -67,11 +67,12 @@ class CausalShape:
 
 
 def causal_variants(rank):
-    """Llama, its control copy, CASAN `none` (the control), `global`, `deep_global` at full rank and at `rank`, and
-    `deep` at `rank` (at full rank, deep's context, every earlier layer's states per token, is not a model to use)."""
-    return default_variants(
-        rank, ("none", "global", "deep_global"), family=FAMILY, extra=(Variant(f"casan deep r{rank}", "deep", rank),)
-    )
+    """Llama, its control copy, CASAN `none` (the control), `global`, `deep_global` at full rank and at `rank`, `deep`
+    at `rank` (at full rank, deep's context, every earlier layer's states per token, is not a model to use), and
+    `global` at `rank`: in a causal model `global`'s context is per token too, so its full-rank U costs a product per
+    token a layer (docs/BENCHMARKS.md), which a low rank makes cheaper."""
+    extra = tuple(Variant(f"casan {kind} r{rank}", kind, rank) for kind in ("deep", "global"))
+    return default_variants(rank, ("none", "global", "deep_global"), family=FAMILY, extra=extra)
 
 
 def causal_models(shape, variants, attn_implementation, dtype, device):
