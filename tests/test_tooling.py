@@ -10,6 +10,7 @@ import shutil
 import pytest
 from conftest import REPO_ROOT
 
+from casan_hf.studies import causal
 from tooling import release
 from tooling.catalog import STUDIES
 from tooling.render import block
@@ -65,6 +66,19 @@ def test_a_studys_seeds_done_are_those_every_arm_has_run(tmp_path):
     twin_seed_5 = next(r for r in records if r["variant"] == "none" and r["seed"] == 5)
     path.write_text(json.dumps([r for r in records if r is not twin_seed_5]))
     assert block(spec, StudyResults(tmp_path)) == f"{len(records) - 1} runs, 4 seeds\n"
+
+
+def test_a_verdict_is_its_own_study_s_rule():
+    """A study's verdict, quoted or summed up, is the decision rule its sweep wrote before its runs: the causal
+    study's (test and validation cross-entropy) where the translation studies' would ask for a BLEU it has not; a
+    study without a rule is refused by name."""
+    results = StudyResults(REPO_ROOT)
+    name, arm = "clm-tinyshakespeare-cpu", "global:gate_bias_init=0.0,gate_per_head=true"
+    labels = next(labels for labels, *_ in results.comparison(name, "test_cross_entropy").rows if labels[-1] == arm)
+    expected = causal.rule_verdict(results.comparisons(name), labels)
+    assert block(f"template\n{{verdicts {name}}}", results).startswith(f"`{arm}` {expected}, ")
+    with pytest.raises(ValueError, match="glue-minilm-h100 is a glue study, with no decision rule"):
+        block("template\n{verdicts glue-minilm-h100}", results)
 
 
 def test_a_template_keeps_its_text_and_fills_its_figures():

@@ -8,16 +8,16 @@ STUDY is a row of `catalog.STUDIES`; ARM names one row of the study's tables by 
 joined with `/`, or their end (`none:output_gate="elementwise"`, `finetune/deep_global`); METRIC is a comparison's
 `metric` (a translation record's score, `test_bleu_1-10`, `rte_accuracy`); KIND is one of `ARM_KINDS` (the arm's
 own scores), `PAIRED_KINDS` (its per-seed differences to the twin, or with `against ARM` to another arm) or
-`verdict`, the translation studies' decision rule (`translation.rule_verdict`)."""
+`verdict`, the decision rule its study's sweep wrote before its runs (`RULES`)."""
 
 import functools
 
 from casan_hf.benchmark.runner import PYTORCH_MIXER
+from casan_hf.studies import causal, translation
 from casan_hf.studies.arms import arm_words
 from casan_hf.studies.gates import mean_gates, mean_output_gates
 from casan_hf.studies.glue import mean_perplexity, median_train_time
 from casan_hf.studies.paired import detectable_difference, mean_std, percent_of, score_spread
-from casan_hf.studies.translation import rule_verdict
 
 from .catalog import STUDIES
 
@@ -56,6 +56,17 @@ PAIRED_KINDS = {
 }
 VERDICT = "verdict"
 KINDS = (*ARM_KINDS, *PAIRED_KINDS, VERDICT)
+# Each sweep whose studies have a decision rule -> the rule (written before their runs): the translation studies'
+# (docs/TRANSLATION_DEEP.md) and the causal LMs' (docs/CAUSAL.md).
+RULES = {"translation": translation.rule_verdict, "clm": causal.rule_verdict}
+
+
+def study_rule(name):
+    """The decision rule of the study `name` (`RULES`), or a ValueError where its sweep has none."""
+    sweep = STUDIES[name].sweep
+    if sweep not in RULES:
+        raise ValueError(f"{name} is a {sweep} study, with no decision rule; the rules: {', '.join(RULES)} studies'.")
+    return RULES[sweep]
 
 
 def arm_row(comparison, arm):
@@ -85,9 +96,9 @@ def figure(results, name, arm, metric, kind, against=None):
             raise ValueError(f"a {kind} is the arm's own; it is against no arm.")
         return ARM_KINDS[kind](comparison, runs)
     if kind == VERDICT:
-        if against is not None or STUDIES[name].sweep != "translation":
-            raise ValueError("a verdict is the translation studies' rule, against the twin.")
-        return rule_verdict(results.comparisons(name), labels)
+        if against is not None:
+            raise ValueError("a verdict is the study's rule, against the twin.")
+        return study_rule(name)(results.comparisons(name), labels)
     other_runs = twin_runs if against is None else arm_row(comparison, against)[1]
     if other_runs is None:
         raise ValueError(f"{arm!r} is the twin; name an arm that differs from it.")
@@ -137,11 +148,12 @@ def beyond_summary(results, name, *metrics, in_words=False):
 
 
 def verdicts_summary(results, name, in_words=False):
-    """Each arm's verdict by the translation studies' rule, each arm by its name ("`arm` level, `arm` worse") or
+    """Each arm's verdict by its study's rule (`RULES`), each arm by its name ("`arm` level, `arm` worse") or
     `in_words` (`arms.arm_words`: "global context (gate per head): worse; deep_global context: level")."""
+    rule = study_rule(name)
     primary = results.comparison(name, "test_cross_entropy")
     verdicts = [
-        (labels[-1], rule_verdict(results.comparisons(name), labels))
+        (labels[-1], rule(results.comparisons(name), labels))
         for labels, _, twin_runs in primary.rows
         if twin_runs is not None
     ]
