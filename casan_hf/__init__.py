@@ -1,19 +1,21 @@
 """casan-hf: context-aware self-attention (Yang et al., AAAI 2019) for Hugging Face encoders of six families (BERT,
-RoBERTa, XLM-RoBERTa, ELECTRA, ModernBERT, DeBERTa-v2/v3) and a Marian-layout translation model.
+RoBERTa, XLM-RoBERTa, ELECTRA, ModernBERT, DeBERTa-v2/v3), causal language models of four (Llama, Qwen2, Qwen3,
+GPT-2) and a Marian-layout translation model.
 
 The package's top folder holds the model files only, which `save_pretrained` copies next to the weights for
 `trust_remote_code=True`: `options.py` (the option table), `families.py` (the head and family tables),
 `configuration_casan*.py` (each family's config), `modeling_casan.py` (what every family's classes share, and the
-BERT-style families' classes), `modeling_casan_modernbert.py`, `modeling_casan_deberta_v2.py`, `context.py`,
-`context_mixer.py`, `local_bias.py`, `fused_mixer.py`, `pooling.py` and `compat.py`, and the translation model's
-`configuration_casan_marian.py` and `modeling_casan_marian.py`. They import only torch, transformers, each other
-and, inside a try, Triton for the GPU kernels of `fused_mixer.py`; encoder folders run on transformers 4.56 or
-later (ModernBERT's on 5.2, the translation model's on 5): what differs between 4.x and 5.x is in `compat.py`.
-`modeling_casan_auto.py` gathers every file's classes; no model class imports it. The tools around a model live
-in subpackages: `casan_hf.glue` (data and metrics), `casan_hf.translation` (parallel data, the joint tokenizer,
-size presets, BLEU and chrF), `casan_hf.hub` (the Hub folder and its model card), `casan_hf.cli` (what the scripts
-share), `casan_hf.training` (the context's learning rate, gate monitoring, preemption), `casan_hf.studies` (grids
-of runs, arms, paired comparisons with the twin), `casan_hf.inspection` (gates and attention of one text),
+BERT-style families' classes), `modeling_casan_modernbert.py`, `modeling_casan_deberta_v2.py`,
+`modeling_casan_causal.py` (the causal LMs), `context.py`, `context_mixer.py`, `local_bias.py`, `fused_mixer.py`,
+`pooling.py` and `compat.py`, and the translation model's `configuration_casan_marian.py` and
+`modeling_casan_marian.py`. They import only torch, transformers, each other and, inside a try, Triton for the GPU
+kernels of `fused_mixer.py`; encoder folders run on transformers 4.56 or later (ModernBERT's on 5.2, the causal LMs'
+on 5.4, the translation model's on 5): what differs between 4.x and 5.x is in `compat.py`. `modeling_casan_auto.py`
+gathers every file's classes; no model class imports it. The tools around a model live in subpackages:
+`casan_hf.glue` (data and metrics), `casan_hf.translation` (parallel data, the joint tokenizer, size presets, BLEU
+and chrF), `casan_hf.hub` (the Hub folder and its model card), `casan_hf.cli` (what the scripts share),
+`casan_hf.training` (the context's learning rate, gate monitoring, preemption), `casan_hf.studies` (grids of runs,
+arms, paired comparisons with the twin), `casan_hf.inspection` (gates and attention of one text),
 `casan_hf.explorer` (the browser explorer, with Gradio) and `casan_hf.benchmark` (speed and memory against each
 family's source model).
 

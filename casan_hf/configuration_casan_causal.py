@@ -22,8 +22,9 @@ from .families import CAUSAL_FAMILIES
 from .options import OPTION_CHECKS, OPTIONS
 
 
-# The causal families' layout of transformers 5.2 and later (`masking_utils`, the cache layers, the output capture);
-# older releases stop here, at the config, with the minimum named.
+# The causal families' layout of transformers 5.4 and later (`masking_utils`, the cache layers, the output capture,
+# configs declared as dataclasses, which `CasanContextOptions` extends); older releases stop here, at the config, with
+# the minimum named.
 MINIMUM_TRANSFORMERS_CAUSAL = CAUSAL_FAMILIES[0].minimum_transformers
 require_transformers(MINIMUM_TRANSFORMERS_CAUSAL, "CASAN causal language models")
 

@@ -278,7 +278,7 @@ CAUSAL_HEAD_NAMES = ("base", "causal-lm", "sequence-classification")
 CAUSAL_SETTINGS = dict(
     modeling_module="modeling_casan_causal",
     configuration_module="configuration_casan_causal",
-    minimum_transformers="5.2",
+    minimum_transformers="5.4",
     head_names=CAUSAL_HEAD_NAMES,
 )
 CAUSAL_FAMILIES = (

@@ -103,8 +103,9 @@ from .context_mixer import (
 )
 from .families import FAMILIES, get_family, get_head
 
-# transformers 4.x copies to its module cache only the code files that a local folder's model file imports itself, not
-# the files those import in turn (5.x follows them): the mixer's kernels are imported here so that they travel.
+# transformers before 5.10 (4.x, and 5.x up to at least 5.5) copies to its module cache only the code files that a
+# local folder's config and model files import themselves, not the files those import in turn: the mixer's kernels
+# are imported here so that they travel (tests/test_remote_code.py).
 from .fused_mixer import FusedMix  # noqa: F401
 from .local_bias import CasanLocalBias, local_bias
 from .pooling import SentencePooling

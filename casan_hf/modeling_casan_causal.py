@@ -69,7 +69,14 @@ from .configuration_casan_causal import (
 from .context import CONTEXT_TARGETS, ContextPlan
 from .context_mixer import CasanContextMixer
 from .families import get_family, get_head
+
+# transformers before 5.10 (4.x, and 5.x up to at least 5.5) copies to its module cache only the code files that a
+# local folder's config and model files import themselves, not the files those import in turn: these imports make
+# them travel (tests/test_remote_code.py).
+from .fused_mixer import FusedMix  # noqa: F401
+from .local_bias import CasanLocalBias  # noqa: F401
 from .modeling_casan import CasanPreTrainedModel
+from .pooling import SentencePooling  # noqa: F401
 
 
 # The private methods of transformers' generation this file overrides, by name, with the parameters it relies on

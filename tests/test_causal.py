@@ -559,7 +559,8 @@ def test_the_converter_writes_a_causal_folder_that_loads_and_gives_the_source_lo
     # every check of the push, the load without casan_hf included, up to the Hub's own validation
     assert "model.safetensors" in check_folder(tmp_path / "out", "you/casan-llama")
     card = (tmp_path / "out" / "README.md").read_text()
-    assert "pipeline_tag: text-generation" in card and "transformers` (5.2 or later)" in card
+    assert "pipeline_tag: text-generation" in card
+    assert f"transformers` ({MINIMUM_TRANSFORMERS_CAUSAL} or later)" in card
     assert "scaled by exactly 0" in card and "BERT" not in card.split("## Citation")[0]
     model = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "out").eval()
     ids = torch.tensor([[5, 9, 11, 7]])
@@ -661,8 +662,8 @@ def test_a_causal_lm_compiles_to_one_graph_with_the_eager_logits():
 
 
 def test_transformers_4_refuses_a_causal_folder_with_the_minimum_version(tmp_path):
-    """A causal folder needs transformers 5.2 (its cache layers and masks): on 4.56 it stops at the config, naming the
-    minimum, as a ModernBERT folder does."""
+    """A causal folder needs transformers 5.4 (its cache layers and masks, and configs declared as dataclasses): on
+    4.56 it stops at the config, naming the minimum, as a ModernBERT folder does."""
     from test_modernbert import TOO_OLD
     from test_transformers4 import python_4x
 

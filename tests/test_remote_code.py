@@ -2,9 +2,11 @@
 trust_remote_code=True in a fresh process where casan_hf cannot be imported, with identical weights and the same
 outputs."""
 
+import ast
 import json
 
 import torch
+from conftest import REPO_ROOT
 from fresh_process import run_without_casan_hf
 from tiny_models import (
     assert_outputs_close,
@@ -17,6 +19,8 @@ from tiny_models import (
 from transformers import AutoTokenizer
 
 from casan_hf import FAMILIES, HEADS, CasanForSequenceClassification, casan_class
+from casan_hf.configuration_casan_marian import AUTO_MAP as MARIAN_AUTO_MAP
+from casan_hf.families import CAUSAL_FAMILIES
 
 
 # (CASAN class, its family, the auto class that loads it) for every family and head.
@@ -93,3 +97,33 @@ def test_pipeline_classifies_text_from_a_converted_minilm(tmp_path, minilm_path)
     model.save_pretrained(tmp_path / "converted")
     AutoTokenizer.from_pretrained(minilm_path).save_pretrained(tmp_path / "converted")
     assert run_without_casan_hf(PIPELINE, tmp_path).split() == ["transformers_modules", "2"]
+
+
+PACKAGE = REPO_ROOT / "casan_hf"
+
+
+def relative_imports(module):
+    """The modules of the package that `module`'s file imports itself (`from .name import`), anywhere in it, as
+    transformers reads a remote code file's imports."""
+    tree = ast.parse((PACKAGE / f"{module}.py").read_text())
+    return {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.level == 1}
+
+
+def test_every_folder_s_code_files_are_imported_by_its_auto_map_modules_themselves():
+    """A local folder's `auto_map` modules (its config's and its model's) must between them import, themselves, every
+    code file they need: transformers before 5.10 (5.5 at least) copies into its module cache only the files that a
+    local folder's config or model file imports itself, not those that these import in turn, and the load stops on
+    the first file missing (a causal folder on 5.2 stopped at local_bias.py). transformers loads the config's module
+    first, so the two share the cache."""
+    auto_maps = [family.auto_map() for family in (*FAMILIES, *CAUSAL_FAMILIES)] + [MARIAN_AUTO_MAP]
+    missing = {}
+    for auto_map in auto_maps:
+        entries = {reference.split(".")[0] for reference in auto_map.values()}
+        copied = set().union(*(relative_imports(entry) for entry in entries))
+        needed, frontier = set(), copied
+        while frontier:
+            needed |= frontier
+            frontier = set().union(*(relative_imports(module) for module in frontier)) - needed
+        if needed - copied:
+            missing[", ".join(sorted(entries))] = sorted(needed - copied)
+    assert missing == {}, f"import these in one of the entry files themselves: {missing}"
