@@ -1,10 +1,10 @@
 """The figures the docs state are the records' and the code's (docs/TESTS.md, "Figures in the docs"): README.md,
-docs/RESULTS.md and docs/TRANSLATION*.md (and the quotes of docs/METHOD.md and docs/TESTS.md) are, character for
-character, what `make docs` renders from the committed records (`tooling/render.py`): every table whole, each
-quote with its sign, every verdict. Outside the rendered blocks and quotes, each result figure of those docs
-(`result_figures`: a number with a decimal part, a percentage, a ratio, a mean ± std, a count of runs, a timing)
-stands in a phrase of `doc_figures.LOOSE`, listed with the test here that computes it or the record that holds it;
-and the other docs quote no study figure by hand."""
+docs/RESULTS.md, docs/TRANSLATION*.md and docs/CAUSAL.md (and the quotes of docs/METHOD.md and docs/TESTS.md) are,
+character for character, what `make docs` renders from the committed records (`tooling/render.py`): every table whole,
+each quote with its sign, every verdict. Outside the rendered blocks and quotes, each result figure of those docs
+(`result_figures`: a number with a decimal part, a percentage, a ratio, a mean ± std, a count of runs, a timing) stands
+in a phrase of `doc_figures.LOOSE`, listed with the test here that computes it or the record that holds it; and the
+other docs quote no study figure by hand."""
 
 import math
 import re
@@ -15,16 +15,18 @@ import torch
 from conftest import REPO_ROOT
 from doc_figures import LOOSE, VERDICTS
 from scipy import stats
+from transformers import LlamaConfig, LlamaForCausalLM
 
 from casan_hf import CasanConfig, CasanForSequenceClassification, CasanModel
 from casan_hf.studies import detectable_difference
+from casan_hf.studies.causal import MODEL_SIZES
 from tooling.catalog import study_records
 from tooling.quotes import quoted, verdicts_summary
 from tooling.render import DOCS, METHOD_DOCS, RENDER, TRANSLATION_DOCS, block, render
 from tooling.results import StudyResults
 
 
-RESULTS_DOCS = ("README.md", "docs/RESULTS.md", *TRANSLATION_DOCS)
+RESULTS_DOCS = ("README.md", "docs/RESULTS.md", *TRANSLATION_DOCS, "docs/CAUSAL.md")
 QUOTE = re.compile(r"<!-- quote: .+? -->.*?<!-- /quote -->", re.DOTALL)
 FENCE = re.compile(r"^```.*?^```", re.DOTALL | re.MULTILINE)
 INDENTED_CODE = re.compile(r"^ {4}.*$", re.MULTILINE)  # list items continue at two spaces; code is at four
@@ -323,6 +325,16 @@ def test_the_parameters_the_context_adds():
     percent = {arm: 100 * (count - bert[("none", None)]) / bert[("none", None)] for arm, count in bert.items()}
     assert [round(percent[("deep", None)]), round(percent[("deep_global", None)])] == [71, 84]
     assert [f"{percent[('deep', 64)]:.1f}", f"{percent[('deep_global', 64)]:.1f}"] == ["6.9", "8.1"]
+
+
+def test_the_causal_study_s_llama():
+    """The causal study's Llama (docs/CAUSAL.md), as its records built it: the `micro` size, the vocabulary of its
+    tokenizer, embeddings untied: 1.57M parameters without context."""
+    record = study_records("clm-tinyshakespeare-cpu", REPO_ROOT)[0]
+    sizes = MODEL_SIZES[record["model_size"]]
+    config = LlamaConfig(vocab_size=record["settings"]["vocab_size"], tie_word_embeddings=False, **sizes)
+    with torch.device("meta"):
+        assert f"{LlamaForCausalLM(config).num_parameters() / 1e6:.2f}" == "1.57"
 
 
 def test_the_glue_dev_sets_and_what_one_example_weighs():
