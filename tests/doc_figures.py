@@ -20,6 +20,7 @@ LOOSE = {
             "about 2 points",
         ),
         "test: test_the_parameters_the_context_adds": ("costs +8% (`global`) to +27% (`deep_global`)",),
+        "test: test_the_causal_study_s_llama": ("scratch at 1.6M parameters",),
         "no result: what a speed of 1.00 against BERT means": ("1.00 is free", "distance from 1.00"),
     },
     "docs/RESULTS.md": {
@@ -176,7 +177,8 @@ LOOSE = {
             "weight decay 0.1",
             "starting near 0.5",
         ),
-        "test: test_the_causal_study_s_llama": ("1.57M parameters without context",),
+        "test: test_the_causal_study_s_llama": ("1.57M parameters without context", "a 1.6M-parameter Llama"),
+        "record: the study's results file (docs/results/), one record a run, all in": ("All 15 runs are in",),
         "no record: the steps timed by hand before the runs to size the study, said so beside it": (
             "(load about 8.6 on 2 cores), a step of `none` took 1.54 s, `global` 1.59 s and `deep_global` 1.98 s",
             "about 1,500 x (1.54 + 1.59 + 1.98) x 5 / 2 s, 5.3 hours",
@@ -229,7 +231,10 @@ VERDICTS = {
             "and the cost is about the smallest the study could detect",
         ),
         f"verdict: {LOCAL_COMBINED} is level": ("with `deep_global` and the authors' gate it is level",),
-        "no verdict: the causal LMs' study is under way (docs/CAUSAL.md)": ("Whether it pays is",),
+        "verdicts: clm-tinyshakespeare-cpu none pays": (
+            "Whether it pays: trained from scratch at 1.6M parameters, five seeds, neither `global` nor `deep_global` "
+            "pays beyond the spread",
+        ),
     },
     "docs/RESULTS.md": {
         QUESTION: ("Does the context pay? Five seeds", "Whether the context pays once it is taught"),
@@ -323,5 +328,8 @@ VERDICTS = {
             "the cheaper one if both pay and `deep_global` adds nothing over `global`); if none pays",
         ),
         "no verdict: the significance level of the power's formula": ("at the 5% level",),
+        "verdicts: clm-tinyshakespeare-cpu none pays": (
+            "neither context pays beyond the spread, and neither is worse",
+        ),
     },
 }

@@ -329,12 +329,13 @@ def test_the_parameters_the_context_adds():
 
 def test_the_causal_study_s_llama():
     """The causal study's Llama (docs/CAUSAL.md), as its records built it: the `micro` size, the vocabulary of its
-    tokenizer, embeddings untied: 1.57M parameters without context."""
+    tokenizer, embeddings untied: 1.57M parameters without context (1.6M, README)."""
     record = study_records("clm-tinyshakespeare-cpu", REPO_ROOT)[0]
     sizes = MODEL_SIZES[record["model_size"]]
     config = LlamaConfig(vocab_size=record["settings"]["vocab_size"], tie_word_embeddings=False, **sizes)
     with torch.device("meta"):
-        assert f"{LlamaForCausalLM(config).num_parameters() / 1e6:.2f}" == "1.57"
+        count = LlamaForCausalLM(config).num_parameters() / 1e6
+    assert (f"{count:.2f}", f"{count:.1f}") == ("1.57", "1.6")
 
 
 def test_the_glue_dev_sets_and_what_one_example_weighs():
