@@ -43,9 +43,7 @@ from .context_mixer import (
     self_attention_with_context,
 )
 
-# transformers before 5.10 (4.x, and 5.x up to at least 5.5) copies to its module cache only the code files that a
-# local folder's config and model files import themselves, not the files those import in turn: these imports make
-# them travel (tests/test_remote_code.py).
+# Imported here so that they travel with a local folder on transformers before 5.10 (why: modeling_casan.py).
 from .families import get_family  # noqa: F401
 from .fused_mixer import FusedMix  # noqa: F401
 from .local_bias import CasanLocalBias, local_bias
