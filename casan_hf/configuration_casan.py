@@ -151,6 +151,12 @@ class CasanConfig(BertConfig):
                     f"(allowed indices 0..{self.num_hidden_layers - 1})."
                 )
         check_local_bias_reads_its_options(self)
+        if gives_context and not any(self.layer_has_context(layer) for layer in range(self.num_hidden_layers)):
+            raise ValueError(
+                f"context_type={self.context_type!r} gives no layer of this {self.num_hidden_layers}-layer model a "
+                f"context (context_layers={self.context_layers}; `deep` reads only earlier layers, so its first layer "
+                "takes none): it would add nothing. Choose layers that take one, another kind, or 'none'."
+            )
         if not self.context_targets and gives_context and not self.output_gate_context:
             raise ValueError(
                 f"context_targets=[] mixes the {self.context_type!r} context into neither query nor key: name a "
@@ -291,7 +297,8 @@ def converted_start(kwargs, saved, config_class):
     if not converting:
         return kwargs
     starts = exact_starts(kwargs)
-    context_type = kwargs.get("context_type", config_class().context_type)
+    # checked here, first: a mistyped kind would otherwise end in a bare KeyError before the config's own check
+    context_type = OPTION_CHECKS["context_type"](kwargs.get("context_type", config_class().context_type))
     if CONTEXT_KINDS[context_type].gives_context:
         starts.update(getattr(config_class, "conversion_starts", {}))
     return {**starts, **kwargs}

@@ -432,12 +432,18 @@ class CasanPreTrainedModel(FullyShardedLoading, PreTrainedModel):
                 f"{type(self).__name__} takes a {self.config_class.__name__} (model_type "
                 f"{self.config_class.model_type!r}); got model_type {config.model_type!r}."
             )
-        # A family whose config has no decoder fields (DeBERTa-v2) is an encoder by construction.
+        # A family whose config has no decoder fields (DeBERTa-v2) is an encoder by construction; a causal family's
+        # model is a decoder (transformers' own generation tests set `is_decoder`), without cross-attention.
         is_decoder, cross_attention = (getattr(config, name, False) for name in ("is_decoder", "add_cross_attention"))
-        if is_decoder or cross_attention:
+        got = f"(got is_decoder={is_decoder}, add_cross_attention={cross_attention})"
+        if self.family.causal and cross_attention:
             raise ValueError(
-                "CASAN models are bidirectional encoders: `is_decoder` and `add_cross_attention` must be False "
-                f"(got is_decoder={is_decoder}, add_cross_attention={cross_attention})."
+                f"CASAN causal language models attend to their own tokens only: `add_cross_attention` "
+                f"must be False {got}."
+            )
+        if not self.family.causal and (is_decoder or cross_attention):
+            raise ValueError(
+                f"CASAN encoders are bidirectional: `is_decoder` and `add_cross_attention` must be False {got}."
             )
         config.check_context_options()
         super().__init__(config, *inputs, **kwargs)
@@ -501,6 +507,15 @@ class CasanPreTrainedModel(FullyShardedLoading, PreTrainedModel):
                 module.initialize(std, self.config.gate_bias_init)
             else:
                 module.initialize(std)
+
+    def _initialize_weights(self, module, is_custom_code=False):
+        """transformers' own, as it runs for its own classes. For a class defined outside transformers (5.x) it skips
+        every module whose own parameters are all loaded, or which has none: ModernBERT's MLP and attention, GPT-2's,
+        whose source `_init_weights` scales their output projection with depth, so that the weights `from_pretrained`
+        fills in would lose that scaling. Every initialisation goes through transformers' `initialization`
+        functions, which leave loaded tensors alone, so nothing loaded is overwritten. (transformers 4.x's takes the
+        module alone.)"""
+        super()._initialize_weights(module)
 
     @classmethod
     def from_pretrained(cls, pretrained_model_name_or_path, *model_args, **kwargs):

@@ -29,6 +29,7 @@ during the backward in a copy of it (`_checkpoint_in_run`).
 import copy
 import functools
 import inspect
+import threading
 from dataclasses import dataclass
 
 import torch
@@ -199,22 +200,76 @@ def check_cache(cache):
     return cache
 
 
-def segment_starts(position_ids, token_count):
-    """`(batch, n)` bools marking where a packed sequence starts (a position id of 0 after the first token, as
-    `DataCollatorWithFlattening` makes them), or None where no row restarts (or no position ids were given). A single
-    token (a decoding step) starts nothing: no look at the ids, whose `any()` would wait on the device every step."""
-    if position_ids is None or token_count == 1 or position_ids.shape[-1] != token_count:
+def sequence_starts(inputs, shape, full_mask, past_length):
+    """`shape` `(batch, n)` bools marking where a packed sequence starts inside a row after real tokens of the one
+    before it, from every source transformers takes: position ids restarting at 0 (`DataCollatorWithFlattening`'s
+    default), `cu_seq_lens_q` / `cu_seq_lens_k`, the cumulative lengths over the batch's flattened tokens that
+    flash-attention's variable-length path reads (the collator's `return_flash_attn_kwargs=True`), or both; None where
+    nothing restarts. Only a real token after real ones starts a sequence: a restart with none before it in its
+    row (the first real token of a left-padded row, in any chunk of a chunked prefill) restarts nothing, padding
+    counting for nothing, and a padding token (whose position id generate() may set to 0) starts nothing. `full_mask`
+    is the 2D mask of every token so far, the cache's `past_length` tokens included (None: all are real). A single
+    token (a decoding step) starts nothing: no look at the inputs, whose `any()` would wait on the device."""
+    batch, token_count = shape
+    position_ids = inputs.get("position_ids")
+    if position_ids is not None and position_ids.shape[-1] != token_count:
+        position_ids = None
+    lengths = [inputs[name] for name in ("cu_seq_lens_q", "cu_seq_lens_k") if inputs.get(name) is not None]
+    if token_count == 1 or (position_ids is None and not lengths):
         return None
-    starts = position_ids == 0
-    starts[..., 0] = False
+    if len(lengths) == 2 and not torch.equal(*lengths):
+        raise ValueError(
+            "cu_seq_lens_q and cu_seq_lens_k differ: the keys then reach back past the queries, into a cache, which "
+            "packed sequences do not continue in a CASAN causal model; give both the same lengths, and no cache."
+        )
+    device = position_ids.device if position_ids is not None else lengths[0].device
+    starts = torch.zeros(batch * token_count, dtype=torch.bool, device=device)
+    if lengths:
+        starts[lengths[0][1:-1].long()] = True
+    starts = starts.view(batch, token_count)
+    if position_ids is not None:
+        starts = starts | (position_ids == 0)
+    if full_mask is None:
+        starts = starts & (torch.arange(past_length, past_length + token_count, device=device) > 0)
+    else:  # a real token after a real token
+        real = full_mask.to(torch.int32)
+        starts = starts & ((real.cumsum(dim=1) > real) & (real > 0))[:, -token_count:]
     return starts if bool(starts.any()) else None
+
+
+def running_sums_inputs(inputs, cache):
+    """What the running sums of a forward's `inputs` (by name) read, continuing `cache` (None: no cache): the `(batch,
+    n)` mask of its tokens' real ones (None: all are), and where packed sequences restart (`sequence_starts`). A
+    mask other than 2D, and packed sequences continuing a cache that holds tokens, are refused by name."""
+    states = inputs.get("input_ids")
+    states = inputs.get("inputs_embeds") if states is None else states
+    mask = inputs.get("attention_mask")
+    if mask is not None and not (isinstance(mask, torch.Tensor) and mask.dim() == 2):
+        raise ValueError(
+            "CASAN causal models with a global context need a 2D attention_mask (batch, seq) to average the real "
+            f"tokens; got {f'{mask.dim()}D' if isinstance(mask, torch.Tensor) else type(mask).__name__}."
+        )
+    past_length = 0 if cache is None else cache.get_seq_length()
+    starts = sequence_starts(inputs, states.shape[:2], mask, past_length)
+    if starts is not None and past_length > 0:
+        raise ValueError(
+            f"Packed sequences (position ids or cu_seq_lens that restart inside a row) continue no cache: the cache "
+            f"holds {past_length} tokens whose context sums would cross into the next sequence. Pass packed sequences "
+            "without past_key_values."
+        )
+    return None if mask is None else mask[:, -states.shape[1] :], starts
 
 
 def prefix_means(states, token_mask, past, starts):
     """Each position's mean of the real tokens' `states` `(batch, n, d)` up to it, in float32 sums cast back to the
     states' dtype, and the running `(sum, count)` after the last position, for the cache. `token_mask` `(batch, n)`
     0/1; `past` the `(sum, count)` of the tokens before (None: none); `starts` the packed sequences' starts, where the
-    sums restart (None: no restart)."""
+    sums restart (None: no restart). A decoding step (one token after the cache's) adds the token to the running sums
+    in one fused operator each: a token's cumulative sum is itself."""
+    if past is not None and states.shape[1] == 1 and starts is None:
+        sums = torch.addcmul(past[0], states[:, 0].to(torch.float32), token_mask)
+        counts = past[1] + token_mask
+        return (sums / counts.clamp(min=1)).to(states.dtype).unsqueeze(1), (sums, counts)
     weights = token_mask.to(torch.float32).unsqueeze(-1)
     weighted = states.to(torch.float32) * weights
     sums, counts = weighted.cumsum(dim=1), weights.cumsum(dim=1)
@@ -231,7 +286,10 @@ def prefix_means(states, token_mask, past, starts):
 
         sums, counts = restart(sums, weighted), restart(counts, weights)
     means = (sums / counts.clamp(min=1)).to(states.dtype)
-    return means, (sums[:, -1], counts[:, -1])
+    # copies, not views: a view would keep every position's sums alive in the cache, and its strides, unlike a
+    # decoding step's sums', would make a compiled decoding step compile again
+    last = (sums[:, -1], counts[:, -1])
+    return means, tuple(running.clone(memory_format=torch.contiguous_format) for running in last)
 
 
 class CausalContextRun:
@@ -333,17 +391,25 @@ def refuse_reentrant_checkpointing(checkpoint_function):
         )
 
 
-class ContextSlot:
+class ContextSlot(threading.local):
     """Where a model's projections find the forward's `CausalContextRun`: one object shared by the base model's hook,
-    which fills it, and every projection, which reads it. During a forward, `caller` is the outermost CASAN model
-    called (a classifier whose base model is a CASAN model shares its slot), `gates` the dict its run fills where it
-    returns the gates (else None), `tuple_output` whether it returns a tuple (`return_dict=False`)."""
+    which fills it, and every projection, which reads it, whose contents are the calling thread's own, so that
+    threads (a server's requests, `nn.DataParallel`'s replicas, which share it) each run their own forward on one
+    model. During a forward, `caller` is the outermost CASAN model called (a classifier whose base model is a CASAN
+    model shares its slot), `gates` the dict its run fills where it returns the gates (else None), `tuple_output`
+    whether it returns a tuple (`return_dict=False`). Per thread rather than passed with the call: transformers calls
+    the query and key projections with the states alone, so a run passed down the call would need every family's
+    attention forward rewritten; a thread's own attributes trace into one compiled graph (docs/FAMILIES.md)."""
 
     def __init__(self):
         self.run = None
         self.caller = None
         self.gates = None
         self.tuple_output = False
+
+    def __reduce__(self):
+        """A copy (`copy.deepcopy`, pickling) is a new, empty slot: a thread's forward state stays in its thread."""
+        return type(self), ()
 
     def current(self):
         if self.run is None:
@@ -478,7 +544,7 @@ class CasanCausalPreTrainedModel(CasanPreTrainedModel):
         base = self.base_model
         # transformers initialises a sub-model (the base model, a `LlamaModel`) by its own `_init_weights`, which knows
         # no mixer: the base initialises by this class's, here and when `from_pretrained` fills the new parameters.
-        base._init_weights = self._init_weights
+        base._init_weights, base._initialize_weights = self._init_weights, self._initialize_weights
         # The base model's forward's parameters, in order: what `_open_context` names its arguments by.
         self._base_parameters = tuple(inspect.signature(base.forward).parameters)
         self._cache_argument = next(name for name in CACHE_NAMES if name in self._base_parameters)
@@ -583,39 +649,25 @@ class CasanCausalPreTrainedModel(CasanPreTrainedModel):
         return output.to_tuple() if tuple_output else output
 
     def _open_context(self, module, args, kwargs):
-        """The base model's forward pre-hook: the forward's `CausalContextRun` from its inputs, and a `CasanCache`
-        where the forward would make a plain one."""
+        """The base model's forward pre-hook: the forward's `CausalContextRun` from its inputs, and, where the context
+        keeps running sums (the sentence-level kinds), a `CasanCache` where the forward would make a plain one. A model
+        whose context keeps none (`none`, `deep`) takes whatever mask and cache its source model takes."""
         # by name, those given by position too (a signature's binding would graph-break a compiled forward whose
         # keyword arguments a hook has changed)
         inputs = dict(zip(self._base_parameters, args, strict=False)) | kwargs
-        name = self._cache_argument
-        cache = check_cache(next((inputs[key] for key in CACHE_NAMES if inputs.get(key) is not None), None))
-        use_cache = inputs.get("use_cache")
-        if use_cache is None:
-            use_cache = self.config.use_cache
-        if cache is None and use_cache:  # where the forward would make a plain cache, in the caller's place
-            cache = CasanCache(config=self.config)
-            position = self._base_parameters.index(name)
-            if len(args) > position:
-                args = (*args[:position], cache, *args[position + 1 :])
-            else:
-                kwargs[name] = cache
-        states = inputs.get("input_ids")
-        states = inputs.get("inputs_embeds") if states is None else states
-        token_count = states.shape[1]
-        mask = inputs.get("attention_mask")
-        if mask is not None and not (isinstance(mask, torch.Tensor) and mask.dim() == 2):
-            raise ValueError(
-                "CASAN causal models need a 2D attention_mask (batch, seq) to average the real tokens; got "
-                f"{f'{mask.dim()}D' if isinstance(mask, torch.Tensor) else type(mask).__name__}."
-            )
-        token_mask = None if mask is None else mask[:, -token_count:]
-        starts = segment_starts(inputs.get("position_ids"), token_count)
-        if starts is not None and cache is not None and cache.get_seq_length() > 0:
-            raise ValueError(
-                "Position ids that restart inside a row (packed sequences) continue no cache: pass them without "
-                "past_key_values."
-            )
+        token_mask, cache, starts = None, None, None
+        if self.context_plan.sentence_means:
+            cache = check_cache(next((inputs[key] for key in CACHE_NAMES if inputs.get(key) is not None), None))
+            use_cache = inputs.get("use_cache")
+            if cache is None and (self.config.use_cache if use_cache is None else use_cache):
+                # where the forward would make a plain cache, in the caller's place
+                cache = CasanCache(config=self.config)
+                position = self._base_parameters.index(self._cache_argument)
+                if len(args) > position:
+                    args = (*args[:position], cache, *args[position + 1 :])
+                else:
+                    kwargs[self._cache_argument] = cache
+            token_mask, starts = running_sums_inputs(inputs, cache)
         slot = self.context_slot
         slot.run = CausalContextRun(self.context_plan, token_mask, starts, cache, slot.gates)
         return args, kwargs
@@ -635,8 +687,11 @@ class CasanCausalPreTrainedModel(CasanPreTrainedModel):
         super()._validate_model_kwargs(model_kwargs)
 
     def _prepare_cache_for_generation(self, generation_config, model_kwargs, *args, **kwargs):
-        """generate()'s cache: a `CasanCache` where it would make a dynamic cache; a cache handed in must be one, and
-        any other cache implementation is refused by name (the sums would be lost)."""
+        """generate()'s cache: where the context keeps running sums, a `CasanCache` where it would make a dynamic
+        cache; a cache handed in must be one, and any other cache implementation is refused by name (the sums would be
+        lost). A context that keeps none (`none`, `deep`) takes every cache its source model takes."""
+        if not self.context_plan.sentence_means:
+            return super()._prepare_cache_for_generation(generation_config, model_kwargs, *args, **kwargs)
         if generation_config.cache_implementation not in CONTEXT_CACHE_IMPLEMENTATIONS:
             raise ValueError(
                 f"cache_implementation={generation_config.cache_implementation!r} cannot hold a CASAN causal model's "

@@ -35,6 +35,10 @@ from casan_hf.hub import (
 )
 
 
+# The files of which a saved tokenizer has at least one: its config, or its fast tokenizer alone.
+TOKENIZER_FILES = ("tokenizer_config.json", "tokenizer.json")
+
+
 @dataclass
 class ConvertArguments:
     """What to convert, into which head, and where to write the Hub folder."""
@@ -109,6 +113,20 @@ def parse_args(argv=None):
     return parser, args, casan_args
 
 
+def source_tokenizer(name_or_path):
+    """The tokenizer of the checkpoint `name_or_path`, which the folder carries beside the model; a ValueError in one
+    line for a local folder that holds none, where transformers would try to build one from the config alone (a
+    traceback from a missing backend, or a tokenizer of no vocabulary)."""
+    if os.path.isdir(name_or_path) and not any(
+        os.path.isfile(os.path.join(name_or_path, name)) for name in TOKENIZER_FILES
+    ):
+        raise ValueError(
+            f"{name_or_path} holds no tokenizer (none of {', '.join(TOKENIZER_FILES)}), and the folder needs one: "
+            "save the source model's tokenizer into it (tokenizer.save_pretrained) and convert again."
+        )
+    return AutoTokenizer.from_pretrained(name_or_path)
+
+
 def main(argv=None):
     parser, args, casan_args = parse_args(argv)
     try:
@@ -119,6 +137,7 @@ def main(argv=None):
     if args.num_labels is not None:
         kwargs["num_labels"] = int(args.num_labels)
     try:
+        tokenizer = source_tokenizer(args.model_name_or_path)
         model_type = PreTrainedConfig.get_config_dict(args.model_name_or_path)[0].get("model_type")
         model, loading = casan_class(model_type, args.head).from_pretrained(
             args.model_name_or_path, output_loading_info=True, **kwargs
@@ -126,7 +145,6 @@ def main(argv=None):
     except ValueError as error:
         parser.error(str(error))
     new_heads = untrained_heads(loading["missing_keys"])
-    tokenizer = AutoTokenizer.from_pretrained(args.model_name_or_path)
     model_name = args.model_name or os.path.basename(os.path.normpath(args.output_dir))
     card = render_model_card(
         model,

@@ -9,12 +9,13 @@ import inspect
 import json
 import subprocess
 import sys
+import threading
 
 import pytest
 import torch
 import transformers
 from fresh_process import run_without_casan_hf
-from tiny_models import CAUSAL_VOCAB, tiny_causal_config, tiny_causal_source_config
+from tiny_models import CAUSAL_VOCAB, tiny_causal_config, tiny_causal_source_config, tiny_source_config
 from tiny_tokenizer import tiny_tokenizer
 from transformers import DynamicCache, GenerationConfig
 from transformers.generation.utils import GenerationMixin
@@ -118,7 +119,8 @@ def test_the_context_reads_no_future_token(family, context):
 @pytest.mark.parametrize("family", FAMILY_NAMES)
 @pytest.mark.parametrize("context", CONTEXTS)
 def test_cached_decoding_gives_the_logits_of_a_full_forward(family, context):
-    """A left-padded prompt, then one token at a time through the `CasanCache`: every step's logits are those of a full
+    """A left-padded prompt, then one token at a time through the cache (a `CasanCache` where the context keeps running
+    sums, transformers' own for `deep`, which keeps none): every step's logits are those of a full
     forward over the same tokens (to float32 rounding), and the padding changes no real token's logits."""
     model = trained_context(family, context, gate_per_head=family in ("qwen3", "gpt2"))
     ids, mask = left_padded_batch()
@@ -126,7 +128,7 @@ def test_cached_decoding_gives_the_logits_of_a_full_forward(family, context):
     with torch.no_grad():
         output = model(input_ids=ids, attention_mask=mask, use_cache=True)
         cache = output.past_key_values
-        assert isinstance(cache, CasanCache)
+        assert isinstance(cache, CasanCache) == (context != "deep")  # deep's context keeps no running sums
         for step in range(steps.shape[1]):
             mask = torch.cat([mask, torch.ones(2, 1, dtype=mask.dtype)], dim=1)
             cached = model(input_ids=steps[:, step : step + 1], attention_mask=mask, past_key_values=cache).logits
@@ -549,7 +551,7 @@ def test_saved_folders_load_and_generate_in_a_fresh_process_without_casan_hf(tmp
 def test_the_converter_writes_a_causal_folder_that_loads_and_gives_the_source_logits(tmp_path):
     """scripts/convert_bert_to_casan.py on a Llama checkpoint with its tokenizer: a Hub folder whose card is a causal
     LM's, which passes the push's checks, loads with `AutoModelForCausalLM` and gives the source's logits; an
-    encoder's option is refused."""
+    encoder's option, and a checkpoint saved without its tokenizer, are refused in one line."""
     source = saved_source("llama", tmp_path / "llama")
     tiny_tokenizer(tmp_path / "llama", token_types=False)
     command = [sys.executable, "scripts/convert_bert_to_casan.py", "--model_name_or_path", str(tmp_path / "llama")]
@@ -569,6 +571,14 @@ def test_the_converter_writes_a_causal_folder_that_loads_and_gives_the_source_lo
     refused = subprocess.run([*command, "--output_dir", str(tmp_path / "refused"), "--head", "sequence-classification",
                               "--classifier_pooling", "mean"], capture_output=True, text=True)  # fmt: skip
     assert refused.returncode == 2 and "`classifier_pooling` is an encoder's option" in refused.stderr
+    assert not (tmp_path / "refused").exists()
+    saved_source("llama", tmp_path / "untokenized")  # a checkpoint saved without its tokenizer
+    command[-1] = str(tmp_path / "untokenized")
+    refused = subprocess.run([*command, "--output_dir", str(tmp_path / "refused")], capture_output=True, text=True)
+    assert refused.returncode == 2 and refused.stderr.strip().splitlines()[-1].endswith(
+        "holds no tokenizer (none of tokenizer_config.json, tokenizer.json), and the folder needs one: save the "
+        "source model's tokenizer into it (tokenizer.save_pretrained) and convert again."
+    )
     assert not (tmp_path / "refused").exists()
 
 
@@ -671,3 +681,280 @@ def test_transformers_4_refuses_a_causal_folder_with_the_minimum_version(tmp_pat
     trained_context("qwen3", "global").save_pretrained(tmp_path / "model")
     message = run_without_casan_hf(TOO_OLD, tmp_path, python=python)
     assert f"CASAN causal language models need transformers >= {MINIMUM_TRANSFORMERS_CAUSAL} (found 4.56" in message
+
+
+# Concurrency, packing, chunked prefill: what a server, a trainer of packed batches and generate() do to one model.
+KINDS = ["none", *CONTEXTS]
+
+
+def random_padded_rows(seed):
+    """Two rows of a length and padding side of `seed`'s own: a forward whose run differs from its neighbours'."""
+    generator = torch.Generator().manual_seed(seed)
+    length = 3 + seed % 4
+    ids = torch.randint(3, CAUSAL_VOCAB, (2, length + 2), generator=generator)
+    mask = torch.ones_like(ids)
+    mask[0, :2] = 0 if seed % 2 else 1  # left padding on odd seeds
+    mask[1, -2:] = 0 if seed % 2 == 0 else 1  # right padding on even ones
+    return ids.masked_fill(mask == 0, 0), mask
+
+
+def run_together(function, arguments):
+    """`function(argument)` for each argument, each in a thread of its own, started together."""
+    results, errors = [None] * len(arguments), []
+
+    def run(index):
+        try:
+            results[index] = function(arguments[index])
+        except Exception as error:  # re-raised in the test's thread
+            errors.append(error)
+
+    threads = [threading.Thread(target=run, args=(index,)) for index in range(len(arguments))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
+    return results
+
+
+def hold_threads_in_the_second_layer(model, parties):
+    """A barrier for `parties` threads before the second layer's attention of `model`; its hook's handle."""
+    barrier = threading.Barrier(parties, timeout=60)
+    attention = type(model).attention_modules(model.base_model)[1]
+
+    def wait(module, args):
+        barrier.wait()
+
+    return attention.register_forward_pre_hook(wait)
+
+
+@pytest.mark.parametrize("family", FAMILY_NAMES)
+@pytest.mark.parametrize("context", KINDS)
+def test_threads_run_one_model_at_once(family, context):
+    """Eight threads, each a batch of its own length and padding, all inside one model's forward together (and a
+    `DataParallel` replica, which shares the model's modules): each gets the logits and gates of its forward alone."""
+    model = (
+        trained_context(family, context)
+        if context != "none"
+        else casan_class(family, "causal-lm")(tiny_causal_config(family)).eval()
+    )
+    batches = [random_padded_rows(seed) for seed in range(8)]
+    replica = model._replicate_for_data_parallel()
+    gates = context != "none"
+
+    def forward(index):
+        ids, mask = batches[index]
+        with torch.no_grad():
+            output = (replica if index == 7 else model)(input_ids=ids, attention_mask=mask, output_context_gates=gates)
+        return output.logits, getattr(output, "context_gates", None)
+
+    alone = [forward(index) for index in range(8)]
+    handle = hold_threads_in_the_second_layer(model, 8)
+    try:
+        together = run_together(forward, list(range(8)))
+    finally:
+        handle.remove()
+    for (logits, layer_gates), (expected_logits, expected_gates) in zip(together, alone, strict=True):
+        assert torch.equal(logits, expected_logits)
+        assert (layer_gates is None and expected_gates is None) or all(map(torch.equal, layer_gates, expected_gates))
+
+
+def test_generate_from_threads_gives_the_tokens_of_generate_one_after_another():
+    """Greedy generate() of six padded prompts from six threads at once on one model: each thread's tokens are those
+    the same call gives alone."""
+    model = trained_context("llama", "global")
+    prompts = [random_padded_rows(seed) for seed in range(6)]
+
+    def generate(prompt):
+        ids, mask = prompt
+        return model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=8, pad_token_id=0, do_sample=False)
+
+    one_after_another = [generate(prompt) for prompt in prompts]
+    assert all(map(torch.equal, run_together(generate, prompts), one_after_another))
+
+
+def varlen_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
+    """Attention as flash-attention's variable-length path computes it, on the CPU: the batch's tokens flattened and
+    cut into sequences by `cu_seq_lens_q` (or, without it, where the position ids restart), each attending causally
+    to its own tokens only; the 4D mask transformers builds is not read, as flash-attention reads none."""
+    batch, _, length, _ = query.shape
+    sequence = torch.zeros(batch * length, dtype=torch.long)
+    if kwargs.get("cu_seq_lens_q") is not None:
+        sequence[kwargs["cu_seq_lens_q"][1:-1]] = 1
+    else:
+        sequence = (kwargs["position_ids"].expand(batch, -1) == 0).reshape(-1).long()
+    sequence = sequence.cumsum(0).view(batch, length)
+    causal = torch.ones(length, length, dtype=torch.bool).tril()
+    allowed = (sequence[:, :, None] == sequence[:, None, :]) & causal
+    output = torch.nn.functional.scaled_dot_product_attention(
+        query, key, value, attn_mask=allowed[:, None], scale=scaling, enable_gqa=True
+    )
+    return output.transpose(1, 2).contiguous(), None
+
+
+@pytest.mark.parametrize("family", ["llama", "gpt2"])
+@pytest.mark.parametrize("context", CONTEXTS)
+@pytest.mark.parametrize("flash_kwargs", [False, True], ids=["position_ids", "cu_seq_lens"])
+def test_packed_sequences_from_either_collator_give_each_sequence_s_logits_and_loss(family, context, flash_kwargs):
+    """`DataCollatorWithFlattening` with position ids (its default) or with flash-attention's `cu_seq_lens_q/k` and no
+    position ids, through an attention function that masks as the variable-length path does: each packed
+    sequence's logits and loss are those of its own forward. GPT-2 learns absolute positions, so its sequences are
+    packed with their position ids even where the collator gives none."""
+    transformers.AttentionInterface.register("casan_test_varlen", varlen_attention)
+    model = trained_context(family, context, initializer_range=0.2)
+    model.set_attn_implementation("casan_test_varlen")
+    sequences = [[5, 9, 11, 7], [8, 4, 6], [3, 12, 10, 14, 6]]
+    collator = transformers.DataCollatorWithFlattening(
+        return_flash_attn_kwargs=flash_kwargs, return_position_ids=not flash_kwargs or family == "gpt2"
+    )
+    packed = collator([{"input_ids": sequence} for sequence in sequences], return_tensors="pt")
+    assert ("cu_seq_lens_q" in packed) == flash_kwargs
+    with torch.no_grad():
+        logits = model(**packed, use_cache=False).logits[0]
+        start = 0
+        for sequence in sequences:
+            ids = torch.tensor([sequence])
+            alone = model(input_ids=ids, labels=ids, use_cache=False)
+            torch.testing.assert_close(logits[start : start + len(sequence)], alone.logits[0], rtol=1e-5, atol=1e-5)
+            start += len(sequence)
+        # the loss of the packed batch: every sequence's tokens after its first, as the collator labels them
+        losses = [
+            model(input_ids=torch.tensor([s]), labels=torch.tensor([s]), use_cache=False).loss for s in sequences
+        ]
+        counts = [len(sequence) - 1 for sequence in sequences]
+        expected = sum(loss * count for loss, count in zip(losses, counts, strict=True)) / sum(counts)
+        torch.testing.assert_close(model(**packed, use_cache=False).loss, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_packed_sequences_continue_no_cache_and_left_padding_starts_none():
+    """Position ids or cu_seq_lens that restart after real tokens, with a cache holding tokens, are refused by name;
+    a left-padded row's first real token restarts nothing, so a chunk that begins a row continues its cache."""
+    model = trained_context("llama", "global")
+    ids, mask = left_padded_batch()
+    cache = model(input_ids=ids, attention_mask=mask).past_key_values
+    more = torch.tensor([[4, 5], [6, 7]])
+    with pytest.raises(ValueError, match="Packed sequences .* continue no cache: the cache holds 5 tokens"):
+        model(input_ids=more, position_ids=torch.tensor([[5, 0], [3, 0]]), past_key_values=cache)
+    with pytest.raises(ValueError, match="cu_seq_lens_q and cu_seq_lens_k differ"):
+        model(input_ids=more[:1], cu_seq_lens_q=torch.tensor([0, 2]), cu_seq_lens_k=torch.tensor([0, 7]))
+
+
+@pytest.mark.parametrize("context", KINDS)
+@pytest.mark.parametrize("padding_side", ["left", "right"])
+def test_chunked_prefill_gives_the_unchunked_tokens_and_logits(context, padding_side):
+    """generate(prefill_chunk_size=2) on a padded batch: the tokens and every step's logits of the unchunked prefill,
+    for every kind (left padding's position ids restart inside a later chunk, and nothing is packed)."""
+    model = (
+        trained_context("llama", context)
+        if context != "none"
+        else casan_class("llama", "causal-lm")(tiny_causal_config("llama")).eval()
+    )
+    ids, mask = left_padded_batch()
+    if padding_side == "right":
+        ids, mask = torch.tensor([[5, 9, 11, 7, 3], [8, 4, 6, 0, 0]]), torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]])
+    outputs = [
+        model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=4, pad_token_id=0, do_sample=False,
+                       prefill_chunk_size=chunk, output_logits=True, return_dict_in_generate=True)
+        for chunk in (None, 2)
+    ]  # fmt: skip
+    assert torch.equal(outputs[0].sequences, outputs[1].sequences)
+    for unchunked, chunked in zip(outputs[0].logits, outputs[1].logits, strict=True):
+        torch.testing.assert_close(chunked, unchunked, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [dict(cache_implementation="static"), dict(prefill_chunk_size=2), dict(prompt_lookup_num_tokens=2), dict()],
+    ids=["static", "chunked", "assisted", "user-dynamic-cache"],
+)
+def test_none_takes_every_cache_and_generation_option_of_its_source_and_equals_it(options, tmp_path):
+    """`context_type="none"` is the source model: a static cache, chunked prefill, prompt-lookup (assisted) decoding,
+    which crops its cache, and a plain `DynamicCache` handed in give the source's tokens and logits."""
+    source = saved_source("llama", tmp_path / "llama")
+    model = casan_class("llama", "causal-lm").from_pretrained(tmp_path / "llama", context_type="none").eval()
+    ids, mask = left_padded_batch()
+    if "prompt_lookup_num_tokens" in options:  # transformers' assisted decoding takes one sequence at a time
+        ids, mask = ids[:1], mask[:1]
+    generated = []
+    for candidate in (source, model):
+        given = dict(options) or dict(past_key_values=DynamicCache(config=candidate.config))
+        generated.append(
+            candidate.generate(input_ids=ids, attention_mask=mask, max_new_tokens=4, pad_token_id=0, do_sample=False,
+                               output_logits=True, return_dict_in_generate=True, **given)
+        )  # fmt: skip
+    assert torch.equal(generated[0].sequences, generated[1].sequences)
+    for expected, logits in zip(generated[0].logits, generated[1].logits, strict=True):
+        assert torch.equal(logits, expected)
+
+
+def test_a_deep_kind_that_gives_no_layer_a_context_is_refused_by_name():
+    with pytest.raises(ValueError, match="context_type='deep' gives no layer of this 1-layer model a context"):
+        tiny_causal_config("llama", context_type="deep", num_hidden_layers=1).check_context_options()
+    with pytest.raises(ValueError, match="gives no layer of this 1-layer model a context"):
+        casan_class("gpt2", "causal-lm")(tiny_causal_config("gpt2", context_type="deep", n_layer=1))
+
+
+@pytest.mark.parametrize("family", ["llama", "bert"])
+def test_a_mistyped_kind_at_conversion_is_the_config_s_own_error(family, tmp_path):
+    """`from_pretrained(source, context_type="globl")` names the allowed kinds, from a causal and an encoder source."""
+    if family == "bert":
+        transformers.BertModel(tiny_source_config("bert")).save_pretrained(tmp_path / family)
+        head = "base"
+    else:
+        saved_source(family, tmp_path / family)
+        head = "causal-lm"
+    with pytest.raises(
+        ValueError, match="`context_type` must be one of 'global', 'deep', 'deep_global', 'none'; got 'globl'"
+    ):
+        casan_class(family, head).from_pretrained(tmp_path / family, context_type="globl")
+
+
+def test_a_causal_model_built_as_a_decoder_builds_and_loads(tmp_path):
+    """`is_decoder=True`, which transformers' own generation tests set, is what a causal LM is: it builds, saves and
+    loads; cross-attention, which it has none of, is refused by name."""
+    config = tiny_causal_config("llama", context_type="global", is_decoder=True)
+    model = casan_class("llama", "causal-lm")(config)
+    model.save_pretrained(tmp_path / "decoder")
+    assert type(model).from_pretrained(tmp_path / "decoder").config.is_decoder
+    with pytest.raises(ValueError, match="attend to their own tokens only: `add_cross_attention` must be False"):
+        casan_class("gpt2", "causal-lm")(tiny_causal_config("gpt2", add_cross_attention=True))
+
+
+def decode_greedily(model, step, prompt, tokens, after_step=lambda: None):
+    """`tokens` tokens decoded greedily after `prompt`'s prefill by `model`, each step by `step` (the model or its
+    compiled twin): the tokens, and what `after_step()` returned after each step."""
+    generated, seen = [], []
+    with torch.no_grad():
+        output = model(input_ids=prompt, use_cache=True)
+        for _ in range(tokens):
+            token = output.logits[:, -1:].argmax(-1)
+            generated.append(token)
+            output = step(input_ids=token, past_key_values=output.past_key_values, use_cache=True)
+            seen.append(after_step())
+    return torch.cat(generated, dim=1), seen
+
+
+@pytest.mark.parametrize("context", [None, "global", "deep_global"])
+def test_compiled_decoding_makes_one_graph_and_never_recompiles(context):
+    """A decoding step compiled with dynamic shapes (dynamo's graphs, run by its eager backend) is one graph, no
+    break, with the CASAN cache as with Llama's own (`context` None), and the 64 steps of a generation reuse it: the
+    cache's growing length compiles nothing again. The tokens are those of eager greedy decoding."""
+    from torch._dynamo.utils import counters
+
+    if context is None:
+        torch.manual_seed(0)
+        model = transformers.LlamaForCausalLM(tiny_causal_source_config("llama", max_position_embeddings=128)).eval()
+    else:
+        model = trained_context("llama", context, max_position_embeddings=128)
+    prompt = torch.randint(3, CAUSAL_VOCAB, (1, 5), generator=torch.Generator().manual_seed(0))
+    torch._dynamo.reset()
+    counters.clear()
+    compiled = torch.compile(model, dynamic=True, backend="eager")
+
+    def graphs_and_breaks():
+        return counters["stats"]["unique_graphs"], sum(counters["graph_break"].values())
+
+    tokens, graphs = decode_greedily(model, compiled, prompt, 64, graphs_and_breaks)
+    assert graphs == [(1, 0)] * 64
+    assert torch.equal(tokens, decode_greedily(model, model, prompt, 64)[0])

@@ -12,10 +12,12 @@ import transformers
 from conftest import load_script
 from glue_helpers import TINY_RUN, make_tiny_source, read_json
 from test_translation_model import TINY_MARIAN
-from tiny_models import padded_batch, tiny_config
+from tiny_models import padded_batch, tiny_causal_source_config, tiny_config, tiny_source_config
 
 from casan_hf import (
+    CAUSAL_FAMILIES,
     FAMILIES,
+    FAMILY_CONFIGS,
     CasanElectraConfig,
     CasanMarianConfig,
     CasanMarianMTModel,
@@ -23,7 +25,7 @@ from casan_hf import (
     get_family,
     get_head,
 )
-from casan_hf.context import CONTEXT_KINDS, CONTEXT_MIXER_MODULE
+from casan_hf.context import CONTEXT_MIXER_MODULE
 
 
 # Every family but BERT, the first row, whose reference is the real MiniLM checkpoint (tests/test_bert_reference.py).
@@ -138,13 +140,14 @@ def test_converter_writes_a_modernbert_folder(sources, tmp_path, capsys):
     assert model.decoder.weight is model.model.embeddings.tok_embeddings.weight
 
 
-def empty_input_model(family, context_type, shape):
-    """A tiny model of `family` (or the translation model, "marian"), and input ids of `shape` for it."""
+def empty_input_model(family, shape):
+    """A tiny model of `family` (or the translation model, "marian") with deep context, and input ids of `shape` for
+    it."""
     input_ids = torch.zeros(shape, dtype=torch.long)
     if family == "marian":
-        model = CasanMarianMTModel(CasanMarianConfig(**TINY_MARIAN, context_type=context_type))
+        model = CasanMarianMTModel(CasanMarianConfig(**TINY_MARIAN, context_type="deep"))
         return model, {"input_ids": input_ids, "decoder_input_ids": torch.zeros(shape[0], 3, dtype=torch.long)}
-    return casan_class(family, "base")(tiny_config(family, context_type=context_type)), {"input_ids": input_ids}
+    return casan_class(family, "base")(tiny_config(family, context_type="deep")), {"input_ids": input_ids}
 
 
 # An empty batch, and sentences without a token: what each is refused with.
@@ -155,12 +158,12 @@ EMPTY_INPUTS = {
 
 
 @pytest.mark.parametrize("shape", EMPTY_INPUTS)
-@pytest.mark.parametrize("context_type", list(CONTEXT_KINDS))
 @pytest.mark.parametrize("family", [*(family.name for family in FAMILIES), "marian"])
-def test_an_empty_batch_or_empty_sentences_are_refused_before_any_work(family, context_type, shape):
+def test_an_empty_batch_or_empty_sentences_are_refused_before_any_work(family, shape):
     """Input ids of shape (0, n) or (batch, 0): one line that says what is empty, before the embeddings run (each
-    failed inside a layer with "cannot reshape tensor of 0 elements")."""
-    model, inputs = empty_input_model(family, context_type, shape)
+    failed inside a layer with "cannot reshape tensor of 0 elements", whatever the context kind). Every encoder
+    checks its inputs first, before its context kind plays any part, so one kind (deep) stands for all."""
+    model, inputs = empty_input_model(family, shape)
 
     def embedded(*_):
         raise AssertionError("the empty input was embedded")
@@ -168,3 +171,33 @@ def test_an_empty_batch_or_empty_sentences_are_refused_before_any_work(family, c
     model.get_input_embeddings().register_forward_pre_hook(embedded)
     with pytest.raises(ValueError, match=EMPTY_INPUTS[shape]):
         model(**inputs)
+
+
+@pytest.mark.parametrize(
+    ("family", "head"),
+    [(family.name, head) for family in (*FAMILIES, *CAUSAL_FAMILIES) for head in family.heads],
+    ids=lambda value: getattr(value, "name", value),
+)
+def test_weights_filled_in_by_from_pretrained_are_initialised_as_the_source_class_does(family, head):
+    """Every weight `from_pretrained` finds no value for is drawn as the source class draws it (the spread of each
+    tensor and its mean within four times the sampling error of their difference): the per-module initialisations
+    transformers skips for classes of custom code, ModernBERT's and GPT-2's output projections scaled down with
+    depth, included. A large `initializer_range` makes a lost scaling plain."""
+    source_config = (tiny_causal_source_config if get_family(family).causal else tiny_source_config)(
+        family, initializer_range=0.5
+    )
+    config = FAMILY_CONFIGS[family](**source_config.to_dict(), context_type="none")
+    torch.manual_seed(0)
+    model = casan_class(family, head.name).from_pretrained(None, config=config, state_dict={})
+    source_class = getattr(transformers, get_family(family).source_class_name(head))
+    source = source_class.from_pretrained(None, config=source_config, state_dict={})
+    weights = dict(model.named_parameters(remove_duplicate=False))  # tied weights under each of their names
+    assert weights.keys() == dict(source.named_parameters(remove_duplicate=False)).keys()
+    for name, expected in source.named_parameters(remove_duplicate=False):
+        actual, expected = weights[name].float(), expected.float()
+        if expected.numel() > 1:
+            # six times the sampling error of a spread or a mean of `numel` draws: over four that of their difference
+            error = 6 / expected.numel() ** 0.5
+            spread = expected.std().item()
+            assert actual.std().item() == pytest.approx(spread, rel=error, abs=1e-6), name
+            assert actual.mean().item() == pytest.approx(expected.mean().item(), abs=error * spread + 1e-6), name

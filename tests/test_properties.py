@@ -53,6 +53,8 @@ def casan_configs(draw, context_types=("global", "deep", "deep_global")):
         pooling_hops=2,
         pooling_hidden=8,
     )
+    if options["context_type"] == "deep":  # its first layer reads no earlier one: a later layer must take context
+        assume(layers > 1 and options["context_layers"] != [0])
     family = draw(st.sampled_from(FAMILY_NAMES))
     sizes = dict(num_hidden_layers=layers, hidden_size=hidden, num_attention_heads=WIDTHS[hidden], num_labels=3)
     sizes["intermediate_size"] = 2 * hidden
