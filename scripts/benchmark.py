@@ -284,6 +284,7 @@ def run_causal(args, device, dtype):
         group = [record for record in records if record["mode"] == phase]
         print(f"\n{causal.phase_title(group[0])}:\n{format_table(group)}")
     print(f"\n{causal.format_cache_table(records)}")
+    print(f"\n{causal.format_operator_table(records)}")
     return records
 
 

@@ -139,14 +139,9 @@ def test_every_compiled_model_keeps_its_own_graphs():
         torch._dynamo.config.recompile_limit = limit
 
 
-def test_a_round_runs_each_model_its_block_of_steps_in_a_row():
-    """`benchmark_group(..., block=3)`: in every round each model runs three steps one after the other, in the
-    round's order, and each step is timed."""
+def recording_models(labels, calls):
+    """`{label: model}` whose forward appends its label to `calls`: the order `benchmark_group` runs them in."""
     import torch
-
-    from casan_hf.benchmark.runner import Variant, benchmark_group
-
-    calls = []
 
     class Recorder(torch.nn.Module):
         def __init__(self, label):
@@ -156,9 +151,49 @@ def test_a_round_runs_each_model_its_block_of_steps_in_a_row():
         def forward(self, **inputs):
             calls.append(self.label)
 
+    return {label: Recorder(label) for label in labels}
+
+
+@pytest.mark.parametrize("count", [2, 3, 8])
+def test_the_rounds_run_in_a_balanced_cycle_of_orders(count):
+    """The timed rounds' orders (`benchmark_group` without a seed): over one cycle of `balanced_orders` each model
+    stands at every place equally often and follows every other model equally often, so that Llama's control copy
+    does not always run right after Llama; the cycle is `count` rounds long (twice that for an odd count)."""
+    import collections
+
+    import torch
+
+    from casan_hf.benchmark.runner import Variant, balanced_orders, benchmark_group
+
+    labels = [f"m{index}" for index in range(count)]
+    cycle = balanced_orders(labels)
+    assert len(cycle) == (count if count % 2 == 0 else 2 * count)
+    places = collections.Counter((label, place) for order in cycle for place, label in enumerate(order))
+    pairs = collections.Counter(pair for order in cycle for pair in zip(order, order[1:], strict=False))
+    assert len(places) == count * count and len(set(places.values())) == 1
+    assert len(pairs) == count * (count - 1) and len(set(pairs.values())) == 1
+
+    calls = []
+
+    models = recording_models(labels, calls)
+    variants = [Variant(label) for label in labels]
+    benchmark_group(models, variants, {}, "inference", torch.device("cpu"), 0, len(cycle))
+    timed = calls[-len(cycle) * count :]
+    assert [timed[index : index + count] for index in range(0, len(timed), count)] == cycle
+
+
+def test_a_round_runs_each_model_its_block_of_steps_in_a_row():
+    """`benchmark_group(..., block=3)`: in every round each model runs three steps one after the other, in the
+    round's order, and each step is timed."""
+    import torch
+
+    from casan_hf.benchmark.runner import Variant, benchmark_group
+
+    calls = []
+
     labels = ["a", "b", "c"]
     variants = [Variant(label) for label in labels]
-    models = {label: Recorder(label) for label in labels}
+    models = recording_models(labels, calls)
     results = benchmark_group(models, variants, {}, "inference", torch.device("cpu"), 0, 4, seed=1, block=3)
     timed = calls[-4 * 3 * len(labels) :]
     blocks = [timed[index : index + 3] for index in range(0, len(timed), 3)]
@@ -345,11 +380,19 @@ def test_causal_run_times_prefill_and_decode_beside_the_controls(tmp_path, monke
         assert (record["context_params"] > 0) == (record["context_type"] not in (None, "none"))
         if record["model"] == "llama":
             assert record["ratio_vs_bert"] == record["cpu_ratio_vs_bert"] == 1.0
+        # operators counted, not timed: the controls run Llama's exactly, every context kind more
+        assert record["operators"] == sum(record["operator_counts"].values()) > 0
+        adds_context = record["context_type"] not in (None, "none")
+        assert (record["context_operators_per_layer"] > 0) == adds_context
+        assert (record["flop_floor"] < 1 and record["floor"] < 1) == adds_context
+        if record["mode"] == "prefill":
+            assert record["floor"] == record["flop_floor"]
     targets = {(record["model"], record["mode"]): record["target"] for record in records if record["target"]}
     assert targets == {("casan global", "prefill"): 0.93, ("casan global", "decode"): 0.95}  # deep_global's: rank 64
     output = capsys.readouterr().out
     assert "prefill: 16-token prompt" in output and "decode: 2 tokens after a 16-token prompt" in output
     assert "cache state per sequence" in output and "casan none (control)" in output
+    assert "compute operators of a step" in output
 
 
 def test_a_rewound_cache_decodes_as_a_fresh_one():

@@ -13,13 +13,16 @@ that must tie with Llama: a copy of it and CASAN `none`. Beside the times, the c
 prompt: the keys and values, and CASAN's running context sums (`CasanCache.context_sums`), per layer, in bytes.
 """
 
+import collections
 import statistics
 from dataclasses import asdict, dataclass, field
 
 import torch
 from transformers import DynamicCache, LlamaConfig, LlamaForCausalLM
 
+from ..context_mixer import CasanContextMixer
 from ..modeling_casan_causal import CasanCache
+from .operators import call_operators
 from .runner import Variant, benchmark_group, build_model, count_params, default_variants, weights_mb
 
 
@@ -134,6 +137,61 @@ def make_causal_step(model, inputs, phase):
     return step
 
 
+def phase_operators(model, inputs, phase):
+    """The compute operators (`operators.call_operators`) of one step of `phase` after an uncounted one: a prompt's
+    prefill, or one decoded token (the decode step's count over its tokens), a Counter by operator name."""
+    step = make_causal_step(model, inputs, phase)
+    step()
+    counts = call_operators(step)
+    tokens = inputs["new_tokens"].shape[1] if phase == "decode" else 1
+    return collections.Counter({name: calls / tokens for name, calls in counts.items()})
+
+
+def multiply_adds(model, shape, phase):
+    """Matrix-product multiply-adds of one step of `phase` (the prompt's prefill, or one decoded token, averaged over
+    the new tokens): every layer's projections a token, the attention's scores and values over the keys each
+    position sees (causal), the output layer where logits are computed (the prompt's last position, every decoded
+    token), and the context's products a token (C U, or its two factors, and the gate's two dot products per
+    target: in a causal model every position has a context of its own)."""
+    base = model.model
+    layers = sum(module.weight.numel() for module in base.layers.modules() if isinstance(module, torch.nn.Linear))
+    context = sum(
+        mixer.context_weight.numel()
+        + (0 if mixer.rank is None else mixer.context_up.numel())
+        + (2 * mixer.width if mixer.dynamic else 0)
+        for mixer in model.modules()
+        if isinstance(mixer, CasanContextMixer)
+    )
+    query_width = base.config.num_attention_heads * base.config.head_dim
+    output = model.lm_head.weight.numel()
+    if phase == "prefill":
+        tokens, keys = shape.context, shape.context * (shape.context + 1) // 2
+        return tokens * (layers + context) + 2 * query_width * keys * shape.layers + output
+    keys = shape.context + (shape.new_tokens + 1) / 2
+    return layers + context + 2 * query_width * keys * shape.layers + output
+
+
+def weight_bytes_per_token(model):
+    """The bytes of weights one decoded token reads: every parameter but the embedding table, of which one row."""
+    embeddings = model.get_input_embeddings().weight
+    return sum(p.numel() * p.element_size() for p in model.parameters()) - embeddings[1:].nbytes
+
+
+def floors(models, shape, phase):
+    """`{label: (flop_floor, floor)}`: Llama's cost over each model's, the best ratio an implementation can reach.
+    Prefill is bound by arithmetic: both are the multiply-adds' ratio. Decode reads every weight once a token, which
+    a batch of 1 cannot amortize: `floor` is the ratio of the weight bytes read a token, `flop_floor` the
+    multiply-adds' beside it."""
+    source = models[FAMILY]
+    macs, bytes_read = multiply_adds(source, shape, phase), weight_bytes_per_token(source)
+    result = {}
+    for label, model in models.items():
+        flop_floor = macs / multiply_adds(model, shape, phase)
+        floor = flop_floor if phase == "prefill" else bytes_read / weight_bytes_per_token(model)
+        result[label] = (flop_floor, floor)
+    return result
+
+
 def cache_state_bytes(model, prompt):
     """What the cache of one sequence holds after `prompt` (batch 1), per layer, in bytes: `(keys and values, running
     context sums and counts)`; the sums are CASAN's (a `global` kind's, none for `deep` or `none`)."""
@@ -154,10 +212,12 @@ def measure(shape, rank, attn_implementation, dtype, device, warmup, repeats, pr
     for phase in PHASES:
         if progress is not None:
             progress.set_description(f"{shape.label}: {phase}")
+        operators = {label: phase_operators(model, inputs, phase) for label, model in models.items()}
         results = benchmark_group(
             models, variants, inputs, phase, device, warmup, repeats, progress, step_maker=make_causal_step
         )
-        records += phase_records(results, models, variants, shape, phase, cache_bytes)
+        costs = {"cache": cache_bytes, "operators": operators, "floors": floors(models, shape, phase)}
+        records += phase_records(results, models, variants, shape, phase, costs)
     for record in records:
         record.update(
             device=str(device), dtype=str(dtype).removeprefix("torch."), attn_implementation=attn_implementation
@@ -165,17 +225,22 @@ def measure(shape, rank, attn_implementation, dtype, device, warmup, repeats, pr
     return records
 
 
-def phase_records(results, models, variants, shape, phase, cache_bytes):
+def phase_records(results, models, variants, shape, phase, costs):
     """One JSON-ready record per model of one phase, with the encoders' records' fields (ratios over Llama's medians
-    in the same run, named as theirs, `ratio_vs_bert`; no floor: flops.py counts BERT's layers), `target` the issue's
-    where it sets one (else None), and the cache state per layer."""
+    in the same run, named as theirs, `ratio_vs_bert`; the floors of `floors`), `target` the issue's where it sets one
+    (else None), the cache state per layer (`costs["cache"]`), and the compute operators of a step (a prompt's
+    prefill, one decoded token): `operators` in all, `context_operators_per_layer` what the model runs beyond Llama
+    over the layers, and `operator_counts` by name."""
     source = variants[0].label
+    source_operators = costs["operators"][source]
     source_wall, source_cpu = (statistics.median(times) for times in results[source][:2])
     tokens = shape.context if phase == "prefill" else shape.new_tokens
     records = []
     for variant in variants:
         wall, cpu, step_mb = results[variant.label]
-        key_values, sums = cache_bytes[variant.label]
+        key_values, sums = costs["cache"][variant.label]
+        operators = costs["operators"][variant.label]
+        flop_floor, floor = costs["floors"][variant.label]
         params = count_params(models[variant.label])
         records.append(
             {
@@ -202,9 +267,13 @@ def phase_records(results, models, variants, shape, phase, cache_bytes):
                 "ratio_vs_bert": source_wall / statistics.median(wall),
                 "cpu_ratio_vs_bert": source_cpu / statistics.median(cpu),
                 "speedup_vs_eager": 1.0,
-                "flop_floor": None,
-                "floor": None,
+                "flop_floor": flop_floor,
+                "floor": floor,
                 "flops_per_byte": None,
+                "operators": sum(operators.values()),
+                "context_operators_per_layer": (sum(operators.values()) - sum(source_operators.values()))
+                / shape.layers,
+                "operator_counts": dict(sorted(operators.items())),
                 "target": TARGETS.get((variant.context_type, variant.context_rank), {}).get(phase),
                 "kv_cache_bytes": key_values,
                 "context_state_bytes": sums,
@@ -230,6 +299,24 @@ def format_cache_table(records):
         lines.append(
             f"{record['model']:<40} {per_layer(key_values):>11} {per_layer(sums):>12} {sum(key_values):>11} "
             f"{sum(sums):>8} {sum(sums) / sum(key_values):>9.2%}"
+        )
+    return "\n".join(lines)
+
+
+def format_operator_table(records):
+    """The compute operators of a prompt's prefill and of one decoded token per model, in all and per layer beyond
+    Llama's."""
+    lines = [
+        "compute operators of a step (prefill: the prompt; decode: one token), and what each model runs beyond Llama "
+        "per layer",
+        f"{'model':<40} {'prefill':>8} {'per layer':>9} {'decode':>8} {'per layer':>9}",
+    ]
+    by_phase = {(record["model"], record["mode"]): record for record in records}
+    for model in dict.fromkeys(record["model"] for record in records):
+        cells = [by_phase[model, phase] for phase in PHASES]
+        lines.append(
+            f"{model:<40} "
+            + " ".join(f"{cell['operators']:>8.0f} {cell['context_operators_per_layer']:>+9.2f}" for cell in cells)
         )
     return "\n".join(lines)
 

@@ -130,6 +130,13 @@ def scalar_loss(outputs):
     return loss
 
 
+def call_operators(function):
+    """Compute operators of one call of `function` (no arguments): a Counter by operator name."""
+    with profile(activities=[ProfilerActivity.CPU]) as called:
+        function()
+    return _compute_operators(called)
+
+
 def operator_counts(model, inputs, mode="training", loss=scalar_loss, launches=None):
     """Compute operators of one step of `model` on `inputs` (a dict of model arguments), `loss(outputs)` the
     scalar whose backward is counted; `launches`: the counter of `counted_fused_launches`, whose launches count

@@ -3,8 +3,9 @@ scripts/benchmark.py): BERT's `BertModel` and `CasanModel` by default, or any fa
 and `CasanDebertaV2Model`, ...), each found by the family's row.
 
 Every model of one size shares the source model's weights, batch, sequence length, dtype and attention backend.
-After warm-up the models run round-robin (the starting model rotates each round), so that a slow spell of a
-shared machine hits them all alike; each figure is a median over rounds. Two controls must tie with the source
+After warm-up the models run round-robin, each round in another order of a balanced cycle (`balanced_orders`: each
+model follows every other equally often), so that a slow spell of a shared machine hits them all alike and no model
+always inherits its twin's warm caches; each figure is a median over rounds. Two controls must tie with the source
 model: a second copy of it and the CASAN model with `context_type="none"`. Their ratios show how much of any gap
 is noise.
 """
@@ -276,6 +277,18 @@ def weights_mb(model):
     return sum(parameter.numel() * parameter.element_size() for parameter in model.parameters()) / 2**20
 
 
+def balanced_orders(labels):
+    """The orders of the timed rounds, a cycle of them (Williams' balanced Latin square): over one cycle each label
+    stands at every place once, and follows every other label equally often (once for an even number of labels,
+    twice over the 2n rounds of an odd number), so that no model always runs after its identical twin, whose warm
+    code and caches it would inherit."""
+    count = len(labels)
+    # the first order's places: 0, 1, n-1, 2, n-2, ...; each later order adds one to every place
+    first = [0] + [(step + 1) // 2 if step % 2 else count - step // 2 for step in range(1, count)]
+    orders = [[labels[(place + shift) % count] for place in first] for shift in range(count)]
+    return orders if count % 2 == 0 else orders + [order[::-1] for order in orders]
+
+
 def benchmark_group(
     models,
     variants,
@@ -295,13 +308,14 @@ def benchmark_group(
     `{label: (wall_s list, cpu_s list, peak_mb)}`.
 
     `cpu_clock` reads the CPU time: the process's by default; `time.thread_time` for a one-thread step alone.
-    Each round starts one model later, so each model always follows the same one; with a `seed`, each round
-    runs in a random order instead, so that every model follows every other. In each round a model runs `block`
-    steps in a row (each timed). Both matter where steps are short, because a step finds warm the code that the
-    step before it ran: a model that follows one of its own class is favoured (on the host-bound proxy,
-    `benchmark.proxy`, BERT's control copy after BERT ran 3-4% faster eager, 15% compiled), and one step at a
-    time favours the models whose code others share (BERT's copy runs BERT's very compiled graph); in blocks, all
-    but a block's first step run warm, as every step of a training run does.
+    The rounds run in the orders of `balanced_orders`, so that every model follows every other equally often
+    and stands at every place in a round equally often; with a `seed`, each round runs in a random order
+    instead. In each round a model runs `block` steps in a row (each timed). Both matter where steps are short,
+    because a step finds warm the code that the step before it ran: a model that always follows one of its own
+    class is favoured (on the host-bound proxy, `benchmark.proxy`, BERT's control copy always after BERT ran
+    3-4% faster eager, 15% compiled; a decode step, Llama's copy always after Llama, 7%), and one step at a time
+    favours the models whose code others share (BERT's copy runs BERT's very compiled graph); in blocks, all but
+    a block's first step run warm, as every step of a training run does.
 
     `step_maker(model, inputs, mode)` makes each model's step: `make_step` (an encoder's inference or training
     step) by default, `causal.make_causal_step` for the causal language models' prefill and decode.
@@ -321,9 +335,9 @@ def benchmark_group(
         if progress is not None:
             progress.update(1)
     timings = {label: ([], []) for label in labels}
+    orders = balanced_orders(labels)
     for round_index in range(repeats):
-        shift = round_index % len(labels)
-        for label in labels[shift:] + labels[:shift] if shuffle is None else shuffle(labels, len(labels)):
+        for label in orders[round_index % len(orders)] if shuffle is None else shuffle(labels, len(labels)):
             for _ in range(block):
                 _synchronize(device)
                 wall, cpu = time.perf_counter(), cpu_clock()
