@@ -10,9 +10,10 @@ VENV_OLAH := .venv-olah
 # constraints.txt's 13.0). The browser test serves the app from it.
 VENV_DEMO := .venv-demo
 # The newest releases the registry has of what a new release can break (transformers, accelerate, datasets, peft,
-# sentence-transformers), with no constraints file: `make test-latest` upgrades them and runs LATEST_TESTS.
+# sentence-transformers, and the causal-LM tools TRL and lm-evaluation-harness), with no constraints file: `make
+# test-latest` installs them and runs LATEST_TESTS.
 VENV_LATEST := .venv-latest
-LATEST_PACKAGES := transformers accelerate datasets peft sentence-transformers
+LATEST_PACKAGES := transformers accelerate datasets peft sentence-transformers trl lm-eval
 GLUE_DIR ?= ../shared/glue
 TASK ?= mrpc
 CONTEXT ?= deep_global
@@ -21,7 +22,7 @@ OUTPUT_DIR ?= outputs/minilm-casan-$(CONTEXT)-$(TASK)
 # --max_steps 2" for a quick try (tests/test_readme_commands.py runs it so).
 GLUE_FLAGS ?=
 
-.PHONY: install install-demo browser test test-latest glue docs docs-site
+.PHONY: install install-demo browser test test-quick test-latest glue docs docs-site
 
 $(BIN)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -84,13 +85,18 @@ define transformers_tests
 endef
 
 # The suite runs in two processes (pytest-xdist), each test file whole in one of them: a file's fixtures and order stay
-# as they are, and the machine's two cores both work.
+# as they are, and the machine's two cores both work. Each process's torch computes on one thread: two processes of
+# two threads each on two cores wait on each other's threads (the quick tier took 245 s so, 190 s on one thread each,
+# docs/TESTS_TIME.md).
 PYTEST_PROCESSES := -n 2 --dist loadfile
+PYTEST_ENV := HF_HUB_OFFLINE=1 OMP_NUM_THREADS=1
+# Every run prints its 30 slowest tests, where the suite's time goes (docs/TESTS_TIME.md).
+PYTEST_TIMES := --durations=30
 
 # transformers' own models, the controls that tests/test_transformers_common.py runs beside CASAN's classes, tell a
 # failure of a release from one of CASAN's: they run in test-latest, on the releases that can change them; on the
 # pinned releases their outcome is fixed, and `make test` leaves them out.
-CONTROLS := BertCommonTest ModernBertCommonTest DebertaV2CommonTest
+CONTROLS := BertCommonTest ModernBertCommonTest DebertaV2CommonTest LlamaCommonTest GPT2CommonTest
 WITHOUT_CONTROLS := $(foreach control,$(CONTROLS),--deselect tests/test_transformers_common.py::$(control))
 
 # The docs site (mkdocs.yml) into site/, strictly: a broken link, a page left out or a reference that does not
@@ -105,26 +111,41 @@ test: install $(VENV_4X)/bin/.installed $(VENV_OLAH)/bin/.installed install-demo
 	$(BIN)/ruff format --check .
 	$(MAKE) docs-site
 	$(call transformers_tests,$(BIN))
-	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q $(PYTEST_PROCESSES) $(WITHOUT_CONTROLS)
+	$(PYTEST_ENV) $(BIN)/python -m pytest -q $(PYTEST_PROCESSES) $(PYTEST_TIMES) $(WITHOUT_CONTROLS)
+
+# The quick tier, for use while changing code: every file's tests but those marked slow, the property tests with a
+# tenth of their examples, in under 5 minutes on the 2-core machine (docs/TESTS_TIME.md).
+test-quick: install
+	$(call transformers_tests,$(BIN))
+	$(PYTEST_ENV) $(BIN)/python -m pytest -q $(PYTEST_PROCESSES) $(PYTEST_TIMES) -m "not slow" \
+		--hypothesis-profile quick $(WITHOUT_CONTROLS)
 
 # What a new release can break (docs/TESTS_TRANSFORMERS.md, "The latest releases"): conversion and `none` against BERT, every
 # family and head, save/load and the fresh-process remote-code load, the Hub-server load, PEFT, ONNX export,
 # sentence-transformers, the translation model and generate(), the legacy folders, transformers' common tests, the
 # code copied from transformers, run_mlm.py's masks after a resume, the causal LMs (their cache and the private
-# generation hooks it relies on).
+# generation hooks it relies on) and the tools causal-LM users train, evaluate and serve them with.
 LATEST_TESTS := tests/test_bert_reference.py tests/test_families.py tests/test_model_classes.py tests/test_remote_code.py \
 	tests/test_hub.py tests/test_peft.py tests/test_export_onnx.py tests/test_convert.py tests/test_translation_model.py \
 	tests/test_legacy_checkpoints.py tests/test_transformers_common.py tests/test_deberta_v2.py tests/test_copies.py \
-	tests/test_mlm_collator.py tests/test_training.py tests/test_causal.py
+	tests/test_mlm_collator.py tests/test_training.py tests/test_causal.py tests/test_causal_tools.py
 
-# LATEST_TESTS on the newest releases the registry has, upgraded on every run (torch kept at its pin); the versions
+# The newest release of each of LATEST_PACKAGES on the registry, as name==version (pip's report of what it would
+# install of each alone). Installing exactly these fails, naming the requirement, where a release's own dependencies
+# cannot be met; `pip install --upgrade NAME` would settle on an older release without a word (under --quiet), and
+# test-latest would pass on it.
+NEWEST_RELEASES = $$($(VENV_LATEST)/bin/pip install --quiet --dry-run --no-deps --ignore-installed --report - \
+	$(LATEST_PACKAGES) | $(VENV_LATEST)/bin/python -c 'import json, sys; \
+	print(" ".join("{name}=={version}".format(**item["metadata"]) for item in json.load(sys.stdin)["install"]))')
+
+# LATEST_TESTS on the newest releases the registry has, installed on every run (torch kept at its pin); the versions
 # tested are printed first.
 test-latest: $(VENV_LATEST)/bin/.installed $(VENV_4X)/bin/.installed $(VENV_OLAH)/bin/.installed
-	$(VENV_LATEST)/bin/pip install --quiet --no-compile --upgrade torch==2.13.0 $(LATEST_PACKAGES)
+	$(VENV_LATEST)/bin/pip install --quiet --no-compile --upgrade torch==2.13.0 $(NEWEST_RELEASES)
 	$(call transformers_tests,$(VENV_LATEST)/bin)
 	@$(VENV_LATEST)/bin/python -c 'from importlib.metadata import version; \
 		print("Latest releases tested:", ", ".join(f"{name} {version(name)}" for name in "torch $(LATEST_PACKAGES)".split()))'
-	HF_HUB_OFFLINE=1 $(VENV_LATEST)/bin/python -m pytest -q $(PYTEST_PROCESSES) $(LATEST_TESTS)
+	$(PYTEST_ENV) $(VENV_LATEST)/bin/python -m pytest -q $(PYTEST_PROCESSES) $(PYTEST_TIMES) $(LATEST_TESTS)
 
 .PHONY: cards
 # The model cards of the checkpoints casan-hf publishes (docs/HUB.md), rendered from the committed records into

@@ -17,9 +17,11 @@ from hypothesis import HealthCheck, settings  # noqa: E402
 
 
 # The property tests (test_properties.py): CI's profile draws a fixed number of examples, the same ones every run
-# and without an example database; `--hypothesis-profile long` draws many more, new ones each run.
+# and without an example database; `make test-quick`'s draws a tenth of them; `--hypothesis-profile long` draws many
+# more, new ones each run.
 UNHURRIED = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow])  # each example builds a model
 settings.register_profile("ci", max_examples=100, derandomize=True, database=None, **UNHURRIED)
+settings.register_profile("quick", max_examples=10, derandomize=True, database=None, **UNHURRIED)
 settings.register_profile("long", max_examples=500, **UNHURRIED)
 settings.load_profile("ci")
 
@@ -28,6 +30,20 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 # What every model folder a script writes for the Hub holds, whatever the model: its weights, config, tokenizer and
 # model card.
 HUB_MODEL_FILES = {"model.safetensors", "config.json", "tokenizer.json", "tokenizer_config.json", "README.md"}
+
+
+# The tests `make test-quick` leaves out, by test function or unittest class (tests/slow_tests.txt).
+SLOW_TESTS = {
+    line for line in (REPO_ROOT / "tests" / "slow_tests.txt").read_text().splitlines() if line and line[0] != "#"
+}
+
+
+def pytest_collection_modifyitems(items):
+    """Marks slow each test that tests/slow_tests.txt names, by its function or its unittest class."""
+    for item in items:
+        function = item.nodeid.split("[")[0]
+        if function in SLOW_TESTS or function.rsplit("::", 1)[0] in SLOW_TESTS:
+            item.add_marker(pytest.mark.slow)
 
 
 def pytest_addoption(parser):

@@ -16,6 +16,7 @@ import shlex
 import subprocess
 import sys
 
+import click
 import pytest
 import torch
 from _pytest.mark.expression import Expression
@@ -60,10 +61,13 @@ class Parsed(BaseException):
 @contextlib.contextmanager
 def stopping_once_parsed():
     """Every parser a program asks for its whole command line raises `Parsed` once it has parsed it; a parser
-    without `-h` (one that picks a flag out before the program's own parser, as `--study`) does not."""
+    without `-h` (one that picks a flag out before the program's own parser, as `--study`) does not. A click (typer)
+    command, as transformers' `serve` that `casan_hf.cli.serve` runs, raises it where it would run, its options
+    parsed (a group goes on to its subcommand)."""
     parse_args = argparse.ArgumentParser.parse_args
     parse_known_args = argparse.ArgumentParser.parse_known_args
     into_dataclasses = HfArgumentParser.parse_args_into_dataclasses
+    invoke = click.Command.invoke
     inside = []
 
     def whole(parse):
@@ -79,14 +83,21 @@ def stopping_once_parsed():
 
         return parsed
 
+    def parsed_command(self, context):
+        if isinstance(self, click.Group):
+            return invoke(self, context)
+        raise Parsed(context.params)
+
     argparse.ArgumentParser.parse_args = whole(parse_args)
     argparse.ArgumentParser.parse_known_args = whole(parse_known_args)
     HfArgumentParser.parse_args_into_dataclasses = whole(into_dataclasses)
+    click.Command.invoke = parsed_command
     try:
         yield
     finally:
         argparse.ArgumentParser.parse_args = parse_args
         argparse.ArgumentParser.parse_known_args = parse_known_args
+        click.Command.invoke = invoke
         HfArgumentParser.parse_args_into_dataclasses = into_dataclasses
 
 

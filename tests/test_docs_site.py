@@ -1,10 +1,13 @@
 """The docs site as a reader uses it: the site `make docs-site` builds into site/ (strictly: broken links and
 references fail the build; `make test` builds it first), served on loopback, opened in headless Chromium
-(`headless_chromium.py`): the home page with its navigation, one API page generated from the docstrings, and a
-search that finds an option; and no page a reader reads from start to end longer than `LONGEST_PAGE` lines."""
+(`headless_chromium.py`): the home page with its navigation; the API reference, generated from the docstrings: its
+index linking every API page, each class with its own documented members (no builtin type's docstring, no config
+field listed under a model class); a search that finds an option; and no page a reader reads from start to end
+longer than `LONGEST_PAGE` lines."""
 
 import functools
 import http.server
+import inspect
 import threading
 
 import pytest
@@ -14,12 +17,18 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions
 from selenium.webdriver.support.ui import WebDriverWait
 
+from casan_hf.options import OPTIONS
+
 
 SITE = REPO_ROOT / "site"
 WAIT = 30  # seconds
 LONGEST_PAGE = 400  # lines: past it, a page is split into pages of one topic each
 # The one page kept as a record rather than read through: every earlier speed measurement.
 ARCHIVE = "docs/BENCHMARKS_HISTORY.md"
+# The API pages, by their site paths (docs/api/X.md at api/X/), and the index that links them.
+API_PAGES = sorted(f"api/{page.stem}/" for page in (REPO_ROOT / "docs" / "api").glob("*.md") if page.stem != "index")
+# The types of the values of class attributes, whose docstrings runtime inspection would give the attributes.
+VALUE_TYPES = (str, bytes, int, float, bool, tuple, list, dict, set, frozenset)
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +68,32 @@ def test_an_api_page_holds_the_reference_generated_from_the_docstrings(browser, 
     heading = visible(browser, (By.ID, "casan_hf.CasanConfig"))
     assert "CasanConfig" in heading.text
     # The options' entries, which the config's docstring takes from the option table at import time.
-    assert "context_type" in browser.find_element(By.TAG_NAME, "article").text
+    text = browser.find_element(By.TAG_NAME, "article").text
+    assert [option.name for option in OPTIONS if option.name not in text] == []
+
+
+def test_the_api_index_links_every_api_page(browser, site_url):
+    browser.get(site_url + "api/")
+    assert visible(browser, (By.TAG_NAME, "h1")).text == "API reference"
+    links = browser.find_elements(By.CSS_SELECTOR, "article a:not(.headerlink)")
+    assert sorted(link.get_attribute("href") for link in links) == [site_url + page for page in API_PAGES]
+
+
+@pytest.mark.parametrize("page", API_PAGES)
+def test_an_api_page_holds_no_docstring_of_a_builtin_type(browser, site_url, page):
+    browser.get(site_url + page)
+    text = visible(browser, (By.TAG_NAME, "article")).text
+    first_lines = {value_type.__name__: inspect.getdoc(value_type).splitlines()[0] for value_type in VALUE_TYPES}
+    assert {name: line for name, line in first_lines.items() if line in text} == {}
+
+
+def test_a_model_class_lists_its_own_members_and_not_the_config_fields(browser, site_url):
+    browser.get(site_url + "api/models/")
+    visible(browser, (By.ID, "casan_hf.CasanForSequenceClassification"))
+    contents = browser.find_elements(By.CSS_SELECTOR, "nav.md-nav--secondary a.md-nav__link")
+    entries = {entry.get_attribute("textContent").strip() for entry in contents}
+    assert {"CasanForSequenceClassification", "from_pretrained", "model_tags"} <= entries
+    assert entries & {option.name for option in OPTIONS} == set()
 
 
 def test_search_finds_a_page_by_a_word_of_its_text(browser, site_url):

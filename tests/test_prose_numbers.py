@@ -3,9 +3,11 @@ docs/RESULTS.md, docs/TRANSLATION*.md and docs/CAUSAL.md (and the quotes of docs
 character for character, what `make docs` renders from the committed records (`tooling/render.py`): every table whole,
 each quote with its sign, every verdict. Outside the rendered blocks and quotes, each result figure of those docs
 (`result_figures`: a number with a decimal part, a percentage, a ratio, a mean ± std, a count of runs, a timing) stands
-in a phrase of `doc_figures.LOOSE`, listed with the test here that computes it or the record that holds it; and the
-other docs quote no study figure by hand."""
+in a phrase of `doc_figures.LOOSE`, listed with the test here that computes it or the record that holds it; each
+sentence that states a result in words (`VERDICT_WORD`) is listed whole in `doc_figures.VERDICTS` with what it says,
+checked against the records; and the other docs quote no study figure by hand."""
 
+import json
 import math
 import re
 import statistics
@@ -13,14 +15,14 @@ import statistics
 import pytest
 import torch
 from conftest import REPO_ROOT
-from doc_figures import LOOSE, VERDICTS
+from doc_figures import LOCAL, LOOSE, VERDICTS
 from scipy import stats
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from casan_hf import CasanConfig, CasanForSequenceClassification, CasanModel
 from casan_hf.studies import detectable_difference
 from casan_hf.studies.causal import MODEL_SIZES
-from tooling.catalog import study_records
+from tooling.catalog import STUDIES, study_records
 from tooling.quotes import quoted, verdicts_summary
 from tooling.render import DOCS, METHOD_DOCS, RENDER, TRANSLATION_DOCS, block, render
 from tooling.results import StudyResults
@@ -46,23 +48,51 @@ VERSION_AFTER = re.compile(r"\b(?:Python|torch|transformers|datasets|evaluate|sa
 STATISTICS_LEVELS = ("95", "80", "5")
 # A count of seeds won or lost ("below the twin at 0 of 5 seeds"): a result, a quote's `won` when it is one.
 SEEDS_WON = re.compile(r"(?<![\w.])\d+ of \d+ (?:[\w-]+ )?seeds?\b")
-# A verdict in words about an arm (`doc_figures.VERDICTS`).
+# A word that states a result (`doc_figures.VERDICTS`): a verdict (pays, worse, level, better), a gain, a loss, a
+# help, a cost, what a difference buys or adds, or whether it is measurable, beyond the spread or leans one way.
 VERDICT_WORD = re.compile(
-    r"(?<![\w-])(?:pays?|paid|worse|better|level|buys? nothing|no effect|does not (?:move|add)|adds nothing|costs?)"
-    r"(?![\w-])",
+    r"(?<![\w-])(?:pays?|paid|paying|worse|better|level|buys?|bought|costs?|adds? nothing|no effect"
+    r"|does not (?:move|add)|helps?|helped|hurts?|gains?|gained|loses?|no loss|measurabl[ey]|beyond the spread"
+    r"|improves?|improved|improvements?|outperforms?|ahead|leans?|no difference)(?![\w-])",
     re.IGNORECASE,
 )
+# Where a block of prose begins: after a blank line, or at a list item, a heading or a table row (whose marker is
+# not part of the block's first sentence).
+BLOCK_START = re.compile(r"\n[ \t]*\n|\n(?=[ \t]*(?:[-*] |\d+\. |#|\|))")
+BLOCK_MARKER = re.compile(r"^(?:#+|[-*]|\d+\.)\s+")
+# The end of a sentence: ".", "?" or "!" (closing emphasis, a parenthesis or a quotation mark allowed) before a
+# sentence that does not begin in lower case; not "e.g." or "i.e.".
+SENTENCE_BREAK = re.compile(r"(?:(?<=[.?!])|(?<=[.?!][*)\"'])|(?<=[.?!]\*\*))(?<!e\.g\.)(?<!i\.e\.)\s+(?=[^\sa-z])")
+
+
+def prose(text):
+    """The prose of a doc, its lines kept: without rendered blocks, quotes (each left as `…`), code, comments and
+    link targets."""
+    text = RENDER.sub("\n\n", text)
+    text = QUOTE.sub("…", text)
+    text = INDENTED_CODE.sub(" ", FENCE.sub("\n\n", text))
+    return LINK_TARGET.sub("]", COMMENT.sub(" ", text))
+
+
+def masked_code(text):
+    """`text` with each code span's characters masked, where tokens are looked for."""
+    return CODE_SPAN.sub(lambda span: "`" + "x" * (len(span.group()) - 2) + "`", text)
 
 
 def cleaned(text):
-    """The prose of a doc as one line: without rendered blocks, quotes (each left as `…`), code, comments and link
-    targets; and the same with each code span's characters masked, where tokens are looked for."""
-    text = RENDER.sub(" ", text)
-    text = QUOTE.sub("…", text)
-    text = INDENTED_CODE.sub(" ", FENCE.sub(" ", text))
-    text = " ".join(LINK_TARGET.sub("]", COMMENT.sub(" ", text)).split())
-    masked = CODE_SPAN.sub(lambda span: "`" + "x" * (len(span.group()) - 2) + "`", text)
-    return text, masked
+    """The prose of a doc as one line, and the same with its code spans masked."""
+    text = " ".join(prose(text).split())
+    return text, masked_code(text)
+
+
+def sentences(text):
+    """The sentences of a doc's prose, each on one line: its paragraphs, list items, headings and table rows split
+    at each sentence's end."""
+    found = []
+    for lines in BLOCK_START.split(prose(text)):
+        paragraph = BLOCK_MARKER.sub("", " ".join(lines.split()))
+        found += [sentence for sentence in SENTENCE_BREAK.split(paragraph) if sentence]
+    return found
 
 
 def result_figures(masked):
@@ -83,17 +113,11 @@ def result_figures(masked):
     return sorted(spans + [match.span() for match in SEEDS_WON.finditer(masked)])
 
 
-def verdict_words(masked):
-    """The `(start, end)` of each verdict word in a doc's prose (code spans masked)."""
-    return [match.span() for match in VERDICT_WORD.finditer(masked)]
-
-
-def unlisted(doc_text, listed, found=result_figures):
-    """`(missing, loose, idle)`: the phrases of `listed` that the doc's prose does not hold, each result figure (or
-    what `found` finds) of the prose that no listed phrase holds (with its neighbourhood), and the phrases that hold
-    none."""
+def unlisted(doc_text, listed):
+    """`(missing, loose, idle)`: the phrases of `listed` that the doc's prose does not hold, each result figure of the
+    prose that no listed phrase holds (with its neighbourhood), and the phrases that hold none."""
     text, masked = cleaned(doc_text)
-    figures = found(masked)
+    figures = result_figures(masked)
     covered = [False] * len(text)
     missing, idle = [], []
     for phrase in listed:
@@ -115,6 +139,7 @@ def test_a_doc_is_what_make_docs_renders_from_the_records(doc):
 
 
 REASONS = ("test: ", "record: ", "no record: ", "no result: ")
+VERDICT_REASONS = ("verdict: ", "verdicts: ", "no verdict: ", "no record: ")
 RECORD_DOC = re.compile(r"\b[\w/.-]+\.md\b")
 
 
@@ -169,35 +194,78 @@ def wrong_verdicts(reason, results):
     return wrong
 
 
+def unheld_verdicts(doc_text, listed):
+    """`(missing, loose, idle)`: the sentences of `listed` that the doc's prose does not hold whole, each sentence of
+    the prose with a verdict word that is not listed, and the listed sentences with none."""
+    stated = sentences(doc_text)
+    missing = [sentence for sentence in listed if sentence not in stated]
+    loose = [sentence for sentence in stated if VERDICT_WORD.search(masked_code(sentence)) and sentence not in listed]
+    idle = [sentence for sentence in listed if sentence in stated and not VERDICT_WORD.search(masked_code(sentence))]
+    return missing, loose, idle
+
+
+def listed_verdicts(doc):
+    return [sentence for sentences_listed in VERDICTS[doc].values() for sentence in sentences_listed]
+
+
 @pytest.mark.parametrize("doc", RESULTS_DOCS)
 def test_every_verdict_in_words_is_listed_and_is_its_records(doc):
-    listed = [phrase for phrases in VERDICTS[doc].values() for phrase in phrases]
-    missing, loose, idle = unlisted((REPO_ROOT / doc).read_text(), listed, found=verdict_words)
-    assert missing == [], f"{doc} no longer holds these phrases of tests/doc_figures.py's VERDICTS"
-    assert loose == [], f"{doc}: verdicts in words neither rendered, quoted nor listed in tests/doc_figures.py"
-    assert idle == [], f"{doc}: phrases of VERDICTS that hold no verdict word"
-    assert [
-        reason for reason in VERDICTS[doc] if not reason.startswith(("verdict: ", "verdicts: ", "no verdict: "))
-    ] == []
+    missing, loose, idle = unheld_verdicts((REPO_ROOT / doc).read_text(), listed_verdicts(doc))
+    assert missing == [], f"{doc} no longer holds these sentences of tests/doc_figures.py's VERDICTS, word for word"
+    assert loose == [], f"{doc}: sentences stating a result in words, neither rendered, quoted nor listed in VERDICTS"
+    assert idle == [], f"{doc}: sentences of VERDICTS that hold no verdict word"
+    assert [reason for reason in VERDICTS[doc] if not reason.startswith(VERDICT_REASONS)] == []
     results = StudyResults(REPO_ROOT)
     assert {reason: wrong_verdicts(reason, results) for reason in VERDICTS[doc]} == dict.fromkeys(VERDICTS[doc], [])
 
 
-def test_a_reversed_verdict_in_words_or_an_unquoted_count_of_seeds_fails():
-    text = (REPO_ROOT / "README.md").read_text()
-    listed = [phrase for phrases in VERDICTS["README.md"].values() for phrase in phrases]
-    reversed_text = text.replace(
-        "the local bias alone is worse than the twin", "the local bias alone is better than the twin"
-    )
-    missing, loose, _ = unlisted(reversed_text, listed, found=verdict_words)
-    assert missing and any("better" in phrase for phrase in loose)
+# Verdicts in words reversed, each on its page: whatever the words, the page no longer holds its listed sentence.
+REVERSALS = (
+    ("docs/RESULTS.md", "this budget, nothing measurable.", "this budget, a clear gain."),
+    ("docs/RESULTS.md", "at rank 64 loses nothing measurable", "at rank 64 loses measurably"),
+    (
+        "docs/TRANSLATION_DEEP.md",
+        "no length where the context helps beyond the spread, and no hint\nthat it helps long sentences more",
+        "a length where the context helps beyond the spread, and a hint\nthat it helps long sentences more",
+    ),
+    ("docs/TRANSLATION_DEEP.md", "Nothing moves beyond the spread, and", "Test BLEU moves beyond the spread, and"),
+    ("docs/TRANSLATION_BEYOND.md", "At this size it neither helps\n  nor hurts.", "At this size it helps."),
+    ("docs/CAUSAL.md", "neither context pays beyond the spread", "both contexts pay beyond the spread"),
+    ("README.md", "the local bias alone is worse than the twin", "the local bias alone is better than the twin"),
+)
+
+
+@pytest.mark.parametrize(("doc", "verdict", "reversed_verdict"), REVERSALS)
+def test_a_reversed_verdict_in_words_fails_whatever_its_words(doc, verdict, reversed_verdict):
+    text = (REPO_ROOT / doc).read_text()
+    assert unheld_verdicts(text, listed_verdicts(doc)) == ([], [], [])
+    assert verdict in text
+    missing, loose, _ = unheld_verdicts(text.replace(verdict, reversed_verdict), listed_verdicts(doc))
+    assert [sentence for sentence in missing if " ".join(verdict.split()) in sentence] != []
+    assert [sentence for sentence in loose if " ".join(reversed_verdict.split()) in sentence] != []
+
+
+def test_a_wrong_verdict_or_an_unquoted_count_of_seeds_fails():
     results = StudyResults(REPO_ROOT)
-    assert wrong_verdicts(f"verdict: {LOCAL_SPEC} is level", results) == [f"{LOCAL_SPEC}: worse, not level"]
+    assert wrong_verdicts(f"verdict: {LOCAL} is level", results) == [f"{LOCAL}: worse, not level"]
     assert figures_of("below the twin at 0 of 5 seeds, and") == ["0 of 5 seeds"]
     assert figures_of("at <!-- quote: x -->0 of 5<!-- /quote --> seeds") == []
 
 
-LOCAL_SPEC = 'translation-micro-deep-local none:local_bias="query" test_cross_entropy'
+def test_the_verdict_check_reads_each_sentence_whole():
+    """A sentence ends at ".", "?" or "!" (after bold or a parenthesis too) before one that does not begin in lower
+    case; a list item, a heading and a paragraph begin one; "e.g." and a quote do not end one."""
+    text = (
+        "# Does it pay? Five seeds\n\nShort: **nothing measurable.** Every arm is level, e.g. `global`.\n"
+        "- **Rank 64** loses <!-- quote: x -->0.1<!-- /quote --> points.\n"
+    )
+    assert sentences(text) == [
+        "Does it pay?",
+        "Five seeds",
+        "Short: **nothing measurable.**",
+        "Every arm is level, e.g. `global`.",
+        "**Rank 64** loses … points.",
+    ]
 
 
 def figures_of(sentence):
@@ -283,6 +351,35 @@ def test_the_power_factors_at_five_seeds():
     differences = [0.1, -0.2, 0.3, 0.0, 0.4]
     assert f"{detectable_difference(differences) / statistics.stdev(differences):.2f}" == "1.66"
     assert f"{stats.t.ppf(0.975, 4) / math.sqrt(5):.2f}" == "1.24"
+
+
+def test_the_confirmatory_study_s_reasons_and_power_aim():
+    """What docs/CAUSAL.md's confirmatory study gives as its reasons and aim, from the first study's records: the
+    twin's test cross-entropy 4.76, its validation cross-entropy near 4.6 at the end; twenty seeds detect 0.66 x sd
+    with 80% power, and `global`'s paired differences spread with an sd of 0.031 nats, which gives 0.021."""
+    records = study_records("clm-tinyshakespeare-cpu", REPO_ROOT)
+    by_arm = {}
+    for record in records:
+        by_arm.setdefault(record["variant"], {})[record["seed"]] = record["test_cross_entropy"]
+    twin, context = by_arm["none"], by_arm["global:gate_bias_init=0.0,gate_per_head=true"]
+    assert f"{statistics.mean(twin.values()):.2f}" == "4.76"
+    twin_validation = [record["validation_cross_entropy"] for record in records if record["variant"] == "none"]
+    assert f"{statistics.mean(twin_validation):.1f}" == "4.6"
+    spread = statistics.stdev(context[seed] - twin[seed] for seed in twin)
+    factor = (stats.t.ppf(0.975, 19) + stats.t.ppf(0.80, 19)) / math.sqrt(20)
+    assert (f"{factor:.2f}", f"{spread:.3f}", f"{factor * spread:.3f}") == ("0.66", "0.031", "0.021")
+
+
+def test_the_confirmatory_study_s_budget():
+    """The twin's seed-0 curve (docs/results/clm_tinyshakespeare_confirm_budget.json): lowest, 4.156, at step 550 of a
+    1,500-step schedule, four evaluations above it after, stopped at step 773; the study's grid trains 550 steps."""
+    budget = json.loads((REPO_ROOT / "docs/results/clm_tinyshakespeare_confirm_budget.json").read_text())
+    lowest = budget["lowest"]
+    assert (lowest["step"], f"{lowest['validation_cross_entropy']:.3f}") == (550, "4.156")
+    after = [point for point in budget["curve"] if point["step"] > lowest["step"]]
+    assert len(after) == 4 and (budget["max_steps"], budget["steps"]) == (1500, 773)
+    (grid,) = STUDIES["clm-tinyshakespeare-confirm"].grids
+    assert grid[grid.index("--max_steps") + 1] == str(lowest["step"])
 
 
 def test_the_gates_start_at_sigmoid_minus_four():
