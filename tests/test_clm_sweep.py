@@ -125,3 +125,44 @@ def test_the_rule_reads_the_test_interval_and_the_validation_mean(differences, v
     scored = sweep.comparisons(records)
     assert rule_verdict(scored, ["micro", "1500", "global"]) == verdict
     assert f"- `global`: {verdict}" in tables(records)
+
+
+def test_the_budget_is_the_step_of_the_twin_s_lowest_validation_cross_entropy(tmp_path, capsys):
+    """scripts/clm_budget.py on a finished run that evaluated every 50 steps: the curve, the step of its lowest point
+    and what the run received go into the JSON file; a run stopped early counts from its last complete checkpoint once
+    four evaluations in a row lie above its lowest; a run stopped sooner, one that logged no evaluation and an
+    existing file are refused in one line."""
+    run = tmp_path / "run"
+    run.mkdir()
+    losses = {50: 5.0, 100: 4.4, 150: 4.2, 200: 4.3, 250: 4.3, 300: 4.4, 350: 4.5}
+    history = [{"step": step, "eval_loss": loss} for step, loss in losses.items()] + [{"step": 350, "loss": 3.9}]
+    state = {"global_step": 350, "max_steps": 350, "log_history": history}
+    (run / "trainer_state.json").write_text(json.dumps(state))
+    (run / "run_start.json").write_text(json.dumps({"argv": ["run_clm.py"], "commit": "abc"}))
+    script = load_script("clm_budget")
+
+    def refusal(name):
+        """What the script says as it stops: a usage error on stderr, or its `sys.exit` message."""
+        with pytest.raises(SystemExit) as stopped:
+            script.main(["--run_dir", str(run), "--out", str(tmp_path / name)])
+        return f"{capsys.readouterr().err}{stopped.value.code}"
+
+    script.main(["--run_dir", str(run), "--out", str(tmp_path / "budget.json")])
+    chosen = json.loads((tmp_path / "budget.json").read_text())
+    assert chosen["lowest"] == {"step": 150, "validation_cross_entropy": 4.2} and chosen["max_steps"] == 350
+    assert [point["step"] for point in chosen["curve"]] == list(losses)
+    assert chosen["received"]["commit"] == "abc" and "at step 150 of 350" in capsys.readouterr().out
+    assert "exists: give another file" in refusal("budget.json")
+    (run / "trainer_state.json").unlink()  # stopped: read from the last complete checkpoint
+    checkpoint = run / "checkpoint-350"
+    checkpoint.mkdir()
+    (checkpoint / "rng_state_0.pth").write_bytes(b"")
+    (checkpoint / "trainer_state.json").write_text(json.dumps({**state, "max_steps": 1500}))
+    script.main(["--run_dir", str(run), "--out", str(tmp_path / "stopped.json")])
+    assert json.loads((tmp_path / "stopped.json").read_text())["steps"] == 350
+    (checkpoint / "trainer_state.json").write_text(
+        json.dumps({**state, "max_steps": 1500, "log_history": history[:6]})
+    )
+    assert "with 3 evaluations past its lowest, not 4: let it run on" in refusal("soon.json")
+    (checkpoint / "trainer_state.json").write_text(json.dumps({**state, "log_history": history[-1:]}))
+    assert "logged no evaluation during training" in refusal("none.json")

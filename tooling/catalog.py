@@ -163,6 +163,20 @@ STUDIES = {
             ),
             figure="docs/images/clm_study_tinyshakespeare_cpu.png",
         ),
+        # The confirmatory causal study (docs/CAUSAL.md): `global` at full rank and at rank 64 against the twin, at
+        # the budget the twin's seed-0 validation curve chose, over twenty new seeds.
+        Study(
+            "clm-tinyshakespeare-confirm",
+            "clm",
+            "docs/results/clm_tinyshakespeare_confirm.json",
+            grids=(
+                flags(
+                    "--model_size micro --max_steps 550 --seeds " + " ".join(map(str, range(6, 26))) + " --arms none "
+                    "global:gate_bias_init=0,gate_per_head global:gate_bias_init=0,gate_per_head,context_rank=64"
+                ),
+            ),
+            figure="docs/images/clm_study_tinyshakespeare_confirm.png",
+        ),
         # The GLUE grid at `cls` pooling on an H100 (docs/RESULTS.md), every run fine-tuned only, made by a sweep
         # before its records kept their recipe and settings.
         Study(

@@ -7,6 +7,7 @@ the grid with `scripts/run_clm.py`."""
 import json
 from pathlib import Path
 
+from ..cli.resume import last_complete_checkpoint
 from ..cli.run_start import RUN_START_NAME
 from .arms import CONTEXT_OPTIONS, arm_order, check_cells, study_variants
 from .grid import run_time
@@ -131,6 +132,50 @@ def collect(run):
         "context_options": {name: started["settings"].get(name) for name in CONTEXT_OPTIONS},
         "data": started["data"],
         "received": started,
+    }
+
+
+# The budget run's stop (docs/CAUSAL.md, the confirmatory study): this many evaluations in a row above its lowest.
+EVALUATIONS_PAST_THE_LOWEST = 4
+
+
+def budget_from_curve(run_folder):
+    """A study's budget from the twin's run in `run_folder`, trained with evaluations along the way: `{"curve":
+    [{"step", "validation_cross_entropy"}, ...], "lowest": the point of the lowest, "max_steps": the run's schedule,
+    "steps": how far it ran, "received": what the run received as it started (command line, commit)}`. The validation
+    loss is the model's cross-entropy per token, as the records' `validation_cross_entropy`. A run stopped before
+    its end is read from its last complete checkpoint, and counts once `EVALUATIONS_PAST_THE_LOWEST` evaluations in a
+    row lie above its lowest. A ValueError where the run logged no evaluation or stopped too soon."""
+    run_folder = Path(run_folder)
+    finished = run_folder / "trainer_state.json"
+    if finished.is_file():
+        state = read(finished)
+    else:
+        checkpoint = last_complete_checkpoint(run_folder)[0] if run_folder.is_dir() else None
+        if checkpoint is None:
+            raise ValueError(f"{run_folder} holds neither a finished run nor a complete checkpoint.")
+        state = read(Path(checkpoint) / "trainer_state.json")
+    curve = [
+        {"step": entry["step"], "validation_cross_entropy": entry["eval_loss"]}
+        for entry in state["log_history"]
+        if "eval_loss" in entry
+    ]
+    if not curve:
+        raise ValueError(f"{run_folder} logged no evaluation during training: run it with --eval_strategy steps.")
+    lowest = min(curve, key=lambda point: point["validation_cross_entropy"])
+    past_the_lowest = len(curve) - 1 - curve.index(lowest)
+    if state["global_step"] < state["max_steps"] and past_the_lowest < EVALUATIONS_PAST_THE_LOWEST:
+        raise ValueError(
+            f"{run_folder} stopped at step {state['global_step']} of {state['max_steps']} with {past_the_lowest} "
+            f"evaluations past its lowest, not {EVALUATIONS_PAST_THE_LOWEST}: let it run on."
+        )
+    received = read(run_folder / RUN_START_NAME)
+    return {
+        "curve": curve,
+        "lowest": lowest,
+        "max_steps": state["max_steps"],
+        "steps": state["global_step"],
+        "received": received,
     }
 
 
