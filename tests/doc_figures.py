@@ -199,6 +199,9 @@ LOOSE = {
         ),
         "no record: the budget run's own log, read as it ran, said so beside it": ("about 5 s a step (its own log",),
         "test: test_the_confirmatory_study_s_budget": ("4.156, at step 550",),
+        "record: the confirmatory study's records, each naming its commit (1b002be for seeds 6 to 13)": (
+            "the first 22 runs (seeds 6 to 13",
+        ),
         "no record: a one-off run by hand, said so beside it": ("reached (4.50, a run by hand",),
         "no result: the power the confirmatory study aims at, a setting of its rule": ("The aim is 0.02 nats",),
     },
