@@ -14,6 +14,7 @@ import threading
 import pytest
 import torch
 import transformers
+from conftest import load_script
 from fresh_process import run_without_casan_hf
 from tiny_models import CAUSAL_VOCAB, tiny_causal_config, tiny_causal_source_config, tiny_source_config
 from tiny_tokenizer import tiny_tokenizer
@@ -548,7 +549,7 @@ def test_saved_folders_load_and_generate_in_a_fresh_process_without_casan_hf(tmp
         assert torch.equal(loaded["tokens"], expected), family
 
 
-def test_the_converter_writes_a_causal_folder_that_loads_and_gives_the_source_logits(tmp_path):
+def test_the_converter_writes_a_causal_folder_that_loads_and_gives_the_source_logits(tmp_path, capsys):
     """scripts/convert_bert_to_casan.py on a Llama checkpoint with its tokenizer: a Hub folder whose card is a causal
     LM's, which passes the push's checks, loads with `AutoModelForCausalLM` and gives the source's logits; an
     encoder's option, and a checkpoint saved without its tokenizer, are refused in one line."""
@@ -568,14 +569,17 @@ def test_the_converter_writes_a_causal_folder_that_loads_and_gives_the_source_lo
     ids = torch.tensor([[5, 9, 11, 7]])
     with torch.no_grad():
         assert torch.equal(model(input_ids=ids).logits, source(input_ids=ids).logits)
-    refused = subprocess.run([*command, "--output_dir", str(tmp_path / "refused"), "--head", "sequence-classification",
-                              "--classifier_pooling", "mean"], capture_output=True, text=True)  # fmt: skip
-    assert refused.returncode == 2 and "`classifier_pooling` is an encoder's option" in refused.stderr
+    # the refusals in this process: the same main(), without a second start-up to pay
+    convert = load_script("convert_bert_to_casan").main
+    with pytest.raises(SystemExit) as exit:
+        convert([*command[2:], "--output_dir", str(tmp_path / "refused"), "--head", "sequence-classification",
+                 "--classifier_pooling", "mean"])  # fmt: skip
+    assert exit.value.code == 2 and "`classifier_pooling` is an encoder's option" in capsys.readouterr().err
     assert not (tmp_path / "refused").exists()
     saved_source("llama", tmp_path / "untokenized")  # a checkpoint saved without its tokenizer
-    command[-1] = str(tmp_path / "untokenized")
-    refused = subprocess.run([*command, "--output_dir", str(tmp_path / "refused")], capture_output=True, text=True)
-    assert refused.returncode == 2 and refused.stderr.strip().splitlines()[-1].endswith(
+    with pytest.raises(SystemExit) as exit:
+        convert([*command[2:-1], str(tmp_path / "untokenized"), "--output_dir", str(tmp_path / "refused")])
+    assert exit.value.code == 2 and capsys.readouterr().err.strip().splitlines()[-1].endswith(
         "holds no tokenizer (none of tokenizer_config.json, tokenizer.json), and the folder needs one: save the "
         "source model's tokenizer into it (tokenizer.save_pretrained) and convert again."
     )
