@@ -282,8 +282,8 @@ VERDICTS = {
             (
                 "What the causal context costs beside the source model, in prefill and decode: "
                 "docs/BENCHMARKS.md; at a real model's width `context_rank=64` keeps that cost down, a choice made "
-                "on speed alone: the study below ran at full rank, and what rank 64 does to quality is not measured "
-                "yet."
+                "on speed alone: the study below ran at full rank, and what rank 64 does to quality is being "
+                "measured, in a confirmatory study with no verdict until its twenty seeds are in (docs/CAUSAL.md)."
             ),
         ),
         "verdicts: translation-micro-deep, translation-micro-start, translation-micro-deep-output-gate, "
