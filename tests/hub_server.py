@@ -9,7 +9,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import time
 import urllib.error
@@ -20,18 +19,13 @@ import httpx2
 from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError
 from huggingface_hub.hf_api import RepoFile
 from huggingface_hub.utils.sha import git_hash
+from local_server import free_port
 
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 OLAH_PYTHON = REPO_ROOT / ".venv-olah" / "bin" / "python"
 LAUNCHER = Path(__file__).with_name("olah_server.py")
 GIT_IDENTITY = ["-c", "user.name=casan-hf tests", "-c", "user.email=tests@casan-hf.invalid"]
-
-
-def free_port():
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 class HubServer:

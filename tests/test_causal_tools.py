@@ -6,10 +6,8 @@ a test is skipped, naming the package, only where it is not installed."""
 
 import json
 import os
-import socket
 import subprocess
 import sys
-import time
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -18,6 +16,7 @@ import pytest
 import torch
 import transformers
 from fresh_process import run_without_casan_hf
+from local_server import free_port, wait_until_serving
 from test_causal import CAUSAL_LORA
 from tiny_models import tiny_causal_source_config
 from tiny_tokenizer import tiny_tokenizer
@@ -369,12 +368,6 @@ def test_lm_eval_log_likelihoods_and_generations_are_the_model_s_own(context, tm
         assert sample["resps"][0][0] == greedy_continuation(reference, tokenizer, sample["doc"]["prompt"], 5)
 
 
-def free_port():
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def chat_server(tmp_path_factory):
     """`python -m casan_hf.cli.serve FOLDER` on 127.0.0.1, the converted Llama chat checkpoint preloaded, until the
@@ -391,19 +384,13 @@ def chat_server(tmp_path_factory):
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
     url = f"http://127.0.0.1:{port}"
+
+    def healthy():
+        with urllib.request.urlopen(f"{url}/health", timeout=5) as response:
+            return json.load(response)["status"] == "ok"
+
     try:
-        deadline = time.monotonic() + SERVER_START_SECONDS
-        while True:
-            if server.poll() is not None:
-                pytest.fail(f"the server exited ({server.returncode}):\n{server.stdout.read()}")
-            try:
-                with urllib.request.urlopen(f"{url}/health", timeout=5) as response:
-                    if json.load(response)["status"] == "ok":
-                        break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.5)
+        wait_until_serving(server, healthy, SERVER_START_SECONDS, server.stdout.read)
         yield url, folder
     finally:
         server.terminate()

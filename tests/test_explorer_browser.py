@@ -8,15 +8,14 @@ Debian's chromium and chromium-driver come from `make browser` (part of `make te
 """
 
 import os
-import socket
 import subprocess
-import time
 import urllib.request
 
 import pytest
 import torch
 from conftest import REPO_ROOT, load_script
 from headless_chromium import headless_chromium
+from local_server import free_port, wait_until_serving
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions
 from selenium.webdriver.support.ui import WebDriverWait
@@ -54,12 +53,6 @@ def checkpoints(tmp_path_factory, minilm_path):
     return root
 
 
-def free_port():
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def serve(command, port, cwd, log):
     """Runs `command` (a Gradio app serving on loopback `port`: the flag given, or Gradio's port variable) in `cwd`
     from the demo environment; yields its URL once it answers, and stops it after."""
@@ -78,20 +71,13 @@ def serve(command, port, cwd, log):
             [str(DEMO_PYTHON), *map(str, command)], cwd=cwd, env=full_env, stdout=output, stderr=subprocess.STDOUT
         )
     url = f"http://127.0.0.1:{port}/"
+
+    def serving():
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return response.status == 200
+
     try:
-        deadline = time.monotonic() + WAIT
-        while True:
-            if process.poll() is not None:
-                pytest.fail(f"{command[0]} exited with {process.returncode}:\n{log.read_text()}")
-            try:
-                with urllib.request.urlopen(url, timeout=5) as response:
-                    if response.status == 200:
-                        break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"{command[0]} did not serve {url} within {WAIT} s:\n{log.read_text()}")
-            time.sleep(0.5)
+        wait_until_serving(process, serving, WAIT, log.read_text)
         yield url
     finally:
         process.terminate()
