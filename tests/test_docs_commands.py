@@ -4,7 +4,7 @@ stops each program once its command line is parsed (`stopping_once_parsed`): the
 option checks a user would meet first. Placeholders and `$MINILM` are filled with the real MiniLM's folder, loops
 unrolled over their values, and a synopsis's `...` given the flags the program requires (`ELLIPSIS`). A pytest
 command's tests and `-k` expression select collected tests. What the programs then do is tested at tiny sizes by
-README's commands (tests/test_readme_commands.py), by docs/TOOLS.md's, run here in their order at the same sizes, and
+README's commands and then docs/TOOLS.md's, run here in their order (as tests/test_readme_commands.py runs them), and
 by each program's own tests: the other pages' commands are the studies (hours each), the GPU's and the archive's."""
 
 import argparse
@@ -22,7 +22,8 @@ import torch
 from _pytest.mark.expression import Expression
 from conftest import REPO_ROOT
 from doc_commands import is_python, page_commands
-from test_readme_commands import run_as_written
+from test_readme_commands import PLACEHOLDERS as README_PLACEHOLDERS
+from test_readme_commands import readme_commands, run_as_written
 from transformers import HfArgumentParser
 
 
@@ -258,11 +259,18 @@ def test_every_docs_command_parses(minilm_path, collected_tests, monkeypatch):
     assert not failures, f"{len(failures)} of {len(found)} docs commands fail:\n" + "\n".join(failures)
 
 
-def test_the_fine_tuning_page_runs_in_the_order_written(minilm_path, tmp_path):
-    """docs/TOOLS.md, the page a user follows step by step to fine-tune, compare, pre-train, export and plot: every
-    command in its order, at the tiny sizes of README's commands."""
+def test_readme_then_the_fine_tuning_page_run_in_the_order_written(minilm_path, tmp_path):
+    """README's commands in their order, then those of docs/TOOLS.md, the page a user follows step by step to
+    fine-tune, compare, pre-train, export and plot, in the same folder, at README's tiny sizes. A page command that
+    README ran word for word (its first three) is not run again: its outputs are in the folder, as they would be
+    for the user who came from README."""
+    ran = []
+    for argv in readme_commands(dict.fromkeys(README_PLACEHOLDERS, minilm_path)):
+        run_as_written(argv, tmp_path)
+        ran.append(argv)
     page = REPO_ROOT / "docs" / "TOOLS.md"
     found = page_commands(page.name, page.read_text(encoding="utf-8"), {"MINILM": minilm_path}, PLACEHOLDERS)
     assert len(found) >= 6, found
     for command in found:
-        run_as_written(list(command.argv), tmp_path, command.env)
+        if command.env or list(command.argv) not in ran:
+            run_as_written(list(command.argv), tmp_path, command.env)

@@ -1,5 +1,5 @@
-"""Every shell command of README.md runs as written, in the order written, as a newcomer would type them in the
-repository's root: the placeholders filled with the real MiniLM's folder, the `out/` folders written under a
+"""How every shell command of README.md runs as written, in the order written, as a newcomer would type them in the
+repository's root (tests/test_docs_commands.py runs them, then docs/TOOLS.md's, in one folder): the placeholders filled with the real MiniLM's folder, the `out/` folders written under a
 temporary folder, the long jobs at tiny sizes through their own documented flags (or `make glue`'s `GLUE_FLAGS`),
 appended after the command's. A command that needs what CI lacks (the Hub) runs up to that point and must stop there
 with its one line saying so; two are not run, each for the reason `RUNS` gives. A command README gains fails here
@@ -132,11 +132,6 @@ def run_as_written(argv, out, env=()):
     else:
         assert done.returncode == 0, f"{shlex.join(command)}:\n{output}"
         print(f"ran ({took}): {shlex.join(argv)}")
-
-
-def test_readme_commands_run_in_the_order_written(tmp_path, minilm_path):
-    for argv in readme_commands(dict.fromkeys(PLACEHOLDERS, minilm_path)):
-        run_as_written(argv, tmp_path)
 
 
 @pytest.mark.parametrize("placeholder", PLACEHOLDERS)
