@@ -48,6 +48,7 @@ import dataclasses
 import json
 import logging
 import os
+import platform
 from pathlib import Path
 
 import torch
@@ -71,6 +72,7 @@ from casan_hf.benchmark.runner import (
     source_model,
 )
 from casan_hf.cli.arguments import PositiveInt
+from casan_hf.cli.run_start import code_commit
 from casan_hf.context import CONTEXT_KINDS
 from casan_hf.families import FAMILIES
 
@@ -323,9 +325,26 @@ def format_table(records):
     return "\n".join(lines)
 
 
+def cpu_name():
+    """The CPU's model name as Linux gives it (another CPU's kernels time otherwise), else what Python knows."""
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        lines = []
+    names = [line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")]
+    return names[0] if names else platform.processor() or platform.machine()
+
+
 def write_json(path, records):
+    """The records, each naming the commit of the code that timed it and the machine it ran on."""
+    machine = {
+        "commit": code_commit(),
+        "cpu": cpu_name(),
+        "cpus": os.cpu_count(),
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+    }
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(records, indent=1))
+    path.write_text(json.dumps([{**record, **machine} for record in records], indent=1))
     logger.info(f"wrote {len(records)} records to {path}")
 
 

@@ -12,6 +12,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 REQUIRED = {
+    "commit": str,
+    "cpu": str,
+    "cpus": int,
+    "cpu_capability": str,
     "family": str,
     "size": str,
     "context_type": (str, type(None)),
