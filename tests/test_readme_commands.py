@@ -1,9 +1,9 @@
 """How every shell command of README.md runs as written, in the order written, as a newcomer would type them in the
-repository's root (tests/test_docs_commands.py runs them, then docs/TOOLS.md's, in one folder): the placeholders filled with the real MiniLM's folder, the `out/` folders written under a
-temporary folder, the long jobs at tiny sizes through their own documented flags (or `make glue`'s `GLUE_FLAGS`),
-appended after the command's. A command that needs what CI lacks (the Hub) runs up to that point and must stop there
-with its one line saying so; two are not run, each for the reason `RUNS` gives. A command README gains fails here
-until it has its row."""
+repository's root (tests/test_docs_commands.py runs them, then docs/TOOLS.md's, in one folder): the placeholders
+filled with the real MiniLM's folder, the `out/` folders written under a temporary folder, the long jobs at tiny
+sizes through their own documented flags (or `make glue`'s `GLUE_FLAGS`), appended after the command's. A command
+that needs what CI lacks (the Hub) runs up to that point and must stop there with its one line saying so; two are
+not run, each for the reason `RUNS` gives. A command README gains fails here until it has its row."""
 
 import os
 import shlex
