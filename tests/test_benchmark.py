@@ -384,8 +384,12 @@ def test_causal_run_times_prefill_and_decode_beside_the_controls(tmp_path, monke
         assert (record["context_params"] > 0) == (record["context_type"] not in (None, "none"))
         if record["model"] == "llama":
             assert record["ratio_vs_bert"] == record["cpu_ratio_vs_bert"] == 1.0
-        # operators counted, not timed: the controls run Llama's exactly, every context kind more
+        # operators counted: the controls run Llama's exactly, every context kind more
         assert record["operators"] == sum(record["operator_counts"].values()) > 0
+        # and where the time goes: the profiler's CPU time of the same operators, the most first
+        times = list(record["operator_cpu_us"].values())
+        assert record["operator_cpu_us"].keys() == record["operator_counts"].keys() and min(times) >= 0
+        assert times == sorted(times, reverse=True) and isinstance(record["context_cpu_us_per_layer"], float)
         adds_context = record["context_type"] not in (None, "none")
         assert (record["context_operators_per_layer"] > 0) == adds_context
         assert (record["flop_floor"] < 1 and record["floor"] < 1) == adds_context

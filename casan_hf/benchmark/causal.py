@@ -22,7 +22,7 @@ from transformers import DynamicCache, LlamaConfig, LlamaForCausalLM
 
 from ..context_mixer import CasanContextMixer
 from ..modeling_casan_causal import CasanCache
-from .operators import call_operators
+from .operators import call_operator_profile
 from .runner import Variant, benchmark_group, build_model, count_params, default_variants, weights_mb
 
 
@@ -138,13 +138,16 @@ def make_causal_step(model, inputs, phase):
 
 
 def phase_operators(model, inputs, phase):
-    """The compute operators (`operators.call_operators`) of one step of `phase` after an uncounted one: a prompt's
-    prefill, or one decoded token (the decode step's count over its tokens), a Counter by operator name."""
+    """The compute operators (`operators.call_operator_profile`) of one step of `phase` after an uncounted one: a
+    prompt's prefill, or one decoded token (the decode step's over its tokens): `(calls, cpu_us)`, Counters by
+    operator name."""
     step = make_causal_step(model, inputs, phase)
     step()
-    counts = call_operators(step)
+    calls, cpu_us = call_operator_profile(step)
     tokens = inputs["new_tokens"].shape[1] if phase == "decode" else 1
-    return collections.Counter({name: calls / tokens for name, calls in counts.items()})
+    return tuple(
+        collections.Counter({name: value / tokens for name, value in counter.items()}) for counter in (calls, cpu_us)
+    )
 
 
 def multiply_adds(model, shape, phase):
@@ -212,11 +215,16 @@ def measure(shape, rank, attn_implementation, dtype, device, warmup, repeats, pr
     for phase in PHASES:
         if progress is not None:
             progress.set_description(f"{shape.label}: {phase}")
-        operators = {label: phase_operators(model, inputs, phase) for label, model in models.items()}
+        profiles = {label: phase_operators(model, inputs, phase) for label, model in models.items()}
         results = benchmark_group(
             models, variants, inputs, phase, device, warmup, repeats, progress, step_maker=make_causal_step
         )
-        costs = {"cache": cache_bytes, "operators": operators, "floors": floors(models, shape, phase)}
+        costs = {
+            "cache": cache_bytes,
+            "operators": {label: calls for label, (calls, _) in profiles.items()},
+            "operator_us": {label: cpu_us for label, (_, cpu_us) in profiles.items()},
+            "floors": floors(models, shape, phase),
+        }
         records += phase_records(results, models, variants, shape, phase, costs)
     for record in records:
         record.update(
@@ -230,9 +238,11 @@ def phase_records(results, models, variants, shape, phase, costs):
     in the same run, named as theirs, `ratio_vs_bert`; the floors of `floors`), `target` the issue's where it sets one
     (else None), the cache state per layer (`costs["cache"]`), and the compute operators of a step (a prompt's
     prefill, one decoded token): `operators` in all, `context_operators_per_layer` what the model runs beyond Llama
-    over the layers, and `operator_counts` by name."""
+    over the layers, and `operator_counts` by name; where the time goes, from the profiler (`operator_cpu_us`, each
+    operator's microseconds of CPU by name, the most first, and `context_cpu_us_per_layer`, beyond Llama's)."""
     source = variants[0].label
     source_operators = costs["operators"][source]
+    source_us = sum(costs["operator_us"][source].values())
     source_wall, source_cpu = (statistics.median(times) for times in results[source][:2])
     tokens = shape.context if phase == "prefill" else shape.new_tokens
     records = []
@@ -274,6 +284,11 @@ def phase_records(results, models, variants, shape, phase, costs):
                 "context_operators_per_layer": (sum(operators.values()) - sum(source_operators.values()))
                 / shape.layers,
                 "operator_counts": dict(sorted(operators.items())),
+                "operator_cpu_us": {
+                    name: round(us, 1) for name, us in costs["operator_us"][variant.label].most_common()
+                },
+                "context_cpu_us_per_layer": (sum(costs["operator_us"][variant.label].values()) - source_us)
+                / shape.layers,
                 "target": TARGETS.get((variant.context_type, variant.context_rank), {}).get(phase),
                 "kv_cache_bytes": key_values,
                 "context_state_bytes": sums,
@@ -307,16 +322,20 @@ def format_operator_table(records):
     """The compute operators of a prompt's prefill and of one decoded token per model, in all and per layer beyond
     Llama's."""
     lines = [
-        "compute operators of a step (prefill: the prompt; decode: one token), and what each model runs beyond Llama "
-        "per layer",
-        f"{'model':<40} {'prefill':>8} {'per layer':>9} {'decode':>8} {'per layer':>9}",
+        "compute operators of a step (prefill: the prompt; decode: one token), what each model runs beyond Llama "
+        "per layer, and the profiler's CPU microseconds of those operators beyond Llama's per layer",
+        f"{'model':<40} {'prefill':>8} {'per layer':>9} {'us':>9} {'decode':>8} {'per layer':>9} {'us':>9}",
     ]
     by_phase = {(record["model"], record["mode"]): record for record in records}
     for model in dict.fromkeys(record["model"] for record in records):
         cells = [by_phase[model, phase] for phase in PHASES]
         lines.append(
             f"{model:<40} "
-            + " ".join(f"{cell['operators']:>8.0f} {cell['context_operators_per_layer']:>+9.2f}" for cell in cells)
+            + " ".join(
+                f"{cell['operators']:>8.0f} {cell['context_operators_per_layer']:>+9.2f} "
+                f"{cell['context_cpu_us_per_layer']:>+9.1f}"
+                for cell in cells
+            )
         )
     return "\n".join(lines)
 

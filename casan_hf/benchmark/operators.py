@@ -65,26 +65,25 @@ def has_cpu_kernel(name):
     return False
 
 
-def _counted(event):
-    """The compute operators in `event`'s subtree: a Counter by operator name."""
+def _compute_events(event):
+    """The compute operators in `event`'s subtree, each as `(operator name, its profiler event)`."""
     name = event.name
     if name.startswith("aten::") and name not in METADATA_OPERATORS and has_cpu_kernel(name):
-        return collections.Counter({name: 1})  # what its kernel calls inside is part of its work
-    counts = collections.Counter()
-    for child in event.cpu_children:
-        counts.update(_counted(child))
-    if not counts and name.startswith("aten::") and name not in METADATA_OPERATORS:
-        counts[name] += 1  # a leaf without a CPU kernel of its own (copy_ is registered for every backend)
-    return counts
+        return [(name, event)]  # what its kernel calls inside is part of its work
+    found = [pair for child in event.cpu_children for pair in _compute_events(child)]
+    if not found and name.startswith("aten::") and name not in METADATA_OPERATORS:
+        found = [(name, event)]  # a leaf without a CPU kernel of its own (copy_ is registered for every backend)
+    return found
+
+
+def _profiled_compute_events(prof):
+    """The compute operators of one profile, each as `(operator name, its profiler event)`."""
+    return [pair for event in prof.events() if event.cpu_parent is None for pair in _compute_events(event)]
 
 
 def _compute_operators(prof):
     """Compute operators of one profile: a Counter by operator name."""
-    counts = collections.Counter()
-    for event in prof.events():
-        if event.cpu_parent is None:
-            counts.update(_counted(event))
-    return counts
+    return collections.Counter(name for name, _ in _profiled_compute_events(prof))
 
 
 class _CountedLaunches:
@@ -132,9 +131,20 @@ def scalar_loss(outputs):
 
 def call_operators(function):
     """Compute operators of one call of `function` (no arguments): a Counter by operator name."""
+    return call_operator_profile(function)[0]
+
+
+def call_operator_profile(function):
+    """The compute operators of one call of `function` (no arguments): `(calls, cpu_us)`, Counters by operator
+    name of their calls and of the CPU time they took in all, in microseconds as the profiler measures them (its own
+    cost per call included, which weighs most on the smallest operators: read them as where the time goes)."""
     with profile(activities=[ProfilerActivity.CPU]) as called:
         function()
-    return _compute_operators(called)
+    calls, cpu_us = collections.Counter(), collections.Counter()
+    for name, event in _profiled_compute_events(called):
+        calls[name] += 1
+        cpu_us[name] += event.cpu_time_total
+    return calls, cpu_us
 
 
 def operator_counts(model, inputs, mode="training", loss=scalar_loss, launches=None):
