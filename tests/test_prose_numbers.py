@@ -435,6 +435,34 @@ def test_the_causal_study_s_llama():
     assert (f"{count:.2f}", f"{count:.1f}") == ("1.57", "1.6")
 
 
+def test_the_confirmatory_study_has_all_its_runs():
+    """All 60 runs of the confirmatory study (docs/CAUSAL.md): its three arms at each of the twenty seeds 6 to 25,
+    once each, the whole budget of 550 steps."""
+    records = study_records("clm-tinyshakespeare-confirm", REPO_ROOT)
+    runs = sorted((record["variant"], record["seed"]) for record in records)
+    arms = sorted({variant for variant, _ in runs})
+    assert len(arms) == 3 and runs == [(arm, seed) for arm in arms for seed in range(6, 26)]
+    assert {record["steps"] for record in records} == {550}
+
+
+def test_the_confirmatory_study_s_arms_add_the_same_parameters():
+    """Both context arms of the confirmatory study (docs/CAUSAL.md), built with their records' options: +8.4% of the
+    twin's parameters each, rank 64 as many as full rank at this width (128 -> 64 -> 128 against 128 x 128)."""
+    from casan_hf import CasanLlamaConfig, CasanLlamaForCausalLM
+
+    records = study_records("clm-tinyshakespeare-confirm", REPO_ROOT)
+    options = {record["variant"]: record["context_options"] for record in records}
+    sizes = MODEL_SIZES[records[0]["model_size"]]
+    vocab_size = records[0]["settings"]["vocab_size"]
+    counts = {}
+    for variant, context in options.items():
+        config = CasanLlamaConfig(vocab_size=vocab_size, tie_word_embeddings=False, **sizes, **context)
+        with torch.device("meta"):
+            counts[variant] = CasanLlamaForCausalLM(config).num_parameters()
+    twin = counts.pop("none")
+    assert {f"+{100 * (count - twin) / twin:.1f}%" for count in counts.values()} == {"+8.4%"}, counts
+
+
 def test_the_glue_dev_sets_and_what_one_example_weighs():
     """RTE 277 pairs (0.36 points each), MRPC 408 (0.25), SST-2 872 sentences (0.11), as the records evaluated."""
     records = study_records("glue-minilm-cpu-mean", REPO_ROOT)
