@@ -271,9 +271,9 @@ VERDICTS = {
             "What each kind costs at BERT-base, and what the studies found (the studies' tables below).",
             (
                 "The costs are rendered from the benchmark's records "
-                "(`docs/results/benchmark_cpu_bert_base_128_local_9bf0dcc.json` and `..._rank64_9bf0dcc.json`, "
-                "commit 9bf0dcc; how they were measured, and every size: [docs/BENCHMARKS.md]; the parameters at "
-                "MiniLM size: [docs/MODELS.md])."
+                "(`docs/results/benchmark_cpu_bert_base_128_local_8eba56e.json` and `..._rank64_77a046e.json`, "
+                "each naming its commit and CPU; how they were measured, and every size: [docs/BENCHMARKS.md]; the "
+                "parameters at MiniLM size: [docs/MODELS.md])."
             ),
             (
                 "For the arm, `deep_global` with `--context_rank 64` keeps the paper's context at a cost near "
