@@ -129,11 +129,6 @@ def scalar_loss(outputs):
     return loss
 
 
-def call_operators(function):
-    """Compute operators of one call of `function` (no arguments): a Counter by operator name."""
-    return call_operator_profile(function)[0]
-
-
 def call_operator_profile(function):
     """The compute operators of one call of `function` (no arguments): `(calls, cpu_us)`, Counters by operator
     name of their calls and of the CPU time they took in all, in microseconds as the profiler measures them (its own
