@@ -40,7 +40,9 @@ the `--causal-*` flags) beside a copy of it and its CASAN models with the same w
 `--causal-context`-token prompt, filling the cache) and decode (tokens/s over `--causal-new-tokens` single-token steps
 through the cache at that context), with the issue's targets beside the ratios, and the cache state one sequence holds
 (keys and values, and CASAN's running context sums, per layer). Beside the `--causal-*` flags it takes `--rank`,
-`--attn`, `--device`, `--dtype`, `--threads`, `--warmup`, `--repeats` and `--json`.
+`--attn`, `--device`, `--dtype`, `--threads`, `--warmup`, `--repeats`, `--json` and `--compile` (each model's
+compiled twin, with dynamic shapes, its ratio over compiled Llama's; compiled before the timing, which counts the
+graphs each makes: its prefill's, its first decoded token's, and any over the 64 tokens decoded after it).
 """
 
 import argparse
@@ -188,7 +190,10 @@ def add_causal_args(parser):
 # others (the rest of its setup are its own `--NAME-*` flags).
 OWN_SETUPS = {
     "proxy": ("BERT", {"json", "compile_backend"}),
-    "causal": ("Llama", {"json", "rank", "attn", "device", "dtype", "threads", "warmup", "repeats"}),
+    "causal": (
+        "Llama",
+        {"json", "rank", "attn", "device", "dtype", "threads", "warmup", "repeats", "compile", "compile_backend"},
+    ),
 }
 
 
@@ -278,15 +283,29 @@ def run_causal(args, device, dtype):
     """The causal language models' tables (`causal.format_tables`); returns their records."""
     fields = dataclasses.fields(causal.CausalShape)
     shape = causal.CausalShape(**{field.name: getattr(args, f"causal_{field.name}") for field in fields})
-    steps = len(causal.PHASES) * (args.warmup + 1 + args.repeats) * len(causal.causal_variants(args.rank))
+    variants = causal.causal_variants(args.rank, args.compile)
+    steps = len(causal.PHASES) * (args.warmup + 1 + args.repeats) * len(variants)
     progress = tqdm(total=steps, unit="step")
-    records = causal.measure(shape, args.rank, args.attn, dtype, device, args.warmup, args.repeats, progress)
+    records = causal.measure(
+        shape,
+        args.rank,
+        args.attn,
+        dtype,
+        device,
+        args.warmup,
+        args.repeats,
+        progress,
+        args.compile,
+        args.compile_backend,
+    )
     progress.close()
     for phase in causal.PHASES:
         group = [record for record in records if record["mode"] == phase]
         print(f"\n{causal.phase_title(group[0])}:\n{format_table(group)}")
     print(f"\n{causal.format_cache_table(records)}")
     print(f"\n{causal.format_operator_table(records)}")
+    if args.compile:
+        print(f"\n{causal.format_graph_table(records)}")
     return records
 
 

@@ -408,7 +408,7 @@ def test_a_rewound_cache_decodes_as_a_fresh_one():
     running sums put back, so that decoding again gives the logits of the first decode."""
     import torch
 
-    from casan_hf.benchmark.causal import CausalShape, causal_inputs, causal_models, prefill, rewind
+    from casan_hf.benchmark.causal import CausalShape, causal_inputs, causal_models, prefill, prompt_state, rewind
     from casan_hf.benchmark.runner import Variant
 
     shape = CausalShape(hidden=32, layers=2, heads=4, kv_heads=2, intermediate=64, vocab=64, context=8, new_tokens=3)
@@ -417,10 +417,10 @@ def test_a_rewound_cache_decodes_as_a_fresh_one():
     inputs = causal_inputs(shape, torch.device("cpu"))
     for model in models.values():
         cache = prefill(model, inputs["prompt"])
-        context_sums = dict(getattr(cache, "context_sums", {}))
+        state = prompt_state(cache)
         decoded = []
         for _ in range(2):
-            rewind(cache, shape.context, context_sums)
+            rewind(cache, state)
             with torch.no_grad():
                 logits = [
                     model(input_ids=token.view(1, 1), past_key_values=cache).logits
@@ -429,4 +429,37 @@ def test_a_rewound_cache_decodes_as_a_fresh_one():
             decoded.append(torch.cat(logits, dim=1))
         assert cache.get_seq_length() == shape.context + shape.new_tokens
         torch.testing.assert_close(decoded[1], decoded[0], rtol=0, atol=0)
-        assert len(context_sums) == (2 if hasattr(cache, "context_sums") else 0)
+        assert len(state[1]) == (2 if hasattr(cache, "context_sums") else 0)
+        rewind(cache, state)  # the prompt's own tensors, with generate()'s strides: not a crop's longer ones
+        assert all(
+            layer.keys is keys and layer.keys.is_contiguous()
+            for layer, (keys, _) in zip(cache.layers, state[0], strict=True)
+        )
+
+
+def test_causal_compile_times_each_model_beside_its_compiled_twin(tmp_path, monkeypatch, capsys):
+    """`--causal --compile`: each model followed by its compiled twin (dynamic shapes, here dynamo's graphs run by
+    its eager backend), whose ratio is over compiled Llama's and `x eager` over its own eager run; each compiled
+    model's prefill and first decoded token one graph each, no break, and nothing compiled again over the 64 tokens
+    decoded after them; Llama's control copy, the same modules, runs Llama's graphs and compiles none."""
+    from conftest import load_script, run_main
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    path = tmp_path / "causal.json"
+    run = [*CAUSAL_RUN, "--warmup", "3", "--compile", "default", "--compile-backend", "eager", "--json", path]
+    run_main(load_script("benchmark"), run)
+    records = json.loads(path.read_text())
+    compiled_models = [model for name in CAUSAL_MODELS for model in (name, f"{name} [compiled default]")]
+    assert [record["model"] for record in records if record["mode"] == "decode"] == compiled_models
+    for record in records:
+        if record["compile_mode"] is None:
+            assert record["compiled_graphs"] is None and record["operators"] > 0
+            continue
+        made = 0 if record["model"].startswith("llama (control copy)") else 1
+        graphs = {"prefill": made, "first token": made, "next 64 tokens": 0, "graph breaks": 0}
+        assert record["compiled_graphs"] == graphs, record["model"]
+        assert record["operators"] is None and record["speedup_vs_eager"] > 0
+        if record["model"] == "llama [compiled default]":
+            assert record["ratio_vs_bert"] == record["cpu_ratio_vs_bert"] == 1.0
+    output = capsys.readouterr().out
+    assert "graphs each compiled model made" in output and "casan global r8 [compiled default]" in output

@@ -18,12 +18,12 @@ import statistics
 from dataclasses import asdict, dataclass, field
 
 import torch
-from transformers import DynamicCache, LlamaConfig, LlamaForCausalLM
+from transformers import LlamaConfig, LlamaForCausalLM
 
 from ..context_mixer import CasanContextMixer
 from ..modeling_casan_causal import CasanCache
 from .operators import call_operator_profile
-from .runner import Variant, benchmark_group, build_model, count_params, default_variants, weights_mb
+from .runner import Variant, benchmark_group, build_model, compiled_twins, count_params, default_variants, weights_mb
 
 
 # The family timed: Llama, whose layout (separate query and key projections, rotary positions, grouped-query
@@ -31,6 +31,8 @@ from .runner import Variant, benchmark_group, build_model, count_params, default
 FAMILY = "llama"
 PHASES = ("prefill", "decode")
 # The issue's targets, as a ratio to Llama's tokens/s in the same run, by (context type, context rank) and phase.
+# The tokens a compiled model decodes after its first one, in which it must compile nothing again.
+COUNTED_TOKENS = 64
 TARGETS = {
     ("global", None): {"prefill": 0.93, "decode": 0.95},
     ("deep_global", 64): {"prefill": 0.90, "decode": 0.90},
@@ -69,22 +71,54 @@ class CausalShape:
         return f"llama {self.hidden}x{self.layers}, {self.heads} heads, {self.kv_heads} kv heads"
 
 
-def causal_variants(rank):
+def causal_variants(rank, compile_mode=None):
     """Llama, its control copy, CASAN `none` (the control), `global`, `deep_global` at full rank and at `rank`, `deep`
     at `rank` (at full rank, deep's context, every earlier layer's states per token, is not a model to use), and
     `global` at `rank`: in a causal model `global`'s context is per token too, so its full-rank U costs a product per
-    token a layer (docs/BENCHMARKS.md), which a low rank makes cheaper."""
+    token a layer (docs/BENCHMARKS.md), which a low rank makes cheaper. With a `compile_mode`, each is followed by
+    its compiled twin (`default_variants`)."""
     extra = tuple(Variant(f"casan {kind} r{rank}", kind, rank) for kind in ("deep", "global"))
-    return default_variants(rank, ("none", "global", "deep_global"), family=FAMILY, extra=extra)
+    return default_variants(rank, ("none", "global", "deep_global"), compile_mode, family=FAMILY, extra=extra)
 
 
-def causal_models(shape, variants, attn_implementation, dtype, device):
-    """`{label: model}`, every language model with the weights of one random Llama of `shape`, in eval mode."""
+def causal_models(shape, variants, attn_implementation, dtype, device, compile_backend="inductor"):
+    """`{label: model}`, every language model with the weights of one random Llama of `shape`, in eval mode; a
+    compiled variant is its eager model through `torch.compile` with dynamic shapes (generate()'s cache grows a
+    token a step), by `compile_backend`."""
     torch.manual_seed(0)
     reference = LlamaForCausalLM._from_config(shape.config(), attn_implementation=attn_implementation, dtype=dtype)
-    return {
+    models = {
         variant.label: build_model(variant, reference, attn_implementation, dtype, head="causal-lm").to(device).eval()
         for variant in variants
+        if variant.compile_mode is None
+    }
+    return compiled_twins(models, variants, compile_backend, dynamic=True)
+
+
+def compiled_graphs(model, inputs, tokens=COUNTED_TOKENS):
+    """What torch.compile makes of a compiled model's generation, from dynamo's counters around each call: the
+    graphs its prompt's prefill compiles, its first decoded token, and the `tokens` decoded after it through the
+    growing cache (0: none compiles again), and the graph breaks in all. It compiles the model outside the timing."""
+    from torch._dynamo.utils import counters
+
+    def made():
+        return counters["stats"]["unique_graphs"], sum(counters["graph_break"].values())
+
+    start = made()
+    cache = prefill(model, inputs["prompt"])
+    after_prefill = made()
+    ids = torch.randint(0, model.config.vocab_size, (1, 1 + tokens), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        for index in range(1 + tokens):
+            model(input_ids=ids[:, index : index + 1].to(inputs["prompt"].device), past_key_values=cache)
+            if index == 0:
+                after_first = made()
+    end = made()
+    return {
+        "prefill": after_prefill[0] - start[0],
+        "first token": after_first[0] - after_prefill[0],
+        f"next {tokens} tokens": end[0] - after_first[0],
+        "graph breaks": end[1] - start[1],
     }
 
 
@@ -103,11 +137,20 @@ def prefill(model, prompt):
     return outputs.past_key_values
 
 
-def rewind(cache, length, context_sums):
-    """`cache` cut back to its first `length` tokens: the keys and values by transformers' own crop, and a
-    `CasanCache`'s running sums put back as they were there (`context_sums`), the rollback its own crop refuses
-    because it keeps no earlier sums."""
-    DynamicCache.crop(cache, length - cache.get_seq_length())
+def prompt_state(cache):
+    """What `rewind` puts back: each layer's keys and values after the prompt (the tensors themselves: a cache's
+    update makes new ones by concatenation and never writes into these) and a `CasanCache`'s running sums."""
+    key_values = [(layer.keys, layer.values) for layer in cache.layers]
+    return key_values, dict(getattr(cache, "context_sums", {}))
+
+
+def rewind(cache, state):
+    """`cache` put back as it stood after the prompt (`prompt_state`), the rollback `CasanCache`'s own crop refuses
+    because it keeps no earlier sums: the same tensors, so with the strides of generate()'s cache there (a crop's
+    view would keep the longer tensor's, which a compiled step takes for new strides and compiles again)."""
+    key_values, context_sums = state
+    for layer, (keys, values) in zip(cache.layers, key_values, strict=True):
+        layer.keys, layer.values = keys, values
     if isinstance(cache, CasanCache):
         cache.context_sums = dict(context_sums)
 
@@ -120,11 +163,11 @@ def make_causal_step(model, inputs, phase):
         return lambda: prefill(model, prompt)
     new_tokens = inputs["new_tokens"]
     cache = prefill(model, prompt)
-    context_sums = dict(getattr(cache, "context_sums", {}))
+    state = prompt_state(cache)
     mask = torch.ones(1, prompt.shape[1] + new_tokens.shape[1], dtype=prompt.dtype, device=prompt.device)
 
     def step():
-        rewind(cache, prompt.shape[1], context_sums)
+        rewind(cache, state)
         with torch.no_grad():
             for index in range(new_tokens.shape[1]):
                 model(
@@ -206,17 +249,27 @@ def cache_state_bytes(model, prompt):
     return key_values, sums
 
 
-def measure(shape, rank, attn_implementation, dtype, device, warmup, repeats, progress=None):
-    """Times every model of `causal_variants(rank)` in both phases; one record per model and phase."""
-    variants = causal_variants(rank)
-    models = causal_models(shape, variants, attn_implementation, dtype, device)
+def measure(
+    shape, rank, attn_implementation, dtype, device, warmup, repeats, progress=None, compile_mode=None, backend=None
+):
+    """Times every model of `causal_variants(rank, compile_mode)` in both phases; one record per model and phase. The
+    compiled models compile first (`compiled_graphs`, by `backend`), outside the timing."""
+    variants = causal_variants(rank, compile_mode)
+    models = causal_models(shape, variants, attn_implementation, dtype, device, backend or "inductor")
+    eager = {variant.label: models[variant.label] for variant in variants if variant.compile_mode is None}
     inputs = causal_inputs(shape, device)
-    cache_bytes = {label: cache_state_bytes(model, inputs["prompt"]) for label, model in models.items()}
+    graphs = {}
+    for variant in variants:
+        if variant.compile_mode is not None:
+            if progress is not None:
+                progress.set_description(f"{shape.label}: compiling {variant.eager_label}")
+            graphs[variant.label] = compiled_graphs(models[variant.label], inputs)
+    cache_bytes = {label: cache_state_bytes(model, inputs["prompt"]) for label, model in eager.items()}
     records = []
     for phase in PHASES:
         if progress is not None:
             progress.set_description(f"{shape.label}: {phase}")
-        profiles = {label: phase_operators(model, inputs, phase) for label, model in models.items()}
+        profiles = {label: phase_operators(model, inputs, phase) for label, model in eager.items()}
         results = benchmark_group(
             models, variants, inputs, phase, device, warmup, repeats, progress, step_maker=make_causal_step
         )
@@ -224,7 +277,8 @@ def measure(shape, rank, attn_implementation, dtype, device, warmup, repeats, pr
             "cache": cache_bytes,
             "operators": {label: calls for label, (calls, _) in profiles.items()},
             "operator_us": {label: cpu_us for label, (_, cpu_us) in profiles.items()},
-            "floors": floors(models, shape, phase),
+            "floors": floors(eager, shape, phase),
+            "graphs": graphs,
         }
         records += phase_records(results, models, variants, shape, phase, costs)
     for record in records:
@@ -236,67 +290,76 @@ def measure(shape, rank, attn_implementation, dtype, device, warmup, repeats, pr
 
 def phase_records(results, models, variants, shape, phase, costs):
     """One JSON-ready record per model of one phase, with the encoders' records' fields (ratios over Llama's medians
-    in the same run, named as theirs, `ratio_vs_bert`; the floors of `floors`), `target` the issue's where it sets one
-    (else None), the cache state per layer (`costs["cache"]`), and the compute operators of a step (a prompt's
-    prefill, one decoded token): `operators` in all, `context_operators_per_layer` what the model runs beyond Llama
-    over the layers, and `operator_counts` by name; where the time goes, from the profiler (`operator_cpu_us`, each
-    operator's microseconds of CPU by name, the most first, and `context_cpu_us_per_layer`, beyond Llama's)."""
-    source = variants[0].label
+    in the same run, named as theirs, `ratio_vs_bert`, a compiled model's over compiled Llama's, and its
+    `speedup_vs_eager` over its own eager run; the floors of `floors`), `target` the issue's where it sets one (else
+    None), the cache state per layer (`costs["cache"]`), and the compute operators of a step (a prompt's prefill, one
+    decoded token): `operators` in all, `context_operators_per_layer` what the model runs beyond Llama over the
+    layers, and `operator_counts` by name; where the time goes, from the profiler (`operator_cpu_us`, each
+    operator's microseconds of CPU by name, the most first, and `context_cpu_us_per_layer`, beyond Llama's). A
+    compiled model's operators are its graph's kernels, not counted (None); `compiled_graphs` says what it compiled
+    (`compiled_graphs`), None for an eager model."""
+    references = {variant.compile_mode: variant.label for variant in reversed(variants) if not variant.context_type}
+    source = references[None]
     source_operators = costs["operators"][source]
     source_us = sum(costs["operator_us"][source].values())
-    source_wall, source_cpu = (statistics.median(times) for times in results[source][:2])
     tokens = shape.context if phase == "prefill" else shape.new_tokens
     records = []
     for variant in variants:
         wall, cpu, step_mb = results[variant.label]
-        key_values, sums = costs["cache"][variant.label]
-        operators = costs["operators"][variant.label]
-        flop_floor, floor = costs["floors"][variant.label]
-        params = count_params(models[variant.label])
-        records.append(
-            {
-                "family": FAMILY,
-                "size": shape.label,
-                "shape": asdict(shape),
-                "model": variant.label,
-                "context_type": variant.context_type,
-                "context_rank": variant.context_rank,
-                "compile_mode": None,
-                "mode": phase,
-                "seq_len": shape.context,
-                "new_tokens": shape.new_tokens if phase == "decode" else 0,
-                "batch_size": 1,
-                "weights": "random",
-                "tokens_per_s": tokens / statistics.median(wall),
-                "ms_per_step": 1000 * statistics.median(wall),
-                "cpu_ms_per_step": 1000 * statistics.median(cpu),
-                "repeats": len(wall),
-                "peak_mem_mb": None if step_mb is None else weights_mb(models[variant.label]) + step_mb,
-                "step_mem_mb": step_mb,
-                "params": params,
-                "context_params": params - count_params(models[source]),
-                "ratio_vs_bert": source_wall / statistics.median(wall),
-                "cpu_ratio_vs_bert": source_cpu / statistics.median(cpu),
-                "speedup_vs_eager": 1.0,
-                "flop_floor": flop_floor,
-                "floor": floor,
-                "flops_per_byte": None,
-                "operators": sum(operators.values()),
-                "context_operators_per_layer": (sum(operators.values()) - sum(source_operators.values()))
-                / shape.layers,
-                "operator_counts": dict(sorted(operators.items())),
-                "operator_cpu_us": {
-                    name: round(us, 1) for name, us in costs["operator_us"][variant.label].most_common()
-                },
-                "context_cpu_us_per_layer": (sum(costs["operator_us"][variant.label].values()) - source_us)
-                / shape.layers,
-                "target": TARGETS.get((variant.context_type, variant.context_rank), {}).get(phase),
-                "kv_cache_bytes": key_values,
-                "context_state_bytes": sums,
-                "threads": torch.get_num_threads(),
-                "torch": torch.__version__,
-            }
-        )
+        reference_wall, reference_cpu = results[references[variant.compile_mode]][:2]
+        eager_label = variant.eager_label
+        key_values, sums = costs["cache"][eager_label]
+        flop_floor, floor = costs["floors"][eager_label]
+        params = count_params(models[eager_label])
+        record = {
+            "family": FAMILY,
+            "size": shape.label,
+            "shape": asdict(shape),
+            "model": variant.label,
+            "context_type": variant.context_type,
+            "context_rank": variant.context_rank,
+            "compile_mode": variant.compile_mode,
+            "mode": phase,
+            "seq_len": shape.context,
+            "new_tokens": shape.new_tokens if phase == "decode" else 0,
+            "batch_size": 1,
+            "weights": "random",
+            "tokens_per_s": tokens / statistics.median(wall),
+            "ms_per_step": 1000 * statistics.median(wall),
+            "cpu_ms_per_step": 1000 * statistics.median(cpu),
+            "repeats": len(wall),
+            "peak_mem_mb": None if step_mb is None else weights_mb(models[eager_label]) + step_mb,
+            "step_mem_mb": step_mb,
+            "params": params,
+            "context_params": params - count_params(models[source]),
+            "ratio_vs_bert": statistics.median(reference_wall) / statistics.median(wall),
+            "cpu_ratio_vs_bert": statistics.median(reference_cpu) / statistics.median(cpu),
+            "speedup_vs_eager": statistics.median(results[eager_label][0]) / statistics.median(wall),
+            "flop_floor": flop_floor,
+            "floor": floor,
+            "flops_per_byte": None,
+            "operators": None,
+            "context_operators_per_layer": None,
+            "operator_counts": None,
+            "operator_cpu_us": None,
+            "context_cpu_us_per_layer": None,
+            "compiled_graphs": costs["graphs"].get(variant.label),
+            "target": TARGETS.get((variant.context_type, variant.context_rank), {}).get(phase),
+            "kv_cache_bytes": key_values,
+            "context_state_bytes": sums,
+            "threads": torch.get_num_threads(),
+            "torch": torch.__version__,
+        }
+        if variant.compile_mode is None:
+            operators, cpu_us = costs["operators"][variant.label], costs["operator_us"][variant.label]
+            record.update(
+                operators=sum(operators.values()),
+                context_operators_per_layer=(sum(operators.values()) - sum(source_operators.values())) / shape.layers,
+                operator_counts=dict(sorted(operators.items())),
+                operator_cpu_us={name: round(us, 1) for name, us in cpu_us.most_common()},
+                context_cpu_us_per_layer=(sum(cpu_us.values()) - source_us) / shape.layers,
+            )
+        records.append(record)
     return records
 
 
@@ -328,7 +391,7 @@ def format_operator_table(records):
         f"{'model':<40} {'prefill':>8} {'per layer':>9} {'us':>9} {'decode':>8} {'per layer':>9} {'us':>9}",
     ]
     by_phase = {(record["model"], record["mode"]): record for record in records}
-    for model in dict.fromkeys(record["model"] for record in records):
+    for model in dict.fromkeys(record["model"] for record in records if record["operators"] is not None):
         cells = [by_phase[model, phase] for phase in PHASES]
         lines.append(
             f"{model:<40} "
@@ -338,6 +401,21 @@ def format_operator_table(records):
                 for cell in cells
             )
         )
+    return "\n".join(lines)
+
+
+def format_graph_table(records):
+    """What each compiled model compiled (`compiled_graphs`): the graphs of its prefill, of its first decoded token
+    and of the tokens after it, and its graph breaks. Llama's control copy, the same modules, runs the graphs
+    compiled for Llama (dynamo's guards do not tell the two apart) and makes none."""
+    compiled = [record for record in records if record["compiled_graphs"] and record["mode"] == records[0]["mode"]]
+    names = list(compiled[0]["compiled_graphs"])
+    lines = [
+        "graphs each compiled model made (a decoding step in one graph, compiled once; Llama's copy runs Llama's)",
+        f"{'model':<52} " + " ".join(f"{name:>16}" for name in names),
+    ]
+    for record in compiled:
+        lines.append(f"{record['model']:<52} " + " ".join(f"{record['compiled_graphs'][name]:>16}" for name in names))
     return "\n".join(lines)
 
 

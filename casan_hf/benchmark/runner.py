@@ -113,9 +113,10 @@ def default_variants(
     return [twin for pair in zip(variants, compiled, strict=True) for twin in pair]
 
 
-def compiled_twins(models, variants, backend="inductor"):
+def compiled_twins(models, variants, backend="inductor", dynamic=None):
     """`models` with every compiled variant added: its eager model through `torch.compile` (the same module, so
-    the same weights; compiled at its first call, in the warm-up).
+    the same weights; compiled at its first call, in the warm-up), with torch.compile's `dynamic` (True: shapes
+    symbolic from the first call, as a decoding step's growing cache needs).
 
     Every compiled model runs through the same transformers code objects (the output-capturing wrappers), and
     dynamo keeps at most `recompile_limit` graphs per code object (8 by default): past it, the models compiled
@@ -126,7 +127,9 @@ def compiled_twins(models, variants, backend="inductor"):
     return {
         **models,
         **{
-            variant.label: torch.compile(models[variant.eager_label], mode=variant.compile_mode, backend=backend)
+            variant.label: torch.compile(
+                models[variant.eager_label], mode=variant.compile_mode, backend=backend, dynamic=dynamic
+            )
             for variant in variants
             if variant.compile_mode is not None
         },
