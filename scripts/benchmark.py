@@ -284,8 +284,7 @@ def run_causal(args, device, dtype):
     fields = dataclasses.fields(causal.CausalShape)
     shape = causal.CausalShape(**{field.name: getattr(args, f"causal_{field.name}") for field in fields})
     variants = causal.causal_variants(args.rank, args.compile)
-    steps = len(causal.PHASES) * (args.warmup + 1 + args.repeats) * len(variants)
-    progress = tqdm(total=steps, unit="step")
+    progress = tqdm(total=causal.progress_steps(shape, variants, args.warmup, args.repeats), unit="call")
     records = causal.measure(
         shape,
         args.rank,

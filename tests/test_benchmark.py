@@ -1,16 +1,14 @@
 """The benchmark's `--quick` run completes and writes the records the issue asks for, and `--family` runs another
 family's models (no timing asserts)."""
 
+import contextlib
+import io
 import json
-import os
-import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 
-ROOT = Path(__file__).resolve().parents[1]
 REQUIRED = {
     "commit": str,
     "cpu": str,
@@ -34,20 +32,15 @@ REQUIRED = {
 
 @pytest.fixture(scope="module")
 def quick_records(tmp_path_factory):
+    """`--quick`'s records and what it printed, run in this process (`run_main`), as the script's own command line."""
+    from conftest import load_script, run_main
+
     path = tmp_path_factory.mktemp("benchmark") / "quick.json"
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    command = [
-        sys.executable,
-        str(ROOT / "scripts" / "benchmark.py"),
-        "--quick",
-        "--device",
-        "cpu",
-        "--json",
-        str(path),
-    ]
-    completed = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
-    assert completed.returncode == 0, completed.stderr[-3000:]
-    return json.loads(path.read_text()), completed.stdout + completed.stderr
+    output = io.StringIO()  # the tables and the progress bar, standard output and error together
+    with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(output), contextlib.redirect_stderr(output):
+        patch.setenv("HF_HUB_OFFLINE", "1")
+        run_main(load_script("benchmark"), ["--quick", "--device", "cpu", "--json", path])
+    return json.loads(path.read_text()), output.getvalue()
 
 
 def test_quick_run_writes_one_record_per_model_and_mode(quick_records):
@@ -89,16 +82,16 @@ def test_progress_and_tables_are_shown(quick_records):
     assert "flop floor" in output and "minilm" in output and "step" in output
 
 
-def test_compile_times_each_model_beside_its_compiled_twin(tmp_path):
+def test_compile_times_each_model_beside_its_compiled_twin(tmp_path, monkeypatch, capsys):
     """`--compile MODE`: every model also compiled (here with the eager backend: the tracing, not the compiler,
     which would take minutes on a CPU), compiled BERT the reference of the compiled models, warm-up untimed."""
+    from conftest import load_script, run_main
+
     path = tmp_path / "compiled.json"
-    command = [sys.executable, str(ROOT / "scripts" / "benchmark.py"), "--quick", "--device", "cpu", "--context-types",
-               "global", "--rank", "0", "--repeats", "1", "--compile", "reduce-overhead", "--compile-backend", "eager",
-               "--json", str(path)]  # fmt: skip
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
-    completed = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
-    assert completed.returncode == 0, completed.stderr[-3000:]
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    run_main(load_script("benchmark"), ["--quick", "--device", "cpu", "--context-types", "global", "--rank", "0",
+                                        "--repeats", "1", "--compile", "reduce-overhead", "--compile-backend", "eager",
+                                        "--json", path])  # fmt: skip
     records = json.loads(path.read_text())
     inference = [record for record in records if record["mode"] == "inference"]
     assert [record["model"] for record in inference] == [
@@ -114,7 +107,7 @@ def test_compile_times_each_model_beside_its_compiled_twin(tmp_path):
         assert record["speedup_vs_eager"] > 0 and (record["compile_mode"] or record["speedup_vs_eager"] == 1.0)
         if record["model"].startswith("bert [compiled"):
             assert record["ratio_vs_bert"] == 1.0  # compiled BERT is the compiled models' reference
-    assert "x eager" in completed.stdout + completed.stderr
+    assert "x eager" in "".join(capsys.readouterr())
 
 
 def test_compile_refuses_a_warm_up_that_would_time_the_compiler(monkeypatch, capsys):
@@ -207,17 +200,18 @@ def test_a_round_runs_each_model_its_block_of_steps_in_a_row():
     assert all(len(results[label][0]) == len(results[label][1]) == 4 * 3 for label in labels)
 
 
-def test_proxy_times_every_model_and_mode_beside_the_controls(tmp_path):
+def test_proxy_times_every_model_and_mode_beside_the_controls(tmp_path, monkeypatch, capsys):
     """`--proxy` at a toy size (2 layers, 3 rounds of 2 steps, one run; compiled with the eager backend: the
     tracing, not inductor): one record per model and mode, the controls among them, and the table of medians
     printed."""
+    from conftest import load_script, run_main
+
     path = tmp_path / "proxy.json"
-    command = [sys.executable, str(ROOT / "scripts" / "benchmark.py"), "--proxy", "--proxy-layers", "2",
-               "--proxy-rounds", "3", "--proxy-block", "2", "--proxy-runs", "1", "--compile-backend", "eager",
-               "--json", str(path)]  # fmt: skip
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
-    completed = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
-    assert completed.returncode == 0, completed.stderr[-3000:]
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    run = ["--proxy", "--proxy-layers", "2", "--proxy-rounds", "3", "--proxy-block", "2", "--proxy-runs", "1",
+           "--compile-backend", "eager", "--json", path]  # fmt: skip
+    run_main(load_script("benchmark"), run)
+    printed = capsys.readouterr().out
     records = json.loads(path.read_text())
     models = ["bert", "bert (control copy)", "casan none (control)", "casan global", "casan deep", "casan deep_global",
               "casan none, output gate", "casan global, output gate only"]  # fmt: skip
@@ -231,9 +225,9 @@ def test_proxy_times_every_model_and_mode_beside_the_controls(tmp_path):
         if record["model"].startswith("bert"):
             assert record["forward_ops_per_layer"] == record["backward_ops_per_layer"] == 0.0
     assert records[3]["forward_ops_per_layer"] > 0  # global adds operators to every layer
-    rows = [line for line in completed.stdout.splitlines() if line.startswith("| ")]
+    rows = [line for line in printed.splitlines() if line.startswith("| ")]
     assert len(rows) == 2 * (2 + len(models))  # the medians, then each run's ratios: a header, a rule, a row per model
-    assert "| casan none (control) |" in completed.stdout and "| bert (control copy) |" in completed.stdout
+    assert "| casan none (control) |" in printed and "| bert (control copy) |" in printed
 
 
 @pytest.mark.parametrize(
@@ -376,6 +370,7 @@ def test_causal_run_times_prefill_and_decode_beside_the_controls(tmp_path, monke
         assert record["device"] == "cpu" and record["dtype"] == "float32" and record["attn_implementation"] == "sdpa"
         assert (record["seq_len"], record["batch_size"], record["repeats"]) == (16, 1, 1)
         assert record["new_tokens"] == (2 if record["mode"] == "decode" else 0)
+        assert record["timed_calls"] == (2 if record["mode"] == "decode" else 1)  # decode: its tokens, one by one
         assert record["tokens_per_s"] > 0 and record["cpu_ms_per_step"] > 0 and record["ratio_vs_bert"] > 0
         assert record["params"] == records[0]["params"] + record["context_params"]
         assert record["kv_cache_bytes"] == [key_values] * 2
@@ -441,22 +436,34 @@ def test_causal_compile_times_each_model_beside_its_compiled_twin(tmp_path, monk
     """`--causal --compile`: each model followed by its compiled twin (dynamic shapes, here dynamo's graphs run by
     its eager backend), whose ratio is over compiled Llama's and `x eager` over its own eager run; each compiled
     model's prefill and first decoded token one graph each, no break, and nothing compiled again over the 64 tokens
-    decoded after them; Llama's control copy, the same modules, runs Llama's graphs and compiles none."""
+    decoded after the second (which, with inductor, compiles for the cache's contiguous keys where the prefill left
+    the attention's layout, in Llama too); Llama's control copy, the same modules, runs Llama's graphs and compiles
+    none. Llama, its copy and one CASAN kind are compiled (`global` at a rank, the kinds' common projection path):
+    every kind's compiled decoding is tests/test_causal.py's."""
     from conftest import load_script, run_main
 
+    from casan_hf.benchmark import causal
+
+    models = ["llama", "llama (control copy)", "casan global r8"]
+    every_variant = causal.causal_variants
+    monkeypatch.setattr(
+        causal,
+        "causal_variants",
+        lambda rank, mode: [variant for variant in every_variant(rank, mode) if variant.eager_label in models],
+    )
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     path = tmp_path / "causal.json"
     run = [*CAUSAL_RUN, "--warmup", "3", "--compile", "default", "--compile-backend", "eager", "--json", path]
     run_main(load_script("benchmark"), run)
     records = json.loads(path.read_text())
-    compiled_models = [model for name in CAUSAL_MODELS for model in (name, f"{name} [compiled default]")]
+    compiled_models = [model for name in models for model in (name, f"{name} [compiled default]")]
     assert [record["model"] for record in records if record["mode"] == "decode"] == compiled_models
     for record in records:
         if record["compile_mode"] is None:
             assert record["compiled_graphs"] is None and record["operators"] > 0
             continue
         made = 0 if record["model"].startswith("llama (control copy)") else 1
-        graphs = {"prefill": made, "first token": made, "next 64 tokens": 0, "graph breaks": 0}
+        graphs = {"prefill": made, "first token": made, "second token": 0, "next 64 tokens": 0, "graph breaks": 0}
         assert record["compiled_graphs"] == graphs, record["model"]
         assert record["operators"] is None and record["speedup_vs_eager"] > 0
         if record["model"] == "llama [compiled default]":

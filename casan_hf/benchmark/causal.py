@@ -5,11 +5,13 @@ the two phases of generation, each at batch 1:
 - prefill: one forward over a `context`-token prompt that fills the cache and computes the last position's logits
   alone, as generate()'s first step does (`logits_to_keep=1`); tokens/s over the prompt;
 - decode: `new_tokens` single-token forwards through the cache after that prompt, as generate()'s later steps make
-  them; tokens/s over the new tokens. Every timed step starts from the prompt's cache (`rewind`), so that each
-  decodes at the same context.
+  them; tokens/s over the new tokens. Each is timed alone, the models taking turns token by token, and every
+  `new_tokens` tokens a model's cache goes back to the prompt's (`rewind`), so that each decodes at the same contexts.
 
 The models run round-robin with medians, wall and process CPU time (`runner.benchmark_group`), beside two controls
-that must tie with Llama: a copy of it and CASAN `none`. Beside the times, the cache state one sequence holds after the
+that must tie with Llama: a copy of it and CASAN `none`. Decode's turns are a token long (about 20 ms on a CPU, not
+a whole step of tokens), so that a slow spell of the host, which moved every model's median by up to a fifth when each
+turn was 32 tokens long, falls on every model alike. Beside the times, the cache state one sequence holds after the
 prompt: the keys and values, and CASAN's running context sums (`CasanCache.context_sums`), per layer, in bytes.
 """
 
@@ -96,30 +98,28 @@ def causal_models(shape, variants, attn_implementation, dtype, device, compile_b
 
 
 def compiled_graphs(model, inputs, tokens=COUNTED_TOKENS):
-    """What torch.compile makes of a compiled model's generation, from dynamo's counters around each call: the
-    graphs its prompt's prefill compiles, its first decoded token, and the `tokens` decoded after it through the
-    growing cache (0: none compiles again), and the graph breaks in all. It compiles the model outside the timing."""
+    """What torch.compile makes of a compiled model's generation, from dynamo's counters around each call of its
+    timed steps (`make_causal_step`): the graphs its prompt's prefill compiles, its first and second decoded
+    tokens, and the `tokens` decoded after them, through the growing cache and its rewinds (0: none compiles
+    again), and the graph breaks in all. It compiles the model outside the timing. The second token compiles a graph
+    of its own in Llama too: the prefill leaves the cache's keys and values in the attention's layout (heads
+    strided by a head's width), and a decoded token's concatenation makes them contiguous."""
     from torch._dynamo.utils import counters
 
     def made():
         return counters["stats"]["unique_graphs"], sum(counters["graph_break"].values())
 
-    start = made()
-    cache = prefill(model, inputs["prompt"])
-    after_prefill = made()
-    ids = torch.randint(0, model.config.vocab_size, (1, 1 + tokens), generator=torch.Generator().manual_seed(1))
-    with torch.no_grad():
-        for index in range(1 + tokens):
-            model(input_ids=ids[:, index : index + 1].to(inputs["prompt"].device), past_key_values=cache)
-            if index == 0:
-                after_first = made()
-    end = made()
-    return {
-        "prefill": after_prefill[0] - start[0],
-        "first token": after_first[0] - after_prefill[0],
-        f"next {tokens} tokens": end[0] - after_first[0],
-        "graph breaks": end[1] - start[1],
-    }
+    counted = [made()]
+    step = make_causal_step(model, inputs, "decode")  # the prompt's prefill first
+    counted.append(made())
+    for index in range(2 + tokens):
+        step()
+        if index < 2:
+            counted.append(made())
+    counted.append(made())
+    names = ("prefill", "first token", "second token", f"next {tokens} tokens")
+    graphs = {name: after[0] - before[0] for name, before, after in zip(names, counted[:-1], counted[1:], strict=True)}
+    return graphs | {"graph breaks": counted[-1][1] - counted[0][1]}
 
 
 def causal_inputs(shape, device):
@@ -156,39 +156,56 @@ def rewind(cache, state):
 
 
 def make_causal_step(model, inputs, phase):
-    """One timed step of `phase`: the prompt's prefill, or the decode of every new token after the prompt's cache
-    (made here, once; each step first rewinds the cache to it, which costs no arithmetic)."""
+    """One timed call of `phase`: the prompt's prefill, or the decode of the next new token after the prompt's cache
+    (made here, once), the cache rewound to it after the last (`CALLS_PER_STEP`: a step of decode is `new_tokens`
+    calls)."""
     prompt = inputs["prompt"]
     if phase == "prefill":
         return lambda: prefill(model, prompt)
-    new_tokens = inputs["new_tokens"]
     cache = prefill(model, prompt)
     state = prompt_state(cache)
-    mask = torch.ones(1, prompt.shape[1] + new_tokens.shape[1], dtype=prompt.dtype, device=prompt.device)
+    # each token and mask a tensor of its own, as generate() makes each step's: a slice of one would start at an
+    # offset, which a compiled step takes for another alignment and compiles again
+    tokens = [token.clone() for token in inputs["new_tokens"].split(1, dim=1)]
+    masks = [prompt.new_ones(1, prompt.shape[1] + index + 1) for index in range(len(tokens))]
+    index = 0
 
     def step():
-        rewind(cache, state)
+        nonlocal index
+        if index == 0:
+            rewind(cache, state)
         with torch.no_grad():
-            for index in range(new_tokens.shape[1]):
-                model(
-                    input_ids=new_tokens[:, index : index + 1],
-                    attention_mask=mask[:, : prompt.shape[1] + index + 1],
-                    past_key_values=cache,
-                    use_cache=True,
-                )
+            model(input_ids=tokens[index], attention_mask=masks[index], past_key_values=cache, use_cache=True)
+        index = (index + 1) % len(tokens)
 
     return step
 
 
+def calls_per_step(shape, phase):
+    """The timed calls (`make_causal_step`) of one step of `phase`: the prompt's prefill is one, decode one a token."""
+    return shape.new_tokens if phase == "decode" else 1
+
+
+def progress_steps(shape, variants, warmup, repeats):
+    """The calls `measure` runs through the progress bar: every model's warm-up, memory and timed calls, both
+    phases."""
+    return sum((warmup + repeats) * calls_per_step(shape, phase) + 1 for phase in PHASES) * len(variants)
+
+
 def phase_operators(model, inputs, phase, profiles=3):
     """The compute operators (`operators.call_operator_profile`) of one step of `phase` after an uncounted one: a
-    prompt's prefill, or one decoded token (the decode step's over its tokens): `(calls, cpu_us)`, Counters by
-    operator name, the times those of the fastest of `profiles` profiled steps (the first profile of a process pays
-    the profiler's start, and any step the machine's other work)."""
-    step = make_causal_step(model, inputs, phase)
+    prompt's prefill, or one decoded token (averaged over a step's tokens): `(calls, cpu_us)`, Counters by operator
+    name, the times those of the fastest of `profiles` profiled steps (the first profile of a process pays the
+    profiler's start, and any step the machine's other work)."""
+    call = make_causal_step(model, inputs, phase)
+    tokens = inputs["new_tokens"].shape[1] if phase == "decode" else 1
+
+    def step():
+        for _ in range(tokens):
+            call()
+
     step()
     calls, cpu_us = min((call_operator_profile(step) for _ in range(profiles)), key=lambda found: found[1].total())
-    tokens = inputs["new_tokens"].shape[1] if phase == "decode" else 1
     return tuple(
         collections.Counter({name: value / tokens for name, value in counter.items()}) for counter in (calls, cpu_us)
     )
@@ -270,8 +287,17 @@ def measure(
         if progress is not None:
             progress.set_description(f"{shape.label}: {phase}")
         profiles = {label: phase_operators(model, inputs, phase) for label, model in eager.items()}
+        calls = calls_per_step(shape, phase)
         results = benchmark_group(
-            models, variants, inputs, phase, device, warmup, repeats, progress, step_maker=make_causal_step
+            models,
+            variants,
+            inputs,
+            phase,
+            device,
+            warmup * calls,
+            repeats * calls,
+            progress,
+            step_maker=make_causal_step,
         )
         costs = {
             "cache": cache_bytes,
@@ -291,7 +317,8 @@ def measure(
 def phase_records(results, models, variants, shape, phase, costs):
     """One JSON-ready record per model of one phase, with the encoders' records' fields (ratios over Llama's medians
     in the same run, named as theirs, `ratio_vs_bert`, a compiled model's over compiled Llama's, and its
-    `speedup_vs_eager` over its own eager run; the floors of `floors`), `target` the issue's where it sets one (else
+    `speedup_vs_eager` over its own eager run; a step's times the median call's times its calls, `timed_calls` the
+    calls timed, `repeats` the steps they make; the floors of `floors`), `target` the issue's where it sets one (else
     None), the cache state per layer (`costs["cache"]`), and the compute operators of a step (a prompt's prefill, one
     decoded token): `operators` in all, `context_operators_per_layer` what the model runs beyond Llama over the
     layers, and `operator_counts` by name; where the time goes, from the profiler (`operator_cpu_us`, each
@@ -303,9 +330,11 @@ def phase_records(results, models, variants, shape, phase, costs):
     source_operators = costs["operators"][source]
     source_us = sum(costs["operator_us"][source].values())
     tokens = shape.context if phase == "prefill" else shape.new_tokens
+    calls = calls_per_step(shape, phase)
     records = []
     for variant in variants:
         wall, cpu, step_mb = results[variant.label]
+        step_wall, step_cpu = calls * statistics.median(wall), calls * statistics.median(cpu)
         reference_wall, reference_cpu = results[references[variant.compile_mode]][:2]
         eager_label = variant.eager_label
         key_values, sums = costs["cache"][eager_label]
@@ -324,10 +353,11 @@ def phase_records(results, models, variants, shape, phase, costs):
             "new_tokens": shape.new_tokens if phase == "decode" else 0,
             "batch_size": 1,
             "weights": "random",
-            "tokens_per_s": tokens / statistics.median(wall),
-            "ms_per_step": 1000 * statistics.median(wall),
-            "cpu_ms_per_step": 1000 * statistics.median(cpu),
-            "repeats": len(wall),
+            "tokens_per_s": tokens / step_wall,
+            "ms_per_step": 1000 * step_wall,
+            "cpu_ms_per_step": 1000 * step_cpu,
+            "repeats": len(wall) // calls,
+            "timed_calls": len(wall),
             "peak_mem_mb": None if step_mb is None else weights_mb(models[eager_label]) + step_mb,
             "step_mem_mb": step_mb,
             "params": params,
