@@ -24,7 +24,7 @@ from transformers.generation.utils import GenerationMixin
 from casan_hf import CAUSAL_FAMILIES, CasanCache, casan_class
 from casan_hf.configuration_casan_causal import MINIMUM_TRANSFORMERS_CAUSAL
 from casan_hf.hub.checks import check_folder
-from casan_hf.modeling_casan_causal import GENERATION_HOOKS, prefix_means
+from casan_hf.modeling_casan_causal import GENERATION_HOOKS, PREFIX_BLOCK, prefix_means, prefix_sums
 from casan_hf.training import gate_means
 
 
@@ -478,6 +478,46 @@ def test_prefix_means_count_real_tokens_and_restart_at_packed_starts():
     torch.testing.assert_close(means[0], expected)
     torch.testing.assert_close(total[0], (states[0, 4] + states[0, 5]).float())
     assert count.item() == 2
+
+
+@pytest.mark.parametrize("length", [4 * PREFIX_BLOCK - 1, 4 * PREFIX_BLOCK, 7 * PREFIX_BLOCK + 5])
+def test_prefix_sums_in_blocks_are_cumsum_in_float32_under_autocast_with_its_gradient(length):
+    """A long sequence's prefix sums on the CPU, summed in blocks (one product each), are cumsum's to float32's
+    rounding, whatever the length (a part block at the end, or too short for blocks), stay float32 under a bfloat16
+    autocast, and give cumsum's gradient."""
+    values = torch.randn(2, length, 24, generator=torch.Generator().manual_seed(0), requires_grad=True)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        sums = prefix_sums(values)
+    assert sums.dtype == torch.float32 and sums.shape == values.shape
+    torch.testing.assert_close(sums, values.cumsum(dim=1), rtol=1e-5, atol=1e-5)
+    weights = torch.randn(sums.shape, generator=torch.Generator().manual_seed(1))
+    (gradient,) = torch.autograd.grad((sums * weights).sum(), values)
+    (expected,) = torch.autograd.grad((values.cumsum(dim=1) * weights).sum(), values)
+    torch.testing.assert_close(gradient, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_a_long_prompt_summed_in_blocks_decodes_and_prefills_in_chunks_as_its_full_forward():
+    """A prompt long enough for `prefix_sums`' blocks (left-padded, a part block at the end): a cached step's
+    logits are a full forward's, and a prefill in chunks (whose sums start from the cache's) gives the unchunked
+    logits."""
+    model = trained_context("llama", "global", max_position_embeddings=128)
+    ids = torch.randint(3, CAUSAL_VOCAB, (2, 5 * PREFIX_BLOCK + 3), generator=torch.Generator().manual_seed(0))
+    mask = torch.ones_like(ids)
+    mask[1, :7] = 0
+    step = torch.randint(3, CAUSAL_VOCAB, (2, 1), generator=torch.Generator().manual_seed(1))
+    longer = torch.cat([mask, torch.ones_like(step)], dim=1)
+    with torch.no_grad():
+        cache = model(input_ids=ids, attention_mask=mask, use_cache=True).past_key_values
+        cached = model(input_ids=step, attention_mask=longer, past_key_values=cache).logits
+        full = model(input_ids=torch.cat([ids, step], dim=1), attention_mask=longer, use_cache=False).logits
+        torch.testing.assert_close(cached, full[:, -1:], rtol=1e-5, atol=1e-5)
+        generated = [
+            model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=2, pad_token_id=0, do_sample=False,
+                           prefill_chunk_size=chunk, output_logits=True, return_dict_in_generate=True).logits
+            for chunk in (None, 4 * PREFIX_BLOCK + 1)
+        ]  # fmt: skip
+    for unchunked, chunked in zip(*generated, strict=True):
+        torch.testing.assert_close(chunked, unchunked, rtol=1e-5, atol=1e-5)
 
 
 def test_a_sliding_window_layer_s_context_spans_the_whole_prefix():
