@@ -273,8 +273,9 @@ def prefix_sums(values):
     batch, length, width = values.shape
     if values.device.type != "cpu" or length < 4 * PREFIX_BLOCK:
         return values.cumsum(dim=1)
-    padded = torch.nn.functional.pad(values, (0, 0, 0, -length % PREFIX_BLOCK))
-    blocks = padded.view(batch, -1, PREFIX_BLOCK, width)
+    missing = -length % PREFIX_BLOCK  # the last block's tokens past the end, zeros (a pad copies every value)
+    padded = torch.nn.functional.pad(values, (0, 0, 0, missing)) if missing else values
+    blocks = padded.reshape(batch, -1, PREFIX_BLOCK, width)
     lower = torch.ones(PREFIX_BLOCK, PREFIX_BLOCK, dtype=values.dtype, device=values.device).tril_()
     with torch.autocast("cpu", enabled=False):
         within = torch.matmul(lower, blocks)
