@@ -91,8 +91,10 @@ endef
 # The suite runs in two processes (pytest-xdist), each test file whole in one of them: a file's fixtures and order stay
 # as they are, and the machine's two cores both work. Each process's torch computes on one thread: two processes of
 # two threads each on two cores wait on each other's threads (the quick tier took 245 s so, 190 s on one thread each,
-# docs/TESTS_TIME.md).
-PYTEST_PROCESSES := -n 2 --dist loadfile
+# docs/TESTS_TIME.md). The files go out longest first (tests/conftest.py's order, from tests/file_seconds.txt), not
+# pytest-xdist's default of the files with the most tests first: that left the longest files (few tests, each a
+# subprocess) to the end, where one process ran them beside an idle one.
+PYTEST_PROCESSES := -n 2 --dist loadfile --no-loadscope-reorder
 PYTEST_ENV := HF_HUB_OFFLINE=1 OMP_NUM_THREADS=1
 # Every run prints its 30 slowest tests, where the suite's time goes (docs/TESTS_TIME.md).
 PYTEST_TIMES := --durations=30

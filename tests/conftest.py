@@ -38,12 +38,25 @@ SLOW_TESTS = {
 }
 
 
+# Each test file's seconds in a full run (tests/file_seconds.txt, `python -m tooling.file_seconds`).
+FILE_SECONDS = {
+    name: float(seconds)
+    for seconds, name in (
+        line.split() for line in (REPO_ROOT / "tests" / "file_seconds.txt").read_text().splitlines() if line[0] != "#"
+    )
+}
+
+
 def pytest_collection_modifyitems(items):
-    """Marks slow each test that tests/slow_tests.txt names, by its function or its unittest class."""
+    """Marks slow each test that tests/slow_tests.txt names, by its function or its unittest class; then puts the
+    files in the order of their time in a full run, longest first (a file not listed last), each file's tests in
+    their own order. The pytest processes (`--dist loadfile --no-loadscope-reorder`) take the files in this order, so
+    the longest start first and the run does not end on one process's long file beside an idle one."""
     for item in items:
         function = item.nodeid.split("[")[0]
         if function in SLOW_TESTS or function.rsplit("::", 1)[0] in SLOW_TESTS:
             item.add_marker(pytest.mark.slow)
+    items.sort(key=lambda item: -FILE_SECONDS.get(item.nodeid.split("::")[0], 0.0))
 
 
 def pytest_addoption(parser):

@@ -85,9 +85,11 @@ def kill_all(process):
 
 
 def killed(command, cwd, point, global_step):
-    """`command` stopped at `point` after `global_step`, then SIGKILLed with every process it started."""
-    process, _, _ = stopped(command, cwd, point, global_step)
+    """`command` stopped at `point` after `global_step`, then SIGKILLed with every process it started; returns
+    what it printed."""
+    process, _, log_path = stopped(command, cwd, point, global_step)
     assert kill_all(process) == -signal.SIGKILL
+    return log_path.read_text()
 
 
 def finished(process, log_path, timeout=300):
@@ -181,8 +183,10 @@ def command(name, output_dir, tiny_bert, glue_dir, text_file, multi30k_dir):
 
 
 SCRIPTS = ("run_glue", "run_mlm", "run_translation")
-# Inside step 3, after checkpoint-2; and for run_glue also while checkpoint-4 is being written (after its weights).
-KILL_POINTS = [(name, "step", 2) for name in SCRIPTS] + [("run_glue", "checkpoint", 4)]
+# Where each script's run is killed, one kill after another, each run started with the same command: inside step 3,
+# after checkpoint-2; for run_glue then also while checkpoint-4 is being written (after its weights), in the run that
+# resumed from checkpoint-2.
+KILL_POINTS = {name: [("step", 2)] for name in SCRIPTS} | {"run_glue": [("step", 2), ("checkpoint", 4)]}
 
 
 @pytest.fixture(scope="module")
@@ -204,19 +208,22 @@ def uninterrupted(tmp_path_factory, commands):
     return state
 
 
-@pytest.mark.parametrize("name, point, step", KILL_POINTS)
-def test_a_killed_run_resumes_to_the_same_model(name, point, step, tmp_path, commands, uninterrupted):
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_a_killed_run_resumes_to_the_same_model(name, tmp_path, commands, uninterrupted):
     full_command = commands(name, tmp_path / "out")
-    killed(full_command, tmp_path, point, step)
-    assert (tmp_path / "out" / "checkpoint-2" / "trainer_state.json").exists()
-    if point == "checkpoint":
-        half = tmp_path / "out" / f"checkpoint-{step}"
-        assert (half / "model.safetensors").exists() and not (half / "trainer_state.json").exists()
+    resume_note = "checkpoint-2 (step 2 of 6); to train from the start instead"
+    for kills, (point, step) in enumerate(KILL_POINTS[name]):
+        printed = killed(full_command, tmp_path, point, step)
+        assert (kills == 0) != (resume_note in printed)  # a run after a kill resumes
+        assert (tmp_path / "out" / "checkpoint-2" / "trainer_state.json").exists()
+        if point == "checkpoint":
+            half = tmp_path / "out" / f"checkpoint-{step}"
+            assert (half / "model.safetensors").exists() and not (half / "trainer_state.json").exists()
     resumed = run(full_command, tmp_path)
     log = resumed.stdout + resumed.stderr
-    assert "checkpoint-2 (step 2 of 6); to train from the start instead" in log
-    if point == "checkpoint":
-        assert f"checkpoint-{step} is incomplete (it has no trainer_state.json" in log
+    assert resume_note in log
+    if name == "run_glue":
+        assert "checkpoint-4 is incomplete (it has no trainer_state.json" in log
     state = final_state(tmp_path / "out", "checkpoint-6")
     assert_same_run(train_loss_free(state), train_loss_free(uninterrupted(name)))
     assert len(gate_records(state["log_history"])) == 3 + 1  # three evaluations in training, the final one

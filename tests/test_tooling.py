@@ -1,7 +1,8 @@
 """The repository's tooling (tooling/, docs/CODE.md): its modules import each other one way, with no circle; a
 render reads the records as they are when it starts (no cache outlives it); README's text stays in README, a
 template whose placeholders are figures; a release of an unknown kind is refused; and the translation card parses
-its record's command line as the script does, `--flag=value` included."""
+its record's command line as the script does, `--flag=value` included; the test files' times add up from a
+durations log."""
 
 import ast
 import json
@@ -11,7 +12,7 @@ import pytest
 from conftest import REPO_ROOT
 
 from casan_hf.studies import causal
-from tooling import release
+from tooling import file_seconds, release
 from tooling.catalog import STUDIES
 from tooling.render import block
 from tooling.results import StudyResults
@@ -150,3 +151,15 @@ def test_a_cost_is_the_benchmark_records_ratio_over_bert(tmp_path):
         filled("cost bench.json deep_global+local inference", results)
     with pytest.raises(ValueError, match="'speed' is not one of params, inference, training"):
         filled("cost bench.json global speed", results)
+
+
+def test_file_seconds_adds_up_each_files_tests_from_a_durations_log():
+    log = (
+        "12.50s call     tests/test_a.py::test_one[x-y]\n"
+        "0.50s setup    tests/test_a.py::test_one[x-y]\n"
+        "3.00s call     tests/test_b.py::Case::test_two\n"
+        "============ 2 passed in 16.00s ============\n"
+    )
+    assert file_seconds.file_seconds(log) == {"tests/test_a.py": 13.0, "tests/test_b.py": 3.0}
+    with pytest.raises(ValueError, match="--durations=0"):
+        file_seconds.file_seconds("2 passed in 1.00s\n")
