@@ -15,6 +15,8 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 from hypothesis import HealthCheck, settings  # noqa: E402
 
+from tooling import file_seconds  # noqa: E402
+
 
 # The property tests (test_properties.py): CI's profile draws a fixed number of examples, the same ones every run
 # and without an example database; `make test-quick`'s draws a tenth of them; `--hypothesis-profile long` draws many
@@ -38,13 +40,8 @@ SLOW_TESTS = {
 }
 
 
-# Each test file's seconds in a full run (tests/file_seconds.txt, `python -m tooling.file_seconds`).
-FILE_SECONDS = {
-    name: float(seconds)
-    for seconds, name in (
-        line.split() for line in (REPO_ROOT / "tests" / "file_seconds.txt").read_text().splitlines() if line[0] != "#"
-    )
-}
+# Each test file's seconds in a full run (tests/file_seconds.txt, written by `python -m tooling.file_seconds`).
+FILE_SECONDS = file_seconds.read()
 
 
 def pytest_collection_modifyitems(items):

@@ -163,3 +163,9 @@ def test_file_seconds_adds_up_each_files_tests_from_a_durations_log():
     assert file_seconds.file_seconds(log) == {"tests/test_a.py": 13.0, "tests/test_b.py": 3.0}
     with pytest.raises(ValueError, match="--durations=0"):
         file_seconds.file_seconds("2 passed in 1.00s\n")
+
+
+def test_file_seconds_reads_back_what_it_writes(tmp_path):
+    listed = tmp_path / "file_seconds.txt"
+    listed.write_text(file_seconds.HEADER + "13 tests/test_a.py\n3 tests/test_b.py\n\n", encoding="utf-8")
+    assert file_seconds.read(listed) == {"tests/test_a.py": 13.0, "tests/test_b.py": 3.0}

@@ -31,6 +31,12 @@ def file_seconds(log_text):
     return seconds
 
 
+def read(path=FILE_SECONDS):
+    """`{test file: seconds}` as tests/file_seconds.txt lists them (what `main` writes)."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    return {name: float(seconds) for seconds, name in (line.split() for line in lines if line and line[0] != "#")}
+
+
 def main(argv):
     if len(argv) != 1:
         raise SystemExit("usage: python -m tooling.file_seconds LOG")
